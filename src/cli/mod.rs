@@ -1,0 +1,130 @@
+//! Command line (clap derive). Arguments become plain config structs; no logic lives here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::record::{CallGraph, EventChoice, RecordConfig, Target};
+use crate::report::{Format, ReportConfig};
+
+#[derive(Debug, Parser)]
+#[command(name = "jprof", version, about = "Sampling profiler with JIT symbolization, on one timeline")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command (or attach to a process) and record samples into a recording file.
+    #[command(after_help = "Examples:\n  jprof record -- ./my-program arg1\n  jprof record -F 4999 --call-graph dwarf -o run.data -- ./app\n  jprof record --duration 5 -- ./server")]
+    Record(RecordArgs),
+    /// Read a recording and write a flame graph, folded stacks or a text summary.
+    #[command(after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234")]
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum EventArg {
+    Cycles,
+    CpuClock,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CallGraphArg {
+    Fp,
+    Dwarf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Flamegraph,
+    Collapsed,
+    Text,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Sampling frequency in Hz.
+    #[arg(short = 'F', long = "freq", default_value_t = 999)]
+    pub frequency: u64,
+    /// Output recording file.
+    #[arg(short, long, default_value = "jprof.data")]
+    pub output: PathBuf,
+    /// Stop after this many seconds (the target keeps running in attach mode).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Sampling event; `cycles` falls back to `cpu-clock` when there is no PMU.
+    #[arg(short, long, value_enum, default_value_t = EventArg::Cycles)]
+    pub event: EventArg,
+    /// How user stacks are collected: frame pointers, or a stack copy unwound with DWARF CFI.
+    #[arg(long = "call-graph", value_enum, default_value_t = CallGraphArg::Fp)]
+    pub call_graph: CallGraphArg,
+    /// Do not store symbols of the sampled binaries in the recording.
+    #[arg(long)]
+    pub no_embed_symbols: bool,
+    /// Attach to this running process instead of launching a command.
+    #[arg(short, long, conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// The command to run, after `--`.
+    #[arg(last = true, required_unless_present = "pid")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Input recording.
+    #[arg(short, long, default_value = "jprof.data")]
+    pub input: PathBuf,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = FormatArg::Flamegraph)]
+    pub format: FormatArg,
+    /// Output file (`-` for stdout). Default: flamegraph.svg for flamegraph, stdout otherwise.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Only samples of this thread id.
+    #[arg(long)]
+    pub tid: Option<u32>,
+    /// Only samples of threads with this name.
+    #[arg(long)]
+    pub comm: Option<String>,
+}
+
+impl From<RecordArgs> for RecordConfig {
+    fn from(a: RecordArgs) -> Self {
+        RecordConfig {
+            target: match a.pid {
+                Some(pid) => Target::Pid(pid),
+                None => Target::Launch(a.command),
+            },
+            frequency_hz: a.frequency,
+            output: a.output,
+            duration: a.duration.map(std::time::Duration::from_secs_f64),
+            event: match a.event {
+                EventArg::Cycles => EventChoice::Cycles,
+                EventArg::CpuClock => EventChoice::CpuClock,
+            },
+            call_graph: match a.call_graph {
+                CallGraphArg::Fp => CallGraph::FramePointers,
+                CallGraphArg::Dwarf => CallGraph::Dwarf,
+            },
+            embed_symbols: !a.no_embed_symbols,
+        }
+    }
+}
+
+impl From<ReportArgs> for ReportConfig {
+    fn from(a: ReportArgs) -> Self {
+        ReportConfig {
+            input: a.input,
+            format: match a.format {
+                FormatArg::Flamegraph => Format::Flamegraph,
+                FormatArg::Collapsed => Format::Collapsed,
+                FormatArg::Text => Format::Text,
+            },
+            output: a.output,
+            tid: a.tid,
+            comm: a.comm,
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Pure parsers over bytes, one file per external format. No I/O, no unsafe, no panics on any
+//! input: every error names the byte offset and what was expected there.
+
+pub mod perf;
+pub mod recording;
+
+use thiserror::Error;
+
+/// A parse failure: where, and what was expected there.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error("at byte offset {offset}: expected {expected}")]
+pub struct ParseError {
+    pub offset: usize,
+    pub expected: String,
+}
+
+impl ParseError {
+    pub fn new(offset: usize, expected: impl Into<String>) -> Self {
+        Self {
+            offset,
+            expected: expected.into(),
+        }
+    }
+}
+
+/// Little-endian reader over a slice; `base` is the slice's offset in the whole input, so
+/// errors name absolute offsets.
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(buf: &'a [u8], base: usize) -> Self {
+        Self { buf, pos: 0, base }
+    }
+
+    pub fn offset(&self) -> usize {
+        self.base + self.pos
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn error(&self, expected: impl Into<String>) -> ParseError {
+        ParseError::new(self.offset(), expected)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], ParseError> {
+        if self.remaining() < n {
+            return Err(self.error(format!("{n} more bytes (only {} left)", self.remaining())));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    pub fn u8(&mut self) -> Result<u8, ParseError> {
+        Ok(self.bytes(1)?[0])
+    }
+
+    pub fn u16(&mut self) -> Result<u16, ParseError> {
+        let b = self.bytes(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    pub fn u32(&mut self) -> Result<u32, ParseError> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, ParseError> {
+        let b = self.bytes(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A NUL-padded string that runs up to `trailer` bytes before the end of the buffer.
+    pub fn cstr_padded(&mut self, trailer: usize) -> Result<String, ParseError> {
+        if self.remaining() < trailer {
+            return Err(self.error("string followed by the sample_id trailer"));
+        }
+        let field = self.bytes(self.remaining() - trailer)?;
+        let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+        Ok(String::from_utf8_lossy(&field[..end]).into_owned())
+    }
+}

@@ -1,0 +1,596 @@
+//! Pure parser for kernel perf records (`struct perf_event_header` + body), as they come out of
+//! the mmap'd ring and as they are stored in a recording. No I/O; every error names the offset.
+
+use super::{Cursor, ParseError};
+
+/// Record type (`perf_event_header.type`). Open set: unknown kinds are skipped, not fatal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordKind(pub u32);
+
+impl RecordKind {
+    pub const MMAP: Self = Self(1);
+    pub const LOST: Self = Self(2);
+    pub const COMM: Self = Self(3);
+    pub const EXIT: Self = Self(4);
+    pub const THROTTLE: Self = Self(5);
+    pub const UNTHROTTLE: Self = Self(6);
+    pub const FORK: Self = Self(7);
+    pub const SAMPLE: Self = Self(9);
+    pub const MMAP2: Self = Self(10);
+    pub const LOST_SAMPLES: Self = Self(13);
+    pub const KSYMBOL: Self = Self(17);
+}
+
+/// `sample_type` bits (uapi `enum perf_event_sample_format`).
+pub mod sample_type {
+    pub const IP: u64 = 1 << 0;
+    pub const TID: u64 = 1 << 1;
+    pub const TIME: u64 = 1 << 2;
+    pub const ADDR: u64 = 1 << 3;
+    pub const READ: u64 = 1 << 4;
+    pub const CALLCHAIN: u64 = 1 << 5;
+    pub const ID: u64 = 1 << 6;
+    pub const CPU: u64 = 1 << 7;
+    pub const PERIOD: u64 = 1 << 8;
+    pub const STREAM_ID: u64 = 1 << 9;
+    pub const RAW: u64 = 1 << 10;
+    pub const BRANCH_STACK: u64 = 1 << 11;
+    pub const REGS_USER: u64 = 1 << 12;
+    pub const STACK_USER: u64 = 1 << 13;
+    pub const IDENTIFIER: u64 = 1 << 16;
+}
+
+/// `misc` field: CPU mode of a sample.
+pub mod misc {
+    pub const CPUMODE_MASK: u16 = 7;
+    pub const KERNEL: u16 = 1;
+    pub const USER: u16 = 2;
+    /// COMM record caused by exec.
+    pub const COMM_EXEC: u16 = 1 << 13;
+}
+
+/// Callchain context markers (`enum perf_callchain_context`), stored as u64 in `ips[]`.
+pub mod context {
+    pub const HV: u64 = -32i64 as u64;
+    pub const KERNEL: u64 = -128i64 as u64;
+    pub const USER: u64 = -512i64 as u64;
+    pub const GUEST: u64 = -2048i64 as u64;
+    pub const GUEST_KERNEL: u64 = -2176i64 as u64;
+    pub const GUEST_USER: u64 = -2560i64 as u64;
+    /// Anything at or above this is a marker, not an address.
+    pub const MAX: u64 = -4095i64 as u64;
+}
+
+/// What the parser needs to know about how the events were opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleLayout {
+    pub sample_type: u64,
+    /// `sample_regs_user` mask; registers appear in ascending bit order.
+    pub regs_user_mask: u64,
+    /// Whether non-sample records carry the `sample_id` trailer.
+    pub sample_id_all: bool,
+}
+
+/// One record, split from a byte stream but not yet decoded.
+#[derive(Clone, Copy, Debug)]
+pub struct RawRecord<'a> {
+    pub kind: RecordKind,
+    pub misc: u16,
+    /// The body after the 8-byte header.
+    pub body: &'a [u8],
+    /// Offset of the header within the buffer the record came from.
+    pub offset: usize,
+}
+
+/// Splits a buffer of back-to-back perf records. Stops with an error at the first header that
+/// cannot be right (size < 8 or past the end); records before it have been returned.
+pub struct RecordIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> RecordIter<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<RawRecord<'a>, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let offset = self.pos;
+        let rest = &self.buf[offset..];
+        if rest.len() < 8 {
+            self.pos = self.buf.len();
+            return Some(Err(ParseError::new(offset, "perf record header (8 bytes)")));
+        }
+        let kind = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let misc = u16::from_le_bytes([rest[4], rest[5]]);
+        let size = u16::from_le_bytes([rest[6], rest[7]]) as usize;
+        if size < 8 || size > rest.len() {
+            self.pos = self.buf.len();
+            return Some(Err(ParseError::new(
+                offset,
+                "perf record size between 8 and the bytes left",
+            )));
+        }
+        self.pos += size;
+        Some(Ok(RawRecord {
+            kind: RecordKind(kind),
+            misc,
+            body: &rest[8..size],
+            offset,
+        }))
+    }
+}
+
+/// The `sample_id` trailer of non-sample records (present with `sample_id_all`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SampleId {
+    pub pid: u32,
+    pub tid: u32,
+    pub time: Option<u64>,
+    pub cpu: Option<u32>,
+}
+
+/// A decoded sample. Slices borrow from the record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample<'a> {
+    pub ip: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    pub period: u64,
+    /// Raw `ips[]` including context markers (see [`context`]).
+    pub callchain: Vec<u64>,
+    /// User registers in ascending mask-bit order; empty when the kernel gave none.
+    pub regs_user: Vec<u64>,
+    /// Copied user stack, cut to `dyn_size`.
+    pub stack_user: &'a [u8],
+    /// CPU mode from `misc`.
+    pub cpumode: u16,
+}
+
+/// A decoded record. `Other` keeps kinds jprof does not interpret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    Sample(Sample<'a>),
+    Mmap2 {
+        pid: u32,
+        tid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        /// Build id when the kernel supplied one (`PERF_RECORD_MISC_MMAP_BUILD_ID`).
+        build_id: Option<Vec<u8>>,
+        prot: u32,
+        flags: u32,
+        filename: String,
+        id: SampleId,
+    },
+    Mmap {
+        pid: u32,
+        tid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        filename: String,
+        id: SampleId,
+    },
+    Comm {
+        pid: u32,
+        tid: u32,
+        comm: String,
+        exec: bool,
+        id: SampleId,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+        time: u64,
+    },
+    Exit {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+        time: u64,
+    },
+    Lost {
+        lost: u64,
+        id: SampleId,
+    },
+    LostSamples {
+        lost: u64,
+        id: SampleId,
+    },
+    Throttle {
+        time: u64,
+        unthrottle: bool,
+    },
+    Other(RecordKind),
+}
+
+impl SampleLayout {
+    /// Timestamp of any record on the sample clock, when it has one.
+    pub fn time_of(&self, raw: &RawRecord<'_>) -> Option<u64> {
+        match self.parse(raw) {
+            Ok(Record::Sample(s)) => Some(s.time),
+            Ok(Record::Fork { time, .. } | Record::Exit { time, .. }) => Some(time),
+            Ok(Record::Throttle { time, .. }) => Some(time),
+            Ok(Record::Mmap2 { id, .. })
+            | Ok(Record::Mmap { id, .. })
+            | Ok(Record::Comm { id, .. })
+            | Ok(Record::Lost { id, .. })
+            | Ok(Record::LostSamples { id, .. }) => id.time,
+            _ => None,
+        }
+    }
+
+    /// Decodes a raw record. `raw.offset` is used in errors.
+    pub fn parse<'a>(&self, raw: &RawRecord<'a>) -> Result<Record<'a>, ParseError> {
+        let mut c = Cursor::new(raw.body, raw.offset + 8);
+        Ok(match raw.kind {
+            RecordKind::SAMPLE => Record::Sample(self.parse_sample(&mut c, raw.misc)?),
+            RecordKind::MMAP2 => {
+                let pid = c.u32()?;
+                let tid = c.u32()?;
+                let addr = c.u64()?;
+                let len = c.u64()?;
+                let pgoff = c.u64()?;
+                let union = c.bytes(24)?;
+                let build_id = if raw.misc & (1 << 14) != 0 {
+                    let n = (union[0] as usize).min(20);
+                    Some(union[4..4 + n].to_vec())
+                } else {
+                    None
+                };
+                let prot = c.u32()?;
+                let flags = c.u32()?;
+                let filename = c.cstr_padded(self.trailer_len())?;
+                let id = self.parse_sample_id(&mut c)?;
+                Record::Mmap2 {
+                    pid,
+                    tid,
+                    addr,
+                    len,
+                    pgoff,
+                    build_id,
+                    prot,
+                    flags,
+                    filename,
+                    id,
+                }
+            }
+            RecordKind::MMAP => {
+                let pid = c.u32()?;
+                let tid = c.u32()?;
+                let addr = c.u64()?;
+                let len = c.u64()?;
+                let pgoff = c.u64()?;
+                let filename = c.cstr_padded(self.trailer_len())?;
+                let id = self.parse_sample_id(&mut c)?;
+                Record::Mmap {
+                    pid,
+                    tid,
+                    addr,
+                    len,
+                    pgoff,
+                    filename,
+                    id,
+                }
+            }
+            RecordKind::COMM => {
+                let pid = c.u32()?;
+                let tid = c.u32()?;
+                let comm = c.cstr_padded(self.trailer_len())?;
+                let id = self.parse_sample_id(&mut c)?;
+                Record::Comm {
+                    pid,
+                    tid,
+                    comm,
+                    exec: raw.misc & misc::COMM_EXEC != 0,
+                    id,
+                }
+            }
+            RecordKind::FORK | RecordKind::EXIT => {
+                let pid = c.u32()?;
+                let ppid = c.u32()?;
+                let tid = c.u32()?;
+                let ptid = c.u32()?;
+                let time = c.u64()?;
+                if raw.kind == RecordKind::FORK {
+                    Record::Fork {
+                        pid,
+                        ppid,
+                        tid,
+                        ptid,
+                        time,
+                    }
+                } else {
+                    Record::Exit {
+                        pid,
+                        ppid,
+                        tid,
+                        ptid,
+                        time,
+                    }
+                }
+            }
+            RecordKind::LOST => {
+                let _id = c.u64()?;
+                let lost = c.u64()?;
+                let id = self.parse_sample_id(&mut c)?;
+                Record::Lost { lost, id }
+            }
+            RecordKind::LOST_SAMPLES => {
+                let lost = c.u64()?;
+                let id = self.parse_sample_id(&mut c)?;
+                Record::LostSamples { lost, id }
+            }
+            RecordKind::THROTTLE | RecordKind::UNTHROTTLE => Record::Throttle {
+                time: c.u64()?,
+                unthrottle: raw.kind == RecordKind::UNTHROTTLE,
+            },
+            other => Record::Other(other),
+        })
+    }
+
+    /// Byte length of the `sample_id` trailer.
+    fn trailer_len(&self) -> usize {
+        if !self.sample_id_all {
+            return 0;
+        }
+        let t = self.sample_type;
+        let mut n = 0;
+        for (bit, len) in [
+            (sample_type::TID, 8),
+            (sample_type::TIME, 8),
+            (sample_type::ID, 8),
+            (sample_type::STREAM_ID, 8),
+            (sample_type::CPU, 8),
+            (sample_type::IDENTIFIER, 8),
+        ] {
+            if t & bit != 0 {
+                n += len;
+            }
+        }
+        n
+    }
+
+    fn parse_sample_id(&self, c: &mut Cursor<'_>) -> Result<SampleId, ParseError> {
+        let mut id = SampleId::default();
+        if !self.sample_id_all {
+            return Ok(id);
+        }
+        let t = self.sample_type;
+        if t & sample_type::TID != 0 {
+            id.pid = c.u32()?;
+            id.tid = c.u32()?;
+        }
+        if t & sample_type::TIME != 0 {
+            id.time = Some(c.u64()?);
+        }
+        if t & sample_type::ID != 0 {
+            c.u64()?;
+        }
+        if t & sample_type::STREAM_ID != 0 {
+            c.u64()?;
+        }
+        if t & sample_type::CPU != 0 {
+            id.cpu = Some(c.u32()?);
+            c.u32()?;
+        }
+        Ok(id)
+    }
+
+    fn parse_sample<'a>(&self, c: &mut Cursor<'a>, misc: u16) -> Result<Sample<'a>, ParseError> {
+        let t = self.sample_type;
+        let mut s = Sample {
+            ip: 0,
+            pid: 0,
+            tid: 0,
+            time: 0,
+            cpu: 0,
+            period: 1,
+            callchain: Vec::new(),
+            regs_user: Vec::new(),
+            stack_user: &[],
+            cpumode: misc & misc::CPUMODE_MASK,
+        };
+        if t & sample_type::IDENTIFIER != 0 {
+            c.u64()?;
+        }
+        if t & sample_type::IP != 0 {
+            s.ip = c.u64()?;
+        }
+        if t & sample_type::TID != 0 {
+            s.pid = c.u32()?;
+            s.tid = c.u32()?;
+        }
+        if t & sample_type::TIME != 0 {
+            s.time = c.u64()?;
+        }
+        if t & sample_type::ADDR != 0 {
+            c.u64()?;
+        }
+        if t & sample_type::ID != 0 {
+            c.u64()?;
+        }
+        if t & sample_type::STREAM_ID != 0 {
+            c.u64()?;
+        }
+        if t & sample_type::CPU != 0 {
+            s.cpu = c.u32()?;
+            c.u32()?;
+        }
+        if t & sample_type::PERIOD != 0 {
+            s.period = c.u64()?;
+        }
+        if t & sample_type::READ != 0 {
+            return Err(c.error("sample without READ values (jprof never requests them)"));
+        }
+        if t & sample_type::CALLCHAIN != 0 {
+            let nr = c.u64()?;
+            if nr > (c.remaining() / 8) as u64 {
+                return Err(c.error("callchain length that fits in the record"));
+            }
+            s.callchain.reserve(nr as usize);
+            for _ in 0..nr {
+                s.callchain.push(c.u64()?);
+            }
+        }
+        if t & (sample_type::RAW | sample_type::BRANCH_STACK) != 0 {
+            return Err(c.error("sample without RAW/BRANCH_STACK (jprof never requests them)"));
+        }
+        if t & sample_type::REGS_USER != 0 {
+            let abi = c.u64()?;
+            if abi != 0 {
+                for _ in 0..self.regs_user_mask.count_ones() {
+                    s.regs_user.push(c.u64()?);
+                }
+            }
+        }
+        if t & sample_type::STACK_USER != 0 {
+            let size = c.u64()?;
+            if size != 0 {
+                if size > c.remaining() as u64 {
+                    return Err(c.error("user stack size that fits in the record"));
+                }
+                let data = c.bytes(size as usize)?;
+                let dyn_size = c.u64()?;
+                s.stack_user = &data[..(dyn_size.min(size)) as usize];
+            }
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+        let mut v = kind.to_le_bytes().to_vec();
+        v.extend(misc.to_le_bytes());
+        v.extend(((body.len() + 8) as u16).to_le_bytes());
+        v.extend(body);
+        v
+    }
+
+    const LAYOUT: SampleLayout = SampleLayout {
+        sample_type: sample_type::IP
+            | sample_type::TID
+            | sample_type::TIME
+            | sample_type::CPU
+            | sample_type::PERIOD
+            | sample_type::CALLCHAIN
+            | sample_type::REGS_USER
+            | sample_type::STACK_USER,
+        regs_user_mask: 0x1c0,
+        sample_id_all: true,
+    };
+
+    #[test]
+    fn sample_with_callchain_regs_and_stack() {
+        let mut b = Vec::new();
+        b.extend(0x1000u64.to_le_bytes()); // ip
+        b.extend(7u32.to_le_bytes());
+        b.extend(8u32.to_le_bytes());
+        b.extend(123u64.to_le_bytes()); // time
+        b.extend(1u32.to_le_bytes());
+        b.extend(0u32.to_le_bytes());
+        b.extend(5000u64.to_le_bytes()); // period
+        b.extend(3u64.to_le_bytes());
+        for ip in [context::USER, 0x1000, 0x2000] {
+            b.extend(ip.to_le_bytes());
+        }
+        b.extend(2u64.to_le_bytes()); // abi 64
+        for r in [1u64, 2, 3] {
+            b.extend(r.to_le_bytes());
+        }
+        b.extend(16u64.to_le_bytes());
+        b.extend([0xAAu8; 16]);
+        b.extend(8u64.to_le_bytes()); // dyn_size
+        let rec = header(9, misc::USER, &b);
+        let raw = RecordIter::new(&rec).next().unwrap().unwrap();
+        let Record::Sample(s) = LAYOUT.parse(&raw).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!((s.ip, s.pid, s.tid, s.time, s.cpu, s.period), (0x1000, 7, 8, 123, 1, 5000));
+        assert_eq!(s.callchain, vec![context::USER, 0x1000, 0x2000]);
+        assert_eq!(s.regs_user, vec![1, 2, 3]);
+        assert_eq!(s.stack_user.len(), 8);
+        assert_eq!(s.cpumode, misc::USER);
+    }
+
+    #[test]
+    fn comm_with_trailer() {
+        let mut b = Vec::new();
+        b.extend(5u32.to_le_bytes());
+        b.extend(6u32.to_le_bytes());
+        b.extend(b"hot\0\0\0\0\0");
+        b.extend(5u32.to_le_bytes());
+        b.extend(6u32.to_le_bytes());
+        b.extend(999u64.to_le_bytes());
+        b.extend(1u32.to_le_bytes());
+        b.extend(0u32.to_le_bytes());
+        let rec = header(3, misc::COMM_EXEC, &b);
+        let raw = RecordIter::new(&rec).next().unwrap().unwrap();
+        let r = LAYOUT.parse(&raw).unwrap();
+        assert_eq!(
+            r,
+            Record::Comm {
+                pid: 5,
+                tid: 6,
+                comm: "hot".into(),
+                exec: true,
+                id: SampleId {
+                    pid: 5,
+                    tid: 6,
+                    time: Some(999),
+                    cpu: Some(1)
+                }
+            }
+        );
+        assert_eq!(LAYOUT.time_of(&raw), Some(999));
+    }
+
+    #[test]
+    fn truncated_and_garbage_never_panic() {
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        for len in 0..300 {
+            let mut buf = Vec::with_capacity(len);
+            for _ in 0..len {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                buf.push(seed as u8);
+            }
+            if len >= 8 {
+                buf[0] = (seed % 12) as u8;
+                buf[1..4].fill(0);
+            }
+            for raw in RecordIter::new(&buf).flatten() {
+                let _ = LAYOUT.parse(&raw);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_size_is_an_error_with_offset() {
+        let mut rec = header(9, 0, &[0u8; 8]);
+        rec.extend([1, 0, 0, 0, 0, 0, 4, 0]); // size 4 < 8
+        let items: Vec<_> = RecordIter::new(&rec).collect();
+        assert!(items[0].is_ok());
+        let err = items[1].as_ref().unwrap_err();
+        assert_eq!(err.offset, 16);
+    }
+}

@@ -1,0 +1,192 @@
+//! The container format of a jprof recording (`jprof.data`): a 16-byte file header, then
+//! self-delimiting chunks, each with a CRC. Written append-only, so a recorder killed mid-write
+//! leaves every chunk before the last one intact. Layout: `docs/recording-format.md`.
+
+use super::{Cursor, ParseError};
+
+pub const MAGIC: &[u8; 8] = b"JPROFREC";
+pub const VERSION: u32 = 1;
+pub const FILE_HEADER_LEN: usize = 16;
+pub const CHUNK_HEADER_LEN: usize = 16;
+
+/// Chunk kind. Open set: readers skip kinds they do not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChunkKind(pub u32);
+
+impl ChunkKind {
+    /// JSON `recording::Meta`: command, host, event configuration. Always first.
+    pub const META: Self = Self(1);
+    /// JSON `timeline::ClockConversion`: the sample clock and TSC/wall-clock conversions.
+    pub const CLOCK: Self = Self(2);
+    /// Raw kernel perf records, back to back, as read from the rings.
+    pub const PERF_RECORDS: Self = Self(3);
+    /// JSON `recording::Summary`: counters and the end of the recording.
+    pub const SUMMARY: Self = Self(4);
+    /// JSON `symbolize::EmbeddedSymbols`: symbols for every sampled native address.
+    pub const SYMBOLS: Self = Self(5);
+    /// Empty: the recorder finished cleanly.
+    pub const END: Self = Self(6);
+    /// Side data from JIT runtimes (later issues): code load/move/unload events.
+    pub const JIT_EVENTS: Self = Self(16);
+    /// Side data: a whole side file (name + bytes).
+    pub const SIDE_FILE: Self = Self(17);
+}
+
+/// The 16-byte file header.
+pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut h = [0u8; FILE_HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&(FILE_HEADER_LEN as u32).to_le_bytes());
+    h
+}
+
+/// Encodes one chunk: `u32 kind, u32 crc32(payload), u64 len, payload, zero pad to 8`.
+pub fn encode_chunk(kind: ChunkKind, payload: &[u8]) -> Vec<u8> {
+    let padded = payload.len().div_ceil(8) * 8;
+    let mut out = Vec::with_capacity(CHUNK_HEADER_LEN + padded);
+    out.extend_from_slice(&kind.0.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    out.resize(CHUNK_HEADER_LEN + padded, 0);
+    out
+}
+
+/// One chunk, borrowed from the file bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Chunk<'a> {
+    pub kind: ChunkKind,
+    pub payload: &'a [u8],
+    /// Offset of the payload within the file.
+    pub offset: usize,
+}
+
+/// Every complete chunk, plus why reading stopped early if it did (truncation or corruption).
+#[derive(Debug, Default)]
+pub struct Chunks<'a> {
+    pub version: u32,
+    pub chunks: Vec<Chunk<'a>>,
+    pub stopped: Option<ParseError>,
+}
+
+/// Splits a recording into chunks. Fails only when the file header itself is wrong; a damaged
+/// or cut-off chunk ends the list and is reported in `stopped`.
+pub fn parse_chunks(file: &[u8]) -> Result<Chunks<'_>, ParseError> {
+    let mut c = Cursor::new(file, 0);
+    let magic = c
+        .bytes(8)
+        .map_err(|_| ParseError::new(0, "the jprof recording magic \"JPROFREC\""))?;
+    if magic != MAGIC {
+        return Err(ParseError::new(
+            0,
+            "the jprof recording magic \"JPROFREC\" (is this a jprof.data file?)",
+        ));
+    }
+    let version = c.u32()?;
+    if version != VERSION {
+        return Err(ParseError::new(
+            8,
+            format!("recording format version {VERSION}, found {version}"),
+        ));
+    }
+    let header_len = c.u32()? as usize;
+    if header_len < FILE_HEADER_LEN || header_len > file.len() {
+        return Err(ParseError::new(12, "a file header length of at least 16"));
+    }
+    let mut out = Chunks {
+        version,
+        ..Default::default()
+    };
+    let mut pos = header_len;
+    while pos < file.len() {
+        let mut c = Cursor::new(&file[pos..], pos);
+        let header = (|| Ok::<_, ParseError>((c.u32()?, c.u32()?, c.u64()?)))();
+        let Ok((kind, crc, len)) = header else {
+            out.stopped = Some(ParseError::new(
+                pos,
+                "a complete 16-byte chunk header (the file is truncated)",
+            ));
+            break;
+        };
+        let start = pos + CHUNK_HEADER_LEN;
+        let avail = (file.len() - start) as u64;
+        if len > avail {
+            out.stopped = Some(ParseError::new(
+                pos,
+                format!("a chunk of {len} bytes, but only {avail} remain (the file is truncated)"),
+            ));
+            break;
+        }
+        let payload = &file[start..start + len as usize];
+        if crc32fast::hash(payload) != crc {
+            out.stopped = Some(ParseError::new(
+                pos,
+                "a chunk whose CRC matches its payload (the chunk is corrupt)",
+            ));
+            break;
+        }
+        out.chunks.push(Chunk {
+            kind: ChunkKind(kind),
+            payload,
+            offset: start,
+        });
+        let padded = (len as usize).div_ceil(8) * 8;
+        pos = start.saturating_add(padded).min(file.len());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_file() -> Vec<u8> {
+        let mut f = file_header().to_vec();
+        f.extend(encode_chunk(ChunkKind::META, b"{\"a\":1}"));
+        f.extend(encode_chunk(ChunkKind::PERF_RECORDS, &[1, 2, 3, 4, 5, 6, 7, 8, 9]));
+        f.extend(encode_chunk(ChunkKind(999), b""));
+        f
+    }
+
+    #[test]
+    fn round_trip() {
+        let f = sample_file();
+        let c = parse_chunks(&f).unwrap();
+        assert!(c.stopped.is_none());
+        let kinds: Vec<_> = c.chunks.iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, [ChunkKind::META, ChunkKind::PERF_RECORDS, ChunkKind(999)]);
+        assert_eq!(c.chunks[1].payload.len(), 9);
+    }
+
+    #[test]
+    fn every_truncation_keeps_the_complete_chunks() {
+        let f = sample_file();
+        for cut in FILE_HEADER_LEN..f.len() {
+            let c = parse_chunks(&f[..cut]).unwrap();
+            let complete = [16 + 24, 16 + 24 + 32, 16 + 24 + 32 + 16]
+                .iter()
+                .filter(|&&end| end <= cut)
+                .count();
+            assert!(c.chunks.len() >= complete.min(2), "cut {cut}");
+            assert!(c.chunks.len() <= complete.max(1) + 1, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn corruption_is_reported_with_offset() {
+        let mut f = sample_file();
+        f[16 + 16 + 24 + 2] ^= 0xff; // inside the second chunk's payload
+        let c = parse_chunks(&f).unwrap();
+        assert_eq!(c.chunks.len(), 1);
+        let e = c.stopped.unwrap();
+        assert_eq!(e.offset, 16 + 24);
+        assert!(e.expected.contains("corrupt"));
+    }
+
+    #[test]
+    fn wrong_magic_is_an_error() {
+        let e = parse_chunks(b"PERFILE2xxxxxxxxxxxxxxxx").unwrap_err();
+        assert_eq!(e.offset, 0);
+    }
+}

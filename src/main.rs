@@ -1,0 +1,19 @@
+//! `jprof` command: parse arguments, run, map errors to messages and exit codes.
+
+use clap::Parser;
+use jprof::cli::{Cli, Command};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Record(args) => jprof::record::run(&args.into()),
+        Command::Report(args) => jprof::report::run(&args.into()).map(|()| 0),
+    };
+    match result {
+        Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("jprof: error: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! The symbolized profile: interned frames and samples with root-first stacks. Built by
+//! `symbolize::resolve` from a recording; consumed by the writers in `report/`.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// What kind of code a frame is; drives the `_[k]`/`_[j]`/`_[i]` suffixes and colours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FrameKind {
+    /// Process or thread name at the root of every stack.
+    Root,
+    Native,
+    Kernel,
+    /// JIT-compiled code.
+    Jit,
+    /// A frame inlined into the frame below it (native or JIT).
+    Inlined,
+    Interpreter,
+    Unknown,
+}
+
+/// One frame as shown to people.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Frame {
+    pub name: String,
+    pub kind: FrameKind,
+    /// Binary (file name) the code belongs to, when known.
+    pub module: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameId(pub u32);
+
+/// One sample: who, when, how much, and the stack (root first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileSample {
+    pub pid: u32,
+    pub tid: u32,
+    /// Sample-clock ns.
+    pub time: u64,
+    pub cpu: u32,
+    /// The event period (cycles or ns of cpu-clock).
+    pub weight: u64,
+    pub stack: Vec<FrameId>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadInfo {
+    pub pid: u32,
+    pub comm: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Profile {
+    frames: Vec<Frame>,
+    index: HashMap<Frame, FrameId>,
+    pub samples: Vec<ProfileSample>,
+    pub threads: BTreeMap<u32, ThreadInfo>,
+    /// Things the reader should know (unknown addresses, missing kernel symbols, ...).
+    pub notes: Vec<String>,
+}
+
+impl Profile {
+    pub fn intern(&mut self, frame: Frame) -> FrameId {
+        if let Some(&id) = self.index.get(&frame) {
+            return id;
+        }
+        let id = FrameId(self.frames.len() as u32);
+        self.frames.push(frame.clone());
+        self.index.insert(frame, id);
+        id
+    }
+
+    pub fn frame(&self, id: FrameId) -> &Frame {
+        &self.frames[id.0 as usize]
+    }
+
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+}

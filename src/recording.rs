@@ -1,0 +1,208 @@
+//! The recording as a whole: what a `jprof.data` file says (metadata, clock, perf records,
+//! summary, embedded symbols, side data), loaded for reading. The byte container is in
+//! `format::recording`; the writer is `record::writer`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::format::perf::{RawRecord, RecordIter, SampleLayout};
+use crate::format::recording::{parse_chunks, ChunkKind};
+use crate::format::ParseError;
+use crate::timeline::ClockConversion;
+
+/// How the events were opened, enough to decode every record.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EventConfig {
+    /// "cycles" or "cpu-clock".
+    pub event: String,
+    /// Why the event is what it is (e.g. the cycles fallback), for the summary.
+    pub event_note: Option<String>,
+    pub frequency_hz: u64,
+    pub sample_type: u64,
+    pub regs_user_mask: u64,
+    pub stack_user_bytes: u32,
+    /// "fp" or "dwarf".
+    pub call_graph: String,
+    /// Whether kernel frames were requested (false when the kernel refuses them).
+    pub kernel_callchains: bool,
+    /// Linux clockid of the sample clock (1 = CLOCK_MONOTONIC).
+    pub clockid: i32,
+}
+
+impl EventConfig {
+    pub fn layout(&self) -> SampleLayout {
+        SampleLayout {
+            sample_type: self.sample_type,
+            regs_user_mask: self.regs_user_mask,
+            sample_id_all: true,
+        }
+    }
+}
+
+/// Facts about the machine the recording was made on.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub kernel_release: String,
+    pub arch: String,
+    pub cpus: u32,
+    pub page_size: u64,
+    pub perf_event_paranoid: Option<i32>,
+    pub kptr_restrict: Option<i32>,
+}
+
+/// The first chunk of every recording.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Meta {
+    pub jprof_version: String,
+    /// The profiled command line (launch mode).
+    pub command: Vec<String>,
+    /// The attached PID (attach mode).
+    pub attached_pid: Option<u32>,
+    /// PID of the launched target.
+    pub target_pid: Option<u32>,
+    pub host: HostFacts,
+    pub event: EventConfig,
+    /// Wall-clock start, Unix ns, for humans.
+    pub start_unix_ns: u64,
+}
+
+/// Counters written when recording ends. Problems are data here, not errors.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Summary {
+    pub samples: u64,
+    /// Records the kernel dropped because a ring was full (sum of PERF_RECORD_LOST counts).
+    pub lost_records: u64,
+    pub lost_samples: u64,
+    pub throttles: u64,
+    pub unthrottles: u64,
+    /// Ring batches jprof dropped because its writer fell behind (memory stays bounded).
+    pub dropped_batches: u64,
+    pub threads: u64,
+    pub processes: u64,
+    /// Sample-clock time of the first and last record.
+    pub start_time: u64,
+    pub end_time: u64,
+    pub wall_duration_ns: u64,
+    /// Exit code of the target (128+signal when killed by a signal).
+    pub exit_code: Option<i32>,
+    pub stopped_by: String,
+    /// Human-readable notes (kernel frames unavailable, side files unreadable, ...).
+    pub notes: Vec<String>,
+}
+
+/// A loaded recording.
+pub struct Recording {
+    pub path: PathBuf,
+    bytes: Vec<u8>,
+    chunks: Vec<(ChunkKind, usize, usize)>,
+    pub meta: Meta,
+    pub clock: Option<ClockConversion>,
+    pub summary: Option<Summary>,
+    /// Why reading stopped before the end, if it did (truncated/corrupt file).
+    pub stopped: Option<ParseError>,
+    /// Whether the recorder finished cleanly (END chunk present).
+    pub finished: bool,
+}
+
+impl Recording {
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::from_bytes(path.to_path_buf(), bytes)
+    }
+
+    pub fn from_bytes(path: PathBuf, bytes: Vec<u8>) -> Result<Self, Error> {
+        let parsed = parse_chunks(&bytes).map_err(|e| Error::parse(&path, e))?;
+        let chunks: Vec<_> = parsed
+            .chunks
+            .iter()
+            .map(|c| (c.kind, c.offset, c.payload.len()))
+            .collect();
+        let stopped = parsed.stopped;
+        let json = |kind: ChunkKind| {
+            chunks
+                .iter()
+                .rev()
+                .find(|c| c.0 == kind)
+                .map(|&(_, off, len)| (off, &bytes[off..off + len]))
+        };
+        let Some((meta_off, meta)) = json(ChunkKind::META) else {
+            return Err(Error::parse(
+                &path,
+                stopped.unwrap_or_else(|| ParseError::new(16, "a META chunk")),
+            ));
+        };
+        let meta: Meta = serde_json::from_slice(meta)
+            .map_err(|e| Error::parse(&path, ParseError::new(meta_off, format!("META JSON ({e})"))))?;
+        let clock = match json(ChunkKind::CLOCK) {
+            Some((off, c)) => Some(serde_json::from_slice(c).map_err(|e| {
+                Error::parse(&path, ParseError::new(off, format!("CLOCK JSON ({e})")))
+            })?),
+            None => None,
+        };
+        let summary = match json(ChunkKind::SUMMARY) {
+            Some((off, c)) => Some(serde_json::from_slice(c).map_err(|e| {
+                Error::parse(&path, ParseError::new(off, format!("SUMMARY JSON ({e})")))
+            })?),
+            None => None,
+        };
+        let finished = chunks.iter().any(|c| c.0 == ChunkKind::END);
+        Ok(Self {
+            path,
+            chunks,
+            meta,
+            clock,
+            summary,
+            stopped,
+            finished,
+            bytes,
+        })
+    }
+
+    pub fn layout(&self) -> SampleLayout {
+        self.meta.event.layout()
+    }
+
+    /// Payloads of every chunk of one kind, in file order.
+    pub fn payloads(&self, kind: ChunkKind) -> impl Iterator<Item = (usize, &[u8])> + '_ {
+        self.chunks
+            .iter()
+            .filter(move |c| c.0 == kind)
+            .map(|&(_, off, len)| (off, &self.bytes[off..off + len]))
+    }
+
+    /// Every perf record in file order. A damaged record ends its chunk; the error carries the
+    /// absolute file offset.
+    pub fn perf_records(&self) -> impl Iterator<Item = Result<RawRecord<'_>, ParseError>> + '_ {
+        self.payloads(ChunkKind::PERF_RECORDS)
+            .flat_map(|(off, payload)| {
+                RecordIter::new(payload).map(move |r| {
+                    r.map(|mut raw| {
+                        raw.offset += off;
+                        raw
+                    })
+                    .map_err(|mut e| {
+                        e.offset += off;
+                        e
+                    })
+                })
+            })
+    }
+
+    /// A one-line description of how the file ended, for reports.
+    pub fn completeness(&self) -> String {
+        match (&self.stopped, self.finished) {
+            (Some(e), _) => format!(
+                "{} is truncated or damaged ({e}); everything before that offset was read",
+                self.path.display()
+            ),
+            (None, false) => format!(
+                "{} has no end marker: the recorder was killed; all complete chunks were read",
+                self.path.display()
+            ),
+            (None, true) => "complete".to_string(),
+        }
+    }
+}

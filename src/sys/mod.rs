@@ -1,0 +1,2 @@
+//! The only place with `unsafe`: perf_event_open and its ring buffer, the perf mmap page, fork/exec
+//! with a handshake, raw clock reads. Every unsafe block carries a `// SAFETY:` comment.

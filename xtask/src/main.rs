@@ -1,0 +1,5 @@
+//! Project automation: `cargo xtask demo | bench | fuzz`.
+
+fn main() -> anyhow::Result<()> {
+    Ok(())
+}
