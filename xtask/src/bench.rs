@@ -1,0 +1,353 @@
+//! `cargo xtask bench`: jprof against perf on the same workload in one run. Every variant runs
+//! N times, interleaved (the order rotates each round so drift in machine speed hits all
+//! variants alike); the table shows medians. Wall time is measured here; peak memory comes from
+//! `/usr/bin/time -f %M` (GNU time) wrapped around each process.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{available, build_example, build_jprof, describe, target_dir};
+
+const GNU_TIME: &str = "/usr/bin/time";
+
+/// An argument vector from mixed `&str`/path arguments.
+macro_rules! argv {
+    ($($arg:expr),* $(,)?) => { vec![$(OsString::from(&$arg)),*] };
+}
+
+struct Options {
+    runs: usize,
+    scale: String,
+}
+
+fn parse(args: &[String]) -> Result<Options> {
+    let mut options = Options {
+        runs: 5,
+        scale: "1".into(),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--runs" => {
+                options.runs = value("--runs")?.parse().context("--runs: a number")?;
+                if options.runs < 5 {
+                    bail!("--runs must be at least 5 (the medians need them)");
+                }
+            }
+            "--scale" => options.scale = value("--scale")?,
+            other => bail!("bench: unknown argument {other:?} (try --runs N, --scale S)"),
+        }
+    }
+    Ok(options)
+}
+
+/// Fails with install instructions when a tool the comparison needs is missing.
+fn check_tools() -> Result<()> {
+    let mut missing = Vec::new();
+    if !available("perf") {
+        missing.push("perf: apt-get install linux-perf");
+    }
+    for tool in ["inferno-collapse-perf", "inferno-flamegraph"] {
+        if !available(tool) {
+            missing.push("inferno-collapse-perf, inferno-flamegraph: cargo install inferno (and put ~/.cargo/bin on PATH)");
+            break;
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "the benchmark compares against tools that are not installed:\n  {}",
+            missing.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// One measured run: wall time and peak resident memory (KiB) of the largest process.
+#[derive(Clone, Copy, Debug)]
+struct Measurement {
+    wall: Duration,
+    max_rss_kib: Option<u64>,
+}
+
+/// Measures processes, wrapping each in GNU time when it is there.
+struct Meter {
+    gnu_time: bool,
+    scratch: PathBuf,
+    counter: usize,
+}
+
+impl Meter {
+    fn command(&mut self, argv: &[OsString]) -> (Command, Option<PathBuf>) {
+        let (mut cmd, rss_file) = if self.gnu_time {
+            self.counter += 1;
+            let rss_file = self.scratch.join(format!("rss-{}.txt", self.counter));
+            let mut cmd = Command::new(GNU_TIME);
+            cmd.args(["-f", "%M", "-o"]).arg(&rss_file);
+            cmd.arg(&argv[0]);
+            (cmd, Some(rss_file))
+        } else {
+            (Command::new(&argv[0]), None)
+        };
+        cmd.args(&argv[1..]);
+        (cmd, rss_file)
+    }
+
+    /// Runs one pipeline (`stages[0] | stages[1] | ...`) with stdout of the last stage to `out`.
+    fn pipeline(&mut self, stages: &[Vec<OsString>], out: &Path) -> Result<Measurement> {
+        let mut commands: Vec<(Command, Option<PathBuf>)> =
+            stages.iter().map(|argv| self.command(argv)).collect();
+        let last = commands.len() - 1;
+        let started = Instant::now();
+        let mut children: Vec<(Child, String)> = Vec::new();
+        for (i, (cmd, _)) in commands.iter_mut().enumerate() {
+            cmd.stdin(match children.last_mut() {
+                Some((child, _)) => Stdio::from(child.stdout.take().context("pipe")?),
+                None => Stdio::null(),
+            });
+            cmd.stdout(if i == last {
+                Stdio::from(File::create(out).with_context(|| format!("cannot create {}", out.display()))?)
+            } else {
+                Stdio::piped()
+            });
+            // Errors of the measured tools would be noise in the table; keep them for failures.
+            cmd.stderr(Stdio::from(File::create(self.scratch.join(format!("stderr-{i}.txt")))?));
+            let child = cmd
+                .spawn()
+                .with_context(|| format!("cannot start `{}`", describe(cmd)))?;
+            children.push((child, describe(cmd)));
+        }
+        for (i, (mut child, line)) in children.into_iter().enumerate() {
+            let status = child.wait()?;
+            if !status.success() {
+                let stderr = std::fs::read_to_string(self.scratch.join(format!("stderr-{i}.txt")))
+                    .unwrap_or_default();
+                bail!("`{line}` failed ({status}):\n{stderr}");
+            }
+        }
+        let wall = started.elapsed();
+        let mut max_rss_kib = None;
+        for (_, rss_file) in &commands {
+            if let Some(file) = rss_file {
+                let text = std::fs::read_to_string(file)
+                    .with_context(|| format!("cannot read {}", file.display()))?;
+                // GNU time prints "Command exited with non-zero status" first on failure.
+                let kib: Option<u64> = text.lines().last().and_then(|l| l.trim().parse().ok());
+                max_rss_kib = max_rss_kib.max(kib);
+            }
+        }
+        Ok(Measurement { wall, max_rss_kib })
+    }
+
+    fn single(&mut self, argv: Vec<OsString>, out: &Path) -> Result<Measurement> {
+        self.pipeline(&[argv], out)
+    }
+}
+
+/// Median of the runs of one variant.
+#[derive(Clone, Copy, Debug)]
+struct Summary {
+    wall: f64,
+    max_rss_mib: Option<f64>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn summarize(runs: &[Measurement]) -> Summary {
+    let rss: Vec<f64> = runs
+        .iter()
+        .filter_map(|m| m.max_rss_kib.map(|k| k as f64 / 1024.0))
+        .collect();
+    Summary {
+        wall: median(runs.iter().map(|m| m.wall.as_secs_f64()).collect()),
+        max_rss_mib: (!rss.is_empty()).then(|| median(rss)),
+    }
+}
+
+fn rss_cell(s: &Summary) -> String {
+    s.max_rss_mib
+        .map_or("n/a".into(), |m| format!("{m:.1}"))
+}
+
+/// Runs each of `variants` variants `runs` times, rotating the order every round so slow drift
+/// of the machine hits all variants alike. Returns the measurements per variant.
+fn interleaved(
+    runs: usize,
+    variants: usize,
+    mut run_variant: impl FnMut(usize) -> Result<Measurement>,
+) -> Result<Vec<Summary>> {
+    let mut results: Vec<Vec<Measurement>> = vec![Vec::new(); variants];
+    for round in 0..runs {
+        eprint!("\rround {}/{runs}", round + 1);
+        for k in 0..variants {
+            let i = (round + k) % variants;
+            results[i].push(run_variant(i)?);
+        }
+    }
+    eprintln!();
+    Ok(results.iter().map(|r| summarize(r)).collect())
+}
+
+fn file_mib(path: &Path) -> f64 {
+    std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / (1024.0 * 1024.0))
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let options = parse(args)?;
+    check_tools()?;
+    let jprof = build_jprof()?;
+    let example = build_example()?;
+    let dir = target_dir().join("bench");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let gnu_time = Path::new(GNU_TIME).exists();
+    if !gnu_time {
+        eprintln!("note: {GNU_TIME} not found (apt-get install time): memory columns will say n/a");
+    }
+    let mut meter = Meter {
+        gnu_time,
+        scratch: dir.clone(),
+        counter: 0,
+    };
+    let jprof_data = dir.join("jprof.data");
+    let perf_data = dir.join("perf.data");
+    let sink = dir.join("stdout.txt");
+    let scale = options.scale.as_str();
+    let meter = &mut meter;
+
+    eprintln!("== recording: target alone vs jprof record vs perf record ({} runs)", options.runs);
+    let record = interleaved(options.runs, 3, |variant| match variant {
+        0 => meter.single(argv![example, scale], &sink),
+        1 => meter.single(
+            argv![jprof, "record", "-F", "999", "-o", jprof_data, "--", example, scale],
+            &sink,
+        ),
+        _ => meter.single(
+            argv!["perf", "record", "-q", "-F", "999", "-g", "-o", perf_data, "--", example, scale],
+            &sink,
+        ),
+    })?;
+
+    eprintln!("== reporting: jprof report vs perf script | inferno ({} runs)", options.runs);
+    let jprof_folded = dir.join("jprof.folded");
+    let jprof_svg = dir.join("jprof.svg");
+    let perf_folded = dir.join("perf.folded");
+    let perf_svg = dir.join("perf.svg");
+    let perf_script = argv!["perf", "script", "-i", perf_data];
+    let collapse = argv!["inferno-collapse-perf"];
+    let draw = argv!["inferno-flamegraph"];
+    let report = interleaved(options.runs, 4, |variant| match variant {
+        0 => meter.single(
+            argv![jprof, "report", "-i", jprof_data, "--format", "collapsed", "-o", jprof_folded],
+            &sink,
+        ),
+        1 => meter.pipeline(&[perf_script.clone(), collapse.clone()], &perf_folded),
+        2 => meter.single(argv![jprof, "report", "-i", jprof_data, "-o", jprof_svg], &sink),
+        _ => meter.pipeline(
+            &[perf_script.clone(), collapse.clone(), draw.clone()],
+            &perf_svg,
+        ),
+    })?;
+
+    let table = render(
+        &options,
+        &record,
+        &report,
+        (file_mib(&jprof_data), file_mib(&perf_data)),
+    );
+    print!("{table}");
+    let md = target_dir().join("bench.md");
+    std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
+    eprintln!("written to {}", md.display());
+    Ok(())
+}
+
+fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64, f64)) -> String {
+    let [alone, jprof, perf] = record else {
+        unreachable!("three recording variants")
+    };
+    let [j_collapsed, p_collapsed, j_svg, p_svg] = report else {
+        unreachable!("four reporting variants")
+    };
+    let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Workload: `hotspots {}`; medians of {} interleaved runs; Linux {}, {cpus} CPUs.\n",
+        options.scale,
+        options.runs,
+        host.trim()
+    );
+    let _ = writeln!(s, "| Recording (-F 999) | wall time (s) | vs alone | max RSS (MiB) | file (MiB) |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| target alone | {:.3} | 1.00× | {} | |", alone.wall, rss_cell(alone));
+    let _ = writeln!(
+        s,
+        "| `jprof record` | {:.3} | {:.2}× | {} | {:.1} |",
+        jprof.wall,
+        jprof.wall / alone.wall,
+        rss_cell(jprof),
+        sizes.0
+    );
+    let _ = writeln!(
+        s,
+        "| `perf record -g` | {:.3} | {:.2}× | {} | {:.1} |",
+        perf.wall,
+        perf.wall / alone.wall,
+        rss_cell(perf),
+        sizes.1
+    );
+    let _ = writeln!(
+        s,
+        "\nSlowdown ratio jprof / perf: **{:.2}** (goal ≤ 1.00).\n",
+        jprof.wall / perf.wall
+    );
+    let _ = writeln!(s, "| Reporting | time (s) | max RSS (MiB) | perf pipeline / jprof |");
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "| `jprof report --format collapsed` | {:.3} | {} | **{:.1}×** |",
+        j_collapsed.wall,
+        rss_cell(j_collapsed),
+        p_collapsed.wall / j_collapsed.wall
+    );
+    let _ = writeln!(
+        s,
+        "| `perf script \\| inferno-collapse-perf` | {:.3} | {} | |",
+        p_collapsed.wall,
+        rss_cell(p_collapsed)
+    );
+    let _ = writeln!(
+        s,
+        "| `jprof report` (flame graph + top 15) | {:.3} | {} | **{:.1}×** |",
+        j_svg.wall,
+        rss_cell(j_svg),
+        p_svg.wall / j_svg.wall
+    );
+    let _ = writeln!(
+        s,
+        "| `perf script \\| inferno-collapse-perf \\| inferno-flamegraph` | {:.3} | {} | |",
+        p_svg.wall,
+        rss_cell(p_svg)
+    );
+    let _ = writeln!(s, "\nGoal: report ≥ 10× faster than the perf pipeline. Memory of a pipeline is its largest stage.");
+    s
+}
