@@ -28,8 +28,6 @@ pub use events::online_cpus;
 pub enum Target {
     /// Run this command line.
     Launch(Vec<String>),
-    /// Attach to this running process.
-    Pid(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,11 +73,6 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let argv = match &config.target {
         Target::Launch(argv) if !argv.is_empty() => argv.clone(),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
-        Target::Pid(_) => {
-            return Err(Error::Usage(
-                "attaching with -p is not available yet: launch the target with `jprof record -- CMD`".into(),
-            ))
-        }
     };
     if config.frequency_hz == 0 {
         return Err(Error::Usage("-F must be at least 1 Hz".into()));
