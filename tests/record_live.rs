@@ -64,8 +64,15 @@ fn records_a_shell_loop_completely() {
     // Sample times are CLOCK_MONOTONIC ns: the span matches the wall time of the run.
     let span = Duration::from_nanos(last - first);
     let wall = Duration::from_nanos(summary.wall_duration_ns);
-    assert!(span <= wall && span * 2 > wall, "span {span:?} vs wall {wall:?}");
-    assert_eq!(rec.payloads(jprof::format::recording::ChunkKind::CLOCK).count(), 1);
+    assert!(
+        span <= wall && span * 2 > wall,
+        "span {span:?} vs wall {wall:?}"
+    );
+    assert_eq!(
+        rec.payloads(jprof::format::recording::ChunkKind::CLOCK)
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -103,7 +110,12 @@ fn sigkilled_recorder_leaves_a_readable_recording() {
     let mut child = jprof()
         .args(["record", "-o"])
         .arg(&data)
-        .args(["--", "sh", "-c", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done",
+        ])
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("run jprof");
@@ -131,7 +143,12 @@ fn sigint_is_forwarded_and_the_recording_finalized() {
     let child = jprof()
         .args(["record", "-o"])
         .arg(&data)
-        .args(["--", "sh", "-c", "i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done",
+        ])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run jprof");
@@ -140,7 +157,12 @@ fn sigint_is_forwarded_and_the_recording_finalized() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal jprof");
     let out = child.wait_with_output().expect("reap jprof");
     // sh dies of the forwarded SIGINT: 128 + 2.
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rec = Recording::open(&data).expect("open");
     assert!(rec.finished, "{}", rec.completeness());
     assert!(rec.summary.expect("summary").stopped_by.contains("SIGINT"));
@@ -153,14 +175,27 @@ fn duration_stops_the_recording() {
     let out = jprof()
         .args(["record", "--duration", "0.5", "-o"])
         .arg(&data)
-        .args(["--", "sh", "-c", "i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done",
+        ])
         .output()
         .expect("run jprof");
-    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(out.status.code(), Some(128 + 15), "target ends by SIGTERM");
     let rec = Recording::open(&data).expect("open");
     assert!(rec.finished);
     let summary = rec.summary.expect("summary");
-    assert!(summary.stopped_by.contains("--duration"), "{}", summary.stopped_by);
+    assert!(
+        summary.stopped_by.contains("--duration"),
+        "{}",
+        summary.stopped_by
+    );
     assert!(summary.samples > 100, "{} samples", summary.samples);
 }

@@ -157,9 +157,15 @@ pub fn open(
             Err(e) => {
                 let code = e.raw_os_error();
                 if chosen == EventChoice::Cycles
-                    && matches!(code, Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP))
+                    && matches!(
+                        code,
+                        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
+                    )
                 {
-                    notes.push("no hardware cycles counter (no PMU visible): sampled cpu-clock instead".into());
+                    notes.push(
+                        "no hardware cycles counter (no PMU visible): sampled cpu-clock instead"
+                            .into(),
+                    );
                     chosen = EventChoice::CpuClock;
                 } else if kernel && matches!(code, Some(libc::EACCES) | Some(libc::EPERM)) {
                     notes.push(format!(

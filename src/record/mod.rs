@@ -160,8 +160,16 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             dropped_batches += 1;
         }
         for (flag, sig, why) in [
-            (&interrupt, libc::SIGINT, "Ctrl-C (SIGINT forwarded to the target)"),
-            (&terminate, libc::SIGTERM, "SIGTERM (forwarded to the target)"),
+            (
+                &interrupt,
+                libc::SIGINT,
+                "Ctrl-C (SIGINT forwarded to the target)",
+            ),
+            (
+                &terminate,
+                libc::SIGTERM,
+                "SIGTERM (forwarded to the target)",
+            ),
         ] {
             if flag.swap(false, Ordering::SeqCst) {
                 child::send_signal(target.pid, sig);
@@ -176,7 +184,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         if let Some(d) = deadline {
             let now = Instant::now();
             if now >= d && term_sent_at.is_none() {
-                stopped_by = format!("--duration {:.1}s reached (SIGTERM sent to the target)", config.duration.unwrap_or_default().as_secs_f64());
+                stopped_by = format!(
+                    "--duration {:.1}s reached (SIGTERM sent to the target)",
+                    config.duration.unwrap_or_default().as_secs_f64()
+                );
                 events::disable_all(&events);
                 child::send_signal(target.pid, libc::SIGTERM);
                 term_sent_at = Some(now);
@@ -211,7 +222,9 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         summary.notes.push(note.clone());
     }
     if let ChildExit::Signal(s) = exit {
-        summary.notes.push(format!("the target was killed by signal {s}"));
+        summary
+            .notes
+            .push(format!("the target was killed by signal {s}"));
     }
     out.write_json(ChunkKind::SUMMARY, &summary)?;
     drop(out);

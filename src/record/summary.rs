@@ -19,8 +19,14 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
     let secs = s.wall_duration_ns as f64 / 1e9;
     let e = &meta.event;
-    eprintln!("jprof: recorded {} samples in {secs:.2} s ({} @ {} Hz, call graph {}, kernel frames {})",
-        s.samples, e.event, e.frequency_hz, e.call_graph, if e.kernel_callchains { "on" } else { "off" });
+    eprintln!(
+        "jprof: recorded {} samples in {secs:.2} s ({} @ {} Hz, call graph {}, kernel frames {})",
+        s.samples,
+        e.event,
+        e.frequency_hz,
+        e.call_graph,
+        if e.kernel_callchains { "on" } else { "off" }
+    );
     eprintln!(
         "  threads {}, processes {}; lost records {}, lost samples {}, throttled {} times, dropped batches {}",
         s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches
@@ -35,5 +41,8 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         eprintln!("  note: {note}");
     }
     eprintln!("  wrote {} ({})", path.display(), human_bytes(size));
-    eprintln!("  next: jprof report -i {}   # flamegraph.svg + top functions", path.display());
+    eprintln!(
+        "  next: jprof report -i {}   # flamegraph.svg + top functions",
+        path.display()
+    );
 }

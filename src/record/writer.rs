@@ -24,7 +24,8 @@ impl ChunkWriter {
     /// Creates the file and writes the file header and the META chunk.
     pub fn create(path: &Path, meta: &Meta) -> Result<Self, Error> {
         let mut file = File::create(path).map_err(|e| Error::io(path, e))?;
-        file.write_all(&file_header()).map_err(|e| Error::io(path, e))?;
+        file.write_all(&file_header())
+            .map_err(|e| Error::io(path, e))?;
         let mut w = Self {
             file,
             path: path.to_path_buf(),
@@ -51,7 +52,11 @@ impl ChunkWriter {
             .map_err(|e| Error::io(&self.path, e))
     }
 
-    pub fn write_json<T: serde::Serialize>(&mut self, kind: ChunkKind, value: &T) -> Result<(), Error> {
+    pub fn write_json<T: serde::Serialize>(
+        &mut self,
+        kind: ChunkKind,
+        value: &T,
+    ) -> Result<(), Error> {
         let json = serde_json::to_vec(value).map_err(|e| Error::Other(e.to_string()))?;
         self.write_chunk(kind, &json)
     }

@@ -39,7 +39,10 @@ impl ChildExit {
 /// calls async-signal-safe functions on memory prepared before the fork.
 pub fn spawn_suspended(argv: &[String]) -> io::Result<SuspendedChild> {
     if argv.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command given"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no command given",
+        ));
     }
     let cargs: Vec<CString> = argv
         .iter()
@@ -65,7 +68,12 @@ pub fn spawn_suspended(argv: &[String]) -> io::Result<SuspendedChild> {
             libc::close(go_tx.as_raw_fd());
             libc::close(err_rx.as_raw_fd());
             // Wait for the parent: 1 byte means "go", EOF means the parent gave up.
-            if libc::read(go_rx.as_raw_fd(), &mut byte as *mut u8 as *mut libc::c_void, 1) != 1 {
+            if libc::read(
+                go_rx.as_raw_fd(),
+                &mut byte as *mut u8 as *mut libc::c_void,
+                1,
+            ) != 1
+            {
                 libc::_exit(127);
             }
             libc::execvp(ptrs[0], ptrs.as_ptr());
