@@ -3,6 +3,7 @@
 
 pub mod jitdump;
 pub mod perf;
+pub mod perf_map;
 pub mod recording;
 
 use thiserror::Error;
