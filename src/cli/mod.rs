@@ -71,11 +71,8 @@ pub struct RecordArgs {
     /// Do not store symbols of the sampled binaries in the recording.
     #[arg(long)]
     pub no_embed_symbols: bool,
-    /// Attach to this running process instead of launching a command.
-    #[arg(short, long, conflicts_with = "command")]
-    pub pid: Option<u32>,
     /// The command to run, after `--`.
-    #[arg(last = true, required_unless_present = "pid")]
+    #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
 
@@ -101,10 +98,7 @@ pub struct ReportArgs {
 impl From<RecordArgs> for RecordConfig {
     fn from(a: RecordArgs) -> Self {
         RecordConfig {
-            target: match a.pid {
-                Some(pid) => Target::Pid(pid),
-                None => Target::Launch(a.command),
-            },
+            target: Target::Launch(a.command),
             frequency_hz: a.frequency,
             output: a.output,
             duration: a.duration.map(std::time::Duration::from_secs_f64),

@@ -41,3 +41,10 @@ impl Calibration {
         ClockConversion { sample_clockid: 1 }
     }
 }
+
+impl ClockConversion {
+    /// One line for summaries: the sample clock and how TSC values are converted.
+    pub fn describe(&self) -> String {
+        "samples on CLOCK_MONOTONIC".into()
+    }
+}
