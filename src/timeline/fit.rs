@@ -33,7 +33,7 @@ impl TscFit {
     /// The line through `a` with slope 1e9/`tsc_hz` ns per tick (the rate as a ratio with
     /// millihertz resolution).
     pub fn with_rate(a: &TscPair, tsc_hz: f64) -> Option<Self> {
-        if !(tsc_hz.is_finite() && tsc_hz >= 1.0 && tsc_hz < 1e15) {
+        if !(1.0..1e15).contains(&tsc_hz) {
             return None;
         }
         Some(Self {
