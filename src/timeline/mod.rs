@@ -276,6 +276,20 @@ impl Calibration {
         }
     }
 
+    /// A conversion fitted from the opening pairs to pairs read now, without ending the
+    /// calibration: written periodically so that a recording whose recorder is killed still
+    /// converts its TSC stamps. None until [`MIN_CALIBRATION_SPAN`] has passed.
+    pub fn checkpoint(&self) -> Option<ClockConversion> {
+        if self.started.elapsed() < MIN_CALIBRATION_SPAN {
+            return None;
+        }
+        let mut m = self.measurements.clone();
+        m.end_pairs = clock::tsc_pairs(SAMPLE_CLOCKID, PAIRS_PER_END);
+        m.realtime_end =
+            clock::tightest_clock_pair(SAMPLE_CLOCKID, clock::CLOCK_REALTIME, PAIRS_PER_END);
+        Some(ClockConversion::from_measurements(&m))
+    }
+
     /// Takes the closing pairs and fits. If less than [`MIN_CALIBRATION_SPAN`] passed since
     /// `start`, sleeps for the rest first (at most 50 ms) so the slope is good.
     pub fn finish(self) -> ClockConversion {
