@@ -119,6 +119,15 @@ impl ClockConversion {
         }
     }
 
+    /// Whether raw TSC values can be converted at all.
+    pub fn has_tsc_conversion(&self) -> bool {
+        match self.tsc_method {
+            TscMethod::PairedRead => self.tsc_fit.is_some(),
+            TscMethod::PerfPageTimeZero => self.perf_page.is_some_and(|p| p.cap_user_time_zero),
+            TscMethod::None => false,
+        }
+    }
+
     /// A CLOCK_MONOTONIC value in ns on the sample clock (the identity: the sample clock is
     /// CLOCK_MONOTONIC).
     pub fn monotonic_to_sample(&self, ns: u64) -> u64 {
