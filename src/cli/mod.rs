@@ -71,6 +71,9 @@ pub struct RecordArgs {
     /// Do not store symbols of the sampled binaries in the recording.
     #[arg(long)]
     pub no_embed_symbols: bool,
+    /// Keep the side files (e.g. Node's jit-PID.dump) jprof made the runtime write.
+    #[arg(long)]
+    pub keep_side_files: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -111,6 +114,7 @@ impl From<RecordArgs> for RecordConfig {
                 CallGraphArg::Dwarf => CallGraph::Dwarf,
             },
             embed_symbols: !a.no_embed_symbols,
+            keep_side_files: a.keep_side_files,
         }
     }
 }

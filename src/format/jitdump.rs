@@ -231,23 +231,31 @@ pub struct Batch {
 /// Parses the complete records in `file[from..]`. A record cut off by the end of the bytes is
 /// not an error: the runtime may still be writing it.
 pub fn parse_records(file: &[u8], header: &Header, from: usize) -> Batch {
+    let start = from.max(header.records_start()).min(file.len());
+    parse_record_stream(&file[start..], start, header.endian)
+}
+
+/// Like [`parse_records`], over bytes that begin at a record boundary found at file offset
+/// `base` (a tailer keeps only the bytes it has not consumed yet). Offsets are file offsets.
+pub fn parse_record_stream(bytes: &[u8], base: usize, endian: Endian) -> Batch {
     let mut batch = Batch {
-        resume_at: from.max(header.records_start()),
+        resume_at: base,
         ..Batch::default()
     };
     loop {
-        let pos = batch.resume_at;
-        if file.len() < pos + PREFIX_LEN {
+        let pos = batch.resume_at - base;
+        if bytes.len() < pos + PREFIX_LEN {
             break;
         }
-        let mut c = Cursor::with_endian(&file[pos..], pos, header.endian);
+        let file = bytes;
+        let mut c = Cursor::with_endian(&file[pos..], base + pos, endian);
         let (id, total_size, timestamp) = match (c.u32(), c.u32(), c.u64()) {
             (Ok(id), Ok(size), Ok(ts)) => (RecordId(id), size as usize, ts),
             _ => break,
         };
         if total_size < PREFIX_LEN {
             batch.error = Some(ParseError::new(
-                pos + 4,
+                base + pos + 4,
                 format!("a record total_size of at least 16, found {total_size}"),
             ));
             break;
@@ -256,17 +264,17 @@ pub fn parse_records(file: &[u8], header: &Header, from: usize) -> Batch {
             break; // still being written
         }
         let body_bytes = &file[pos + PREFIX_LEN..pos + total_size];
-        let mut body = Cursor::with_endian(body_bytes, pos + PREFIX_LEN, header.endian);
+        let mut body = Cursor::with_endian(body_bytes, base + pos + PREFIX_LEN, endian);
         match parse_body(id, &mut body) {
             Ok(body) => {
                 let closed = body == RecordBody::Close;
                 batch.records.push(Record {
-                    offset: pos,
+                    offset: base + pos,
                     id,
                     timestamp,
                     body,
                 });
-                batch.resume_at = pos + total_size;
+                batch.resume_at = base + pos + total_size;
                 if closed {
                     batch.closed = true;
                     break;

@@ -2,6 +2,7 @@
 //! input: every error names the byte offset and what was expected there.
 
 pub mod jitdump;
+pub mod jitdump_write;
 pub mod perf;
 pub mod perf_map;
 pub mod recording;

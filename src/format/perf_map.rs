@@ -43,7 +43,7 @@ pub fn parse(file: &[u8], from: usize) -> MapBatch {
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches('\r');
         if !text.trim().is_empty() {
-            let mut parts = text.trim_start().splitn(3, |c: char| c == ' ' || c == '\t');
+            let mut parts = text.trim_start().splitn(3, [' ', '\t']);
             match (
                 parts.next().and_then(hex),
                 parts.next().and_then(hex),

@@ -4,6 +4,8 @@
 
 mod events;
 mod host;
+mod runtimes;
+mod side_files;
 mod summary;
 pub mod writer;
 
@@ -58,6 +60,9 @@ pub struct RecordConfig {
     pub call_graph: CallGraph,
     /// Default is true.
     pub embed_symbols: bool,
+    /// Keep the side files jprof made a runtime write (they are in the recording anyway).
+    /// Default is false.
+    pub keep_side_files: bool,
 }
 
 /// Batches in flight between ring reader and writer; beyond this the reader drops batches
@@ -78,9 +83,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         return Err(Error::Usage("-F must be at least 1 Hz".into()));
     }
 
+    let setup = runtimes::prepare(&argv);
     let calibration = Calibration::start();
     let wall_start = Instant::now();
-    let mut target = child::spawn_suspended(&argv).map_err(|source| Error::Spawn {
+    let mut target = child::spawn_suspended(&argv, &setup.env).map_err(|source| Error::Spawn {
         command: argv.join(" "),
         source,
     })?;
@@ -126,7 +132,11 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let layout = events.config.layout();
     let writer_thread = std::thread::Builder::new()
         .name("jprof-writer".into())
-        .spawn(move || writer::run(out, layout, rx))
+        .spawn(move || {
+            let mut side = side_files::SideFiles::default();
+            let result = writer::run(out, layout, rx, &calibration, &mut side);
+            (result, calibration, side)
+        })
         .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
 
     if let Err(source) = target.release() {
@@ -207,9 +217,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     }
     drop(tx);
     let wall = wall_start.elapsed();
-    let (mut out, counters) = writer_thread
+    let (result, calibration, side) = writer_thread
         .join()
-        .map_err(|_| Error::Other("the writer thread panicked".into()))??;
+        .map_err(|_| Error::Other("the writer thread panicked".into()))?;
+    let (mut out, counters) = result?;
 
     let clock = calibration.finish();
     out.write_json(ChunkKind::CLOCK, &clock)?;
@@ -220,6 +231,26 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     summary.stopped_by = stopped_by;
     if let Some(note) = &events.config.event_note {
         summary.notes.push(note.clone());
+    }
+    summary.notes.extend(side.notes());
+    if let Some(runtime) = setup.runtime {
+        let vars: Vec<String> = setup
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
+        summary
+            .notes
+            .push(format!("{runtime} detected: set {}", vars.join(" ")));
+        if !config.keep_side_files {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let by_pid = side.jitdump_paths();
+            for (pid, jitdumps) in by_pid {
+                for file in runtimes::created_files(runtime, pid, &jitdumps, &cwd) {
+                    let _ = std::fs::remove_file(file);
+                }
+            }
+        }
     }
     if let ChildExit::Signal(s) = exit {
         summary

@@ -7,11 +7,17 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crossbeam_channel::Receiver;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use super::side_files::SideFiles;
+use crate::sys::clock;
+use crate::timeline::Calibration;
 
 use crate::error::Error;
 use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
-use crate::format::recording::{encode_chunk, file_header, ChunkKind};
+use crate::format::recording::{encode_chunk, encode_side_piece, file_header, ChunkKind};
 use crate::recording::{Meta, Summary};
 
 /// Appends chunks to the recording file.
@@ -73,7 +79,7 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn observe(&mut self, layout: &SampleLayout, batch: &[u8]) {
+    fn observe(&mut self, layout: &SampleLayout, batch: &[u8], side: &mut SideFiles) {
         for raw in RecordIter::new(batch).flatten() {
             if let Some(t) = layout.time_of(&raw) {
                 self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
@@ -105,6 +111,12 @@ impl Counters {
                     {
                         self.tids.insert(tid);
                         self.pids.insert(pid);
+                        side.saw_pid(pid);
+                    }
+                }
+                RecordKind::MMAP2 => {
+                    if let Ok(Record::Mmap2 { pid, filename, .. }) = layout.parse(&raw) {
+                        side.saw_mapping(pid, &filename);
                     }
                 }
                 _ => {}
@@ -121,16 +133,54 @@ impl Counters {
     }
 }
 
-/// Writer thread body: drains `batches` into PERF_RECORDS chunks until the channel closes.
+/// How often the writer looks at side files when no batch arrives.
+const SIDE_POLL: Duration = Duration::from_millis(100);
+/// How often it scans well-known places for side files and refreshes the CLOCK chunk.
+const SLOW_POLL: Duration = Duration::from_secs(1);
+
+/// Writer thread body: drains `batches` into PERF_RECORDS chunks until the channel closes,
+/// tails side files into SIDE_FILE chunks, and refreshes the CLOCK chunk now and then so a
+/// killed recorder still leaves a usable clock.
 pub fn run(
     mut out: ChunkWriter,
     layout: SampleLayout,
     batches: Receiver<Vec<u8>>,
+    calibration: &Calibration,
+    side: &mut SideFiles,
 ) -> Result<(ChunkWriter, Counters), Error> {
     let mut counters = Counters::default();
-    for batch in batches {
-        counters.observe(&layout, &batch);
-        out.write_chunk(ChunkKind::PERF_RECORDS, &batch)?;
+    let mut last_slow = Instant::now();
+    loop {
+        let batch = match batches.recv_timeout(SIDE_POLL) {
+            Ok(batch) => Some(batch),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if let Some(batch) = batch {
+            counters.observe(&layout, &batch, side);
+            out.write_chunk(ChunkKind::PERF_RECORDS, &batch)?;
+        }
+        if last_slow.elapsed() >= SLOW_POLL {
+            last_slow = Instant::now();
+            side.scan_known_places();
+            if let Some(clock) = calibration.checkpoint() {
+                out.write_json(ChunkKind::CLOCK, &clock)?;
+            }
+        }
+        store_side_pieces(&mut out, side)?;
     }
+    side.scan_known_places();
+    store_side_pieces(&mut out, side)?;
     Ok((out, counters))
+}
+
+fn store_side_pieces(out: &mut ChunkWriter, side: &mut SideFiles) -> Result<(), Error> {
+    let now = clock::clock_ns(clock::CLOCK_MONOTONIC).unwrap_or(0);
+    let mut result = Ok(());
+    side.poll(now, |piece| {
+        if result.is_ok() {
+            result = out.write_chunk(ChunkKind::SIDE_FILE, &encode_side_piece(&piece));
+        }
+    });
+    result
 }

@@ -3,6 +3,8 @@
 //! and names addresses from ELF/DWARF (object + addr2line), kallsyms, or the symbols embedded
 //! in the recording.
 
+pub mod jit_index;
+
 use crate::error::Result;
 use crate::profile::Profile;
 use crate::recording::Recording;

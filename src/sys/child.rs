@@ -33,11 +33,12 @@ impl ChildExit {
     }
 }
 
-/// Forks a child that will run `argv` (PATH is searched) once released.
+/// Forks a child that will run `argv` (PATH is searched) once released, with the current
+/// environment plus `env` (which replaces variables of the same name).
 ///
 /// Must be called while the process has a single thread: between fork and exec the child only
 /// calls async-signal-safe functions on memory prepared before the fork.
-pub fn spawn_suspended(argv: &[String]) -> io::Result<SuspendedChild> {
+pub fn spawn_suspended(argv: &[String], env: &[(String, String)]) -> io::Result<SuspendedChild> {
     if argv.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -51,19 +52,40 @@ pub fn spawn_suspended(argv: &[String]) -> io::Result<SuspendedChild> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"))?;
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    let mut vars: Vec<CString> = std::env::vars_os()
+        .filter(|(k, _)| {
+            !env.iter()
+                .any(|(name, _)| k.as_encoded_bytes() == name.as_bytes())
+        })
+        .filter_map(|(k, v)| {
+            let mut kv = k.into_encoded_bytes();
+            kv.push(b'=');
+            kv.extend(v.into_encoded_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
+    for (k, v) in env {
+        vars.push(
+            CString::new(format!("{k}={v}"))
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in environment"))?,
+        );
+    }
+    let mut envp: Vec<*const libc::c_char> = vars.iter().map(|c| c.as_ptr()).collect();
+    envp.push(std::ptr::null());
 
     let (go_rx, go_tx) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (err_rx, err_tx) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
 
     // SAFETY: jprof is single-threaded when it launches the target (documented precondition);
-    // the child below only uses read/write/execvp/_exit on buffers allocated before the fork.
+    // the child below only uses read/write/execvpe/_exit on buffers allocated before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
         let mut byte = 0u8;
-        // SAFETY: async-signal-safe calls only; `go_rx` is a valid fd; `byte` is a 1-byte buffer.
+        // SAFETY: async-signal-safe calls only; `go_rx` is a valid fd; `byte` is a 1-byte buffer;
+        // `ptrs` and `envp` are NUL-terminated arrays of pointers into CStrings that outlive exec.
         unsafe {
             libc::close(go_tx.as_raw_fd());
             libc::close(err_rx.as_raw_fd());
@@ -76,7 +98,7 @@ pub fn spawn_suspended(argv: &[String]) -> io::Result<SuspendedChild> {
             {
                 libc::_exit(127);
             }
-            libc::execvp(ptrs[0], ptrs.as_ptr());
+            libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
             // Only reached when exec failed: report errno, then exit.
             let errno = *libc::__errno_location();
             let bytes = errno.to_le_bytes();

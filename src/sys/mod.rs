@@ -2,4 +2,5 @@
 //! with a handshake, raw clock reads. Every unsafe block carries a `// SAFETY:` comment.
 
 pub mod child;
+pub mod clock;
 pub mod perf_event;
