@@ -169,9 +169,11 @@ pub fn write_summary(
     if !event.kernel_callchains {
         write!(out, ", no kernel frames")?;
     }
+    let summary_notes = recording.summary.iter().flat_map(|s| s.notes.iter());
     match &event.event_note {
-        Some(note) => writeln!(out, " ({note})")?,
-        None => writeln!(out)?,
+        // The recorder usually repeats it among the summary notes; say it once.
+        Some(note) if !summary_notes.clone().any(|n| n == note) => writeln!(out, " ({note})")?,
+        _ => writeln!(out)?,
     }
     let clockid = recording
         .clock

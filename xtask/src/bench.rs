@@ -116,12 +116,17 @@ impl Meter {
                 None => Stdio::null(),
             });
             cmd.stdout(if i == last {
-                Stdio::from(File::create(out).with_context(|| format!("cannot create {}", out.display()))?)
+                Stdio::from(
+                    File::create(out)
+                        .with_context(|| format!("cannot create {}", out.display()))?,
+                )
             } else {
                 Stdio::piped()
             });
             // Errors of the measured tools would be noise in the table; keep them for failures.
-            cmd.stderr(Stdio::from(File::create(self.scratch.join(format!("stderr-{i}.txt")))?));
+            cmd.stderr(Stdio::from(File::create(
+                self.scratch.join(format!("stderr-{i}.txt")),
+            )?));
             let child = cmd
                 .spawn()
                 .with_context(|| format!("cannot start `{}`", describe(cmd)))?;
@@ -183,8 +188,7 @@ fn summarize(runs: &[Measurement]) -> Summary {
 }
 
 fn rss_cell(s: &Summary) -> String {
-    s.max_rss_mib
-        .map_or("n/a".into(), |m| format!("{m:.1}"))
+    s.max_rss_mib.map_or("n/a".into(), |m| format!("{m:.1}"))
 }
 
 /// Runs each of `variants` variants `runs` times, rotating the order every round so slow drift
@@ -232,7 +236,10 @@ pub fn run(args: &[String]) -> Result<()> {
     let scale = options.scale.as_str();
     let meter = &mut meter;
 
-    eprintln!("== recording: target alone vs jprof record vs perf record ({} runs)", options.runs);
+    eprintln!(
+        "== recording: target alone vs jprof record vs perf record ({} runs)",
+        options.runs
+    );
     let record = interleaved(options.runs, 3, |variant| match variant {
         0 => meter.single(argv![example, scale], &sink),
         1 => meter.single(
@@ -245,7 +252,10 @@ pub fn run(args: &[String]) -> Result<()> {
         ),
     })?;
 
-    eprintln!("== reporting: jprof report vs perf script | inferno ({} runs)", options.runs);
+    eprintln!(
+        "== reporting: jprof report vs perf script | inferno ({} runs)",
+        options.runs
+    );
     let jprof_folded = dir.join("jprof.folded");
     let jprof_svg = dir.join("jprof.svg");
     let perf_folded = dir.join("perf.folded");
@@ -255,11 +265,23 @@ pub fn run(args: &[String]) -> Result<()> {
     let draw = argv!["inferno-flamegraph"];
     let report = interleaved(options.runs, 4, |variant| match variant {
         0 => meter.single(
-            argv![jprof, "report", "-i", jprof_data, "--format", "collapsed", "-o", jprof_folded],
+            argv![
+                jprof,
+                "report",
+                "-i",
+                jprof_data,
+                "--format",
+                "collapsed",
+                "-o",
+                jprof_folded
+            ],
             &sink,
         ),
         1 => meter.pipeline(&[perf_script.clone(), collapse.clone()], &perf_folded),
-        2 => meter.single(argv![jprof, "report", "-i", jprof_data, "-o", jprof_svg], &sink),
+        2 => meter.single(
+            argv![jprof, "report", "-i", jprof_data, "-o", jprof_svg],
+            &sink,
+        ),
         _ => meter.pipeline(
             &[perf_script.clone(), collapse.clone(), draw.clone()],
             &perf_svg,
@@ -296,9 +318,17 @@ fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64
         options.runs,
         host.trim()
     );
-    let _ = writeln!(s, "| Recording (-F 999) | wall time (s) | vs alone | max RSS (MiB) | file (MiB) |");
+    let _ = writeln!(
+        s,
+        "| Recording (-F 999) | wall time (s) | vs alone | max RSS (MiB) | file (MiB) |"
+    );
     let _ = writeln!(s, "|---|---:|---:|---:|---:|");
-    let _ = writeln!(s, "| target alone | {:.3} | 1.00× | {} | |", alone.wall, rss_cell(alone));
+    let _ = writeln!(
+        s,
+        "| target alone | {:.3} | 1.00× | {} | |",
+        alone.wall,
+        rss_cell(alone)
+    );
     let _ = writeln!(
         s,
         "| `jprof record` | {:.3} | {:.2}× | {} | {:.1} |",
@@ -320,7 +350,10 @@ fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64
         "\nSlowdown ratio jprof / perf: **{:.2}** (goal ≤ 1.00).\n",
         jprof.wall / perf.wall
     );
-    let _ = writeln!(s, "| Reporting | time (s) | max RSS (MiB) | perf pipeline / jprof |");
+    let _ = writeln!(
+        s,
+        "| Reporting | time (s) | max RSS (MiB) | perf pipeline / jprof |"
+    );
     let _ = writeln!(s, "|---|---:|---:|---:|");
     let _ = writeln!(
         s,

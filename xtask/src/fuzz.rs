@@ -55,19 +55,23 @@ pub fn run(args: &[String]) -> Result<()> {
     for target in TARGETS {
         if libfuzzer {
             eprintln!("== {target}: cargo-fuzz (libFuzzer, nightly) for {seconds} s");
-            run_command(Command::new("cargo")
-                .current_dir(&fuzz_dir)
-                .args(["+nightly", "fuzz", "run", target, "--"])
-                .arg(format!("-max_total_time={seconds}")))?;
+            run_command(
+                Command::new("cargo")
+                    .current_dir(&fuzz_dir)
+                    .args(["+nightly", "fuzz", "run", target, "--"])
+                    .arg(format!("-max_total_time={seconds}")),
+            )?;
         } else {
             eprintln!(
                 "== {target}: STABLE FALLBACK (no coverage guidance, deterministic seed) for \
                  {seconds} s"
             );
-            run_command(cargo()
-                .current_dir(&fuzz_dir)
-                .args(["run", "--release", "--bin", "stable-fuzz", "--", target])
-                .arg(seconds.to_string()))?;
+            run_command(
+                cargo()
+                    .current_dir(&fuzz_dir)
+                    .args(["run", "--release", "--bin", "stable-fuzz", "--", target])
+                    .arg(seconds.to_string()),
+            )?;
         }
     }
     Ok(())

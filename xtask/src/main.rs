@@ -22,7 +22,17 @@ tasks:
   fuzz [SECS] [--stable]   fuzz the recording reader for SECS seconds (default 60); uses cargo-fuzz on
                            nightly, or a deterministic stable-toolchain fallback";
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    match run_task() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_task() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
@@ -89,9 +99,14 @@ pub fn available(program: impl AsRef<OsStr>) -> bool {
 
 /// Builds jprof in release mode; returns the binary's path.
 pub fn build_jprof() -> Result<PathBuf> {
-    run(cargo()
-        .current_dir(root())
-        .args(["build", "--release", "--package", "jprof", "--bin", "jprof"]))?;
+    run(cargo().current_dir(root()).args([
+        "build",
+        "--release",
+        "--package",
+        "jprof",
+        "--bin",
+        "jprof",
+    ]))?;
     Ok(target_dir().join("release/jprof"))
 }
 

@@ -83,9 +83,15 @@ fn input(rng: &mut Rng) -> Vec<u8> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let target = args.first().map(String::as_str).unwrap_or("recording_reader");
+    let target = args
+        .first()
+        .map(String::as_str)
+        .unwrap_or("recording_reader");
     let seconds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(60);
-    let seed: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0x6a70_726f_66);
+    let seed: u64 = args
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x6a70_726f_66);
     if target != "recording_reader" {
         eprintln!("stable-fuzz: unknown target {target:?} (known: recording_reader)");
         std::process::exit(2);
@@ -101,7 +107,5 @@ fn main() {
             executions += 1;
         }
     }
-    println!(
-        "stable-fuzz {target}: {executions} inputs in {seconds} s (seed {seed}), no panic"
-    );
+    println!("stable-fuzz {target}: {executions} inputs in {seconds} s (seed {seed}), no panic");
 }
