@@ -1,0 +1,136 @@
+//! End to end on the example program (examples/hotspots, see examples/README.md): compile it
+//! with g++, `jprof record` it for real, and check `jprof report`'s folded stacks against the
+//! known 50/30/20 split, the demangled names, and the frameless leaf's caller.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const A: &str = "hot::compute_a(unsigned long, unsigned long)";
+const B: &str = "hot::compute_b(unsigned long, unsigned long)";
+const LEAF: &str = "hot::frameless_leaf(unsigned long, unsigned long)";
+const LEAF_CALLER: &str = "hot::leaf_caller(unsigned long, unsigned long)";
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Builds the example exactly as `cargo xtask example` does.
+fn build_hotspots(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hotspots");
+    for (file, frame_pointer) in [
+        ("hotspots.cpp", "-fno-omit-frame-pointer"),
+        ("leaf.cpp", "-fomit-frame-pointer"),
+    ] {
+        run(Command::new("g++")
+            .args(["-O2", "-g", frame_pointer, "-c"])
+            .arg(src.join(file))
+            .arg("-o")
+            .arg(dir.join(file).with_extension("o")));
+    }
+    let binary = dir.join("hotspots");
+    run(Command::new("g++")
+        .arg(dir.join("hotspots.o"))
+        .arg(dir.join("leaf.o"))
+        .arg("-o")
+        .arg(&binary));
+    binary
+}
+
+/// Records the example (half its default run time) and returns the folded stacks.
+fn folded(call_graph: &str) -> BTreeMap<Vec<String>, u64> {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = build_hotspots(dir.path());
+    let data = dir.path().join("jprof.data");
+    run(Command::new(env!("CARGO_BIN_EXE_jprof"))
+        .args(["record", "--call-graph", call_graph, "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(&binary)
+        .arg("0.5"));
+    let text = run(Command::new(env!("CARGO_BIN_EXE_jprof"))
+        .args(["report", "--format", "collapsed", "-i"])
+        .arg(&data));
+    let mut stacks = BTreeMap::new();
+    for line in text.lines() {
+        let (stack, weight) = line.rsplit_once(' ').expect("`stack weight`");
+        let frames = stack.split(';').map(str::to_string).collect();
+        stacks.insert(frames, weight.parse::<u64>().expect("weight"));
+    }
+    assert!(!stacks.is_empty(), "no folded stacks");
+    stacks
+}
+
+/// Share of the total weight whose leaf frame is `name`.
+fn self_share(stacks: &BTreeMap<Vec<String>, u64>, name: &str) -> f64 {
+    let total: u64 = stacks.values().sum();
+    let own: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.last().is_some_and(|f| f == name))
+        .map(|(_, w)| w)
+        .sum();
+    own as f64 / total as f64
+}
+
+fn check(call_graph: &str) {
+    let stacks = folded(call_graph);
+    let shares = [(A, 0.50), (B, 0.30), (LEAF, 0.20)]
+        .map(|(name, expected)| (name, expected, self_share(&stacks, name)));
+    for (name, expected, got) in shares {
+        assert!(
+            (got - expected).abs() < 0.05,
+            "{call_graph}: {name} has {:.1}% of samples, expected {:.0}% ± 5:\n{shares:?}",
+            got * 100.0,
+            expected * 100.0
+        );
+    }
+    // Every stack starts with the process name, then reaches main.
+    for stack in stacks
+        .keys()
+        .filter(|s| s.iter().any(|f| f == LEAF || f == A))
+    {
+        assert_eq!(stack[0], "hotspots", "{stack:?}");
+        assert!(stack.iter().any(|f| f == "main"), "{stack:?}");
+        assert!(
+            stack
+                .iter()
+                .any(|f| f == "hot::run_workload(unsigned long)"),
+            "{stack:?}"
+        );
+    }
+    // The frameless leaf's caller must not be skipped.
+    let (mut leaf, mut with_caller) = (0u64, 0u64);
+    for (stack, weight) in &stacks {
+        if let Some(i) = stack.iter().position(|f| f == LEAF) {
+            leaf += weight;
+            if i > 0 && stack[i - 1] == LEAF_CALLER {
+                with_caller += weight;
+            }
+        }
+    }
+    let ratio = with_caller as f64 / leaf as f64;
+    assert!(
+        ratio >= 0.95,
+        "{call_graph}: {LEAF_CALLER} is the caller in only {:.1}% of {LEAF}'s weight",
+        ratio * 100.0
+    );
+}
+
+#[test]
+fn hotspots_split_and_frameless_caller_with_frame_pointers() {
+    check("fp");
+}
+
+#[test]
+fn hotspots_split_and_frameless_caller_with_dwarf() {
+    check("dwarf");
+}
