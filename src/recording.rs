@@ -134,8 +134,9 @@ impl Recording {
                 stopped.unwrap_or_else(|| ParseError::new(16, "a META chunk")),
             ));
         };
-        let meta: Meta = serde_json::from_slice(meta)
-            .map_err(|e| Error::parse(&path, ParseError::new(meta_off, format!("META JSON ({e})"))))?;
+        let meta: Meta = serde_json::from_slice(meta).map_err(|e| {
+            Error::parse(&path, ParseError::new(meta_off, format!("META JSON ({e})")))
+        })?;
         let clock = match json(ChunkKind::CLOCK) {
             Some((off, c)) => Some(serde_json::from_slice(c).map_err(|e| {
                 Error::parse(&path, ParseError::new(off, format!("CLOCK JSON ({e})")))

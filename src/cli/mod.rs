@@ -8,7 +8,11 @@ use crate::record::{CallGraph, EventChoice, RecordConfig, Target};
 use crate::report::{Format, ReportConfig};
 
 #[derive(Debug, Parser)]
-#[command(name = "jprof", version, about = "Sampling profiler with JIT symbolization, on one timeline")]
+#[command(
+    name = "jprof",
+    version,
+    about = "Sampling profiler with JIT symbolization, on one timeline"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -17,10 +21,14 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command (or attach to a process) and record samples into a recording file.
-    #[command(after_help = "Examples:\n  jprof record -- ./my-program arg1\n  jprof record -F 4999 --call-graph dwarf -o run.data -- ./app\n  jprof record --duration 5 -- ./server")]
+    #[command(
+        after_help = "Examples:\n  jprof record -- ./my-program arg1\n  jprof record -F 4999 --call-graph dwarf -o run.data -- ./app\n  jprof record --duration 5 -- ./server"
+    )]
     Record(RecordArgs),
     /// Read a recording and write a flame graph, folded stacks or a text summary.
-    #[command(after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234")]
+    #[command(
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234"
+    )]
     Report(ReportArgs),
 }
 

@@ -2,6 +2,7 @@
 //! input: every error names the byte offset and what was expected there.
 
 pub mod perf;
+pub mod procfs;
 pub mod recording;
 
 use thiserror::Error;

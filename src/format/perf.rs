@@ -524,7 +524,10 @@ mod tests {
         let Record::Sample(s) = LAYOUT.parse(&raw).unwrap() else {
             panic!("not a sample")
         };
-        assert_eq!((s.ip, s.pid, s.tid, s.time, s.cpu, s.period), (0x1000, 7, 8, 123, 1, 5000));
+        assert_eq!(
+            (s.ip, s.pid, s.tid, s.time, s.cpu, s.period),
+            (0x1000, 7, 8, 123, 1, 5000)
+        );
         assert_eq!(s.callchain, vec![context::USER, 0x1000, 0x2000]);
         assert_eq!(s.regs_user, vec![1, 2, 3]);
         assert_eq!(s.stack_user.len(), 8);

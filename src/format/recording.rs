@@ -144,7 +144,10 @@ mod tests {
     fn sample_file() -> Vec<u8> {
         let mut f = file_header().to_vec();
         f.extend(encode_chunk(ChunkKind::META, b"{\"a\":1}"));
-        f.extend(encode_chunk(ChunkKind::PERF_RECORDS, &[1, 2, 3, 4, 5, 6, 7, 8, 9]));
+        f.extend(encode_chunk(
+            ChunkKind::PERF_RECORDS,
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9],
+        ));
         f.extend(encode_chunk(ChunkKind(999), b""));
         f
     }
@@ -155,7 +158,10 @@ mod tests {
         let c = parse_chunks(&f).unwrap();
         assert!(c.stopped.is_none());
         let kinds: Vec<_> = c.chunks.iter().map(|c| c.kind).collect();
-        assert_eq!(kinds, [ChunkKind::META, ChunkKind::PERF_RECORDS, ChunkKind(999)]);
+        assert_eq!(
+            kinds,
+            [ChunkKind::META, ChunkKind::PERF_RECORDS, ChunkKind(999)]
+        );
         assert_eq!(c.chunks[1].payload.len(), 9);
     }
 
