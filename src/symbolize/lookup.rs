@@ -38,12 +38,15 @@ pub struct UnknownCounts {
     pub changed: BTreeMap<String, String>,
 }
 
+/// A binary's build id (hex) and the frames at one offset.
+type Named = (Option<String>, Arc<[NativeFrame]>);
+
 pub struct Symbolizer<'e> {
     embedded: Option<&'e EmbeddedIndex>,
     /// Whether this machine's kallsyms and binaries may be used (same kernel release).
     kernel_from_disk: bool,
     kernel: Option<KernelSymbols>,
-    cache: HashMap<(Arc<str>, u64), (Option<String>, Arc<[NativeFrame]>)>,
+    cache: HashMap<(Arc<str>, u64), Named>,
     pub unknown: UnknownCounts,
 }
 
@@ -112,7 +115,7 @@ impl<'e> Symbolizer<'e> {
         path: &Arc<str>,
         record_id: Option<String>,
         offset: u64,
-    ) -> (Option<String>, Arc<[NativeFrame]>) {
+    ) -> Named {
         if let Some(e) = self.embedded {
             if let Some(b) = e.binary(path, record_id.as_deref()) {
                 if let Some(frames) = b.frames.get(&offset) {
