@@ -81,8 +81,7 @@ fn leaf_callers(profile: &Profile) -> (usize, usize) {
         }
         in_leaf += 1;
         let n = frames.len();
-        if n >= 3 && frames[n - 2] == "demo::caller(long)" && frames[n - 3] == "demo::work(long)"
-        {
+        if n >= 3 && frames[n - 2] == "demo::caller(long)" && frames[n - 3] == "demo::work(long)" {
             with_caller += 1;
         }
     }
@@ -103,7 +102,9 @@ fn check(call_graph: &str) {
         folded(&profile).iter().take(5).collect::<Vec<_>>()
     );
     // The stacks reach main through the fixture's frames.
-    assert!(folded(&profile).iter().any(|s| s.contains("main;demo::work(long)")));
+    assert!(folded(&profile)
+        .iter()
+        .any(|s| s.contains("main;demo::work(long)")));
 }
 
 #[test]

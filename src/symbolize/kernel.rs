@@ -1,7 +1,18 @@
 //! Kernel symbols from /proc/kallsyms: sorted text symbols, looked up by address. When the
 //! kernel hides addresses (kptr_restrict), every address reads as 0 and `hidden` says so.
 
+use std::sync::{Arc, OnceLock};
+
 use crate::format::procfs;
+
+/// This machine's kallsyms, read once per jprof process (reading and parsing it takes tens of
+/// milliseconds; it only changes when modules load).
+pub fn this_machine() -> Arc<KernelSymbols> {
+    static KALLSYMS: OnceLock<Arc<KernelSymbols>> = OnceLock::new();
+    KALLSYMS
+        .get_or_init(|| Arc::new(KernelSymbols::load()))
+        .clone()
+}
 
 /// The note shown when kallsyms addresses are hidden.
 pub const HIDDEN_NOTE: &str = "kernel symbols hidden: /proc/kallsyms shows only zero addresses \

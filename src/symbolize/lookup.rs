@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::embedded::EmbeddedIndex;
-use super::kernel::KernelSymbols;
+use super::kernel::{self, KernelSymbols};
 use super::native::{hex, BinaryCache, NativeFrame};
 use super::process::ProcessModel;
 
@@ -45,7 +45,7 @@ pub struct Symbolizer<'e> {
     embedded: Option<&'e EmbeddedIndex>,
     /// Whether this machine's kallsyms and binaries may be used (same kernel release).
     kernel_from_disk: bool,
-    kernel: Option<KernelSymbols>,
+    kernel: Option<Arc<KernelSymbols>>,
     cache: HashMap<(Arc<str>, u64), Named>,
     pub unknown: UnknownCounts,
 }
@@ -160,7 +160,7 @@ impl<'e> Symbolizer<'e> {
 
     /// This machine's kallsyms, read on first use.
     pub fn kallsyms(&mut self) -> &KernelSymbols {
-        self.kernel.get_or_insert_with(KernelSymbols::load)
+        self.kernel.get_or_insert_with(kernel::this_machine)
     }
 
     /// Whether kernel names were hidden (by the embedded table or this machine's kallsyms).

@@ -164,6 +164,7 @@ pub fn fork(pid: u32, ppid: u32, tid: u32, ptid: u32, time: u64) -> Vec<u8> {
 
 /// A sample (kernel mode when `kernel` is not empty). `callchain` are user addresses (the USER marker is added);
 /// `regs` = (bp, sp, ip) with the stack copied from sp.
+#[allow(clippy::too_many_arguments)] // one parameter per record field reads best in tests
 pub fn sample(
     pid: u32,
     tid: u32,
