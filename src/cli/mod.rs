@@ -71,11 +71,11 @@ pub struct RecordArgs {
     /// Do not store symbols of the sampled binaries in the recording.
     #[arg(long)]
     pub no_embed_symbols: bool,
-    /// Attach to this running process instead of launching a command.
-    #[arg(short, long, conflicts_with = "command")]
-    pub pid: Option<u32>,
+    /// Keep the side files (e.g. Node's jit-PID.dump) jprof made the runtime write.
+    #[arg(long)]
+    pub keep_side_files: bool,
     /// The command to run, after `--`.
-    #[arg(last = true, required_unless_present = "pid")]
+    #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
 
@@ -101,10 +101,7 @@ pub struct ReportArgs {
 impl From<RecordArgs> for RecordConfig {
     fn from(a: RecordArgs) -> Self {
         RecordConfig {
-            target: match a.pid {
-                Some(pid) => Target::Pid(pid),
-                None => Target::Launch(a.command),
-            },
+            target: Target::Launch(a.command),
             frequency_hz: a.frequency,
             output: a.output,
             duration: a.duration.map(std::time::Duration::from_secs_f64),
@@ -117,6 +114,7 @@ impl From<RecordArgs> for RecordConfig {
                 CallGraphArg::Dwarf => CallGraph::Dwarf,
             },
             embed_symbols: !a.no_embed_symbols,
+            keep_side_files: a.keep_side_files,
         }
     }
 }

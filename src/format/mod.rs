@@ -1,7 +1,10 @@
 //! Pure parsers over bytes, one file per external format. No I/O, no unsafe, no panics on any
 //! input: every error names the byte offset and what was expected there.
 
+pub mod jitdump;
+pub mod jitdump_write;
 pub mod perf;
+pub mod perf_map;
 pub mod procfs;
 pub mod recording;
 
@@ -24,17 +27,50 @@ impl ParseError {
     }
 }
 
-/// Little-endian reader over a slice; `base` is the slice's offset in the whole input, so
-/// errors name absolute offsets.
+/// Byte order of a file (producers write their native order; readers detect it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Endian {
+    #[default]
+    Little,
+    Big,
+}
+
+/// Reader over a slice; `base` is the slice's offset in the whole input, so errors name
+/// absolute offsets.
 pub struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
     base: usize,
+    endian: Endian,
 }
 
 impl<'a> Cursor<'a> {
+    /// A little-endian cursor.
     pub fn new(buf: &'a [u8], base: usize) -> Self {
-        Self { buf, pos: 0, base }
+        Self::with_endian(buf, base, Endian::Little)
+    }
+
+    pub fn with_endian(buf: &'a [u8], base: usize, endian: Endian) -> Self {
+        Self {
+            buf,
+            pos: 0,
+            base,
+            endian,
+        }
+    }
+
+    /// Moves to `pos` bytes from the start of the slice (clamped to its end).
+    pub fn seek(&mut self, pos: usize) {
+        self.pos = pos.min(self.buf.len());
+    }
+
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The unread rest of the slice.
+    pub fn rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
     }
 
     pub fn offset(&self) -> usize {
@@ -64,19 +100,45 @@ impl<'a> Cursor<'a> {
 
     pub fn u16(&mut self) -> Result<u16, ParseError> {
         let b = self.bytes(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
+        let a = [b[0], b[1]];
+        Ok(match self.endian {
+            Endian::Little => u16::from_le_bytes(a),
+            Endian::Big => u16::from_be_bytes(a),
+        })
     }
 
     pub fn u32(&mut self) -> Result<u32, ParseError> {
         let b = self.bytes(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        let a = [b[0], b[1], b[2], b[3]];
+        Ok(match self.endian {
+            Endian::Little => u32::from_le_bytes(a),
+            Endian::Big => u32::from_be_bytes(a),
+        })
+    }
+
+    pub fn i32(&mut self) -> Result<i32, ParseError> {
+        Ok(self.u32()? as i32)
     }
 
     pub fn u64(&mut self) -> Result<u64, ParseError> {
         let b = self.bytes(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
+        Ok(match self.endian {
+            Endian::Little => u64::from_le_bytes(a),
+            Endian::Big => u64::from_be_bytes(a),
+        })
+    }
+
+    /// A NUL-terminated string; the NUL is consumed. Invalid UTF-8 is replaced, not fatal.
+    pub fn cstr(&mut self) -> Result<String, ParseError> {
+        let rest = self.rest();
+        let Some(len) = rest.iter().position(|&b| b == 0) else {
+            return Err(self.error("a NUL-terminated string"));
+        };
+        let s = String::from_utf8_lossy(&rest[..len]).into_owned();
+        self.pos += len + 1;
+        Ok(s)
     }
 
     /// A NUL-padded string that runs up to `trailer` bytes before the end of the buffer.

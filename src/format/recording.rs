@@ -137,6 +137,61 @@ pub fn parse_chunks(file: &[u8]) -> Result<Chunks<'_>, ParseError> {
     Ok(out)
 }
 
+/// What a side file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SideKind(pub u32);
+
+impl SideKind {
+    pub const JITDUMP: Self = Self(1);
+    pub const PERF_MAP: Self = Self(2);
+}
+
+/// A piece of a side file (SIDE_FILE chunk): `data` is the file's bytes at `offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SidePiece<'a> {
+    pub kind: SideKind,
+    /// The process the file belongs to.
+    pub pid: u32,
+    /// Sample-clock time at which jprof read these bytes.
+    pub read_at: u64,
+    pub offset: u64,
+    pub path: &'a str,
+    pub data: &'a [u8],
+}
+
+/// SIDE_FILE payload: `u32 kind, u32 pid, u64 read_at, u64 offset, u32 path_len, path, data`.
+pub fn encode_side_piece(piece: &SidePiece<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(28 + piece.path.len() + piece.data.len());
+    out.extend_from_slice(&piece.kind.0.to_le_bytes());
+    out.extend_from_slice(&piece.pid.to_le_bytes());
+    out.extend_from_slice(&piece.read_at.to_le_bytes());
+    out.extend_from_slice(&piece.offset.to_le_bytes());
+    out.extend_from_slice(&(piece.path.len() as u32).to_le_bytes());
+    out.extend_from_slice(piece.path.as_bytes());
+    out.extend_from_slice(piece.data);
+    out
+}
+
+/// Reads a SIDE_FILE payload found at file offset `base`.
+pub fn parse_side_piece(payload: &[u8], base: usize) -> Result<SidePiece<'_>, ParseError> {
+    let mut c = Cursor::new(payload, base);
+    let kind = SideKind(c.u32()?);
+    let pid = c.u32()?;
+    let read_at = c.u64()?;
+    let offset = c.u64()?;
+    let path_len = c.u32()? as usize;
+    let path = std::str::from_utf8(c.bytes(path_len)?)
+        .map_err(|_| ParseError::new(base + 28, "a UTF-8 side file path"))?;
+    Ok(SidePiece {
+        kind,
+        pid,
+        read_at,
+        offset,
+        path,
+        data: c.rest(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +243,21 @@ mod tests {
         let e = c.stopped.unwrap();
         assert_eq!(e.offset, 16 + 24);
         assert!(e.expected.contains("corrupt"));
+    }
+
+    #[test]
+    fn side_piece_round_trip() {
+        let piece = SidePiece {
+            kind: SideKind::JITDUMP,
+            pid: 42,
+            read_at: 7,
+            offset: 40,
+            path: "/tmp/jit-42.dump",
+            data: &[1, 2, 3],
+        };
+        let bytes = encode_side_piece(&piece);
+        assert_eq!(parse_side_piece(&bytes, 0).unwrap(), piece);
+        assert!(parse_side_piece(&bytes[..30], 0).is_err());
     }
 
     #[test]

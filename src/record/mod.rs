@@ -1,17 +1,35 @@
-//! Live recording: launch or attach, open perf events, drain the rings, write the recording.
+//! Live recording: launch the target suspended, open perf events on it, release it, drain the
+//! rings while it runs, and write the recording. The ring reader (this thread) never touches the
+//! disk: batches go over a bounded crossbeam channel to the writer thread.
 
+mod events;
+mod host;
+mod runtimes;
+mod side_files;
+mod summary;
+pub mod writer;
+
+use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use nix::poll::{poll, PollFd, PollFlags};
+
+use crate::error::{Error, Result};
+use crate::format::recording::ChunkKind;
+use crate::recording::{Meta, Recording};
+use crate::sys::child::{self, ChildExit};
+use crate::timeline::Calibration;
+
+pub use events::online_cpus;
 
 /// What to profile.
 #[derive(Clone, Debug)]
 pub enum Target {
     /// Run this command line.
     Launch(Vec<String>),
-    /// Attach to this running process.
-    Pid(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,9 +60,224 @@ pub struct RecordConfig {
     pub call_graph: CallGraph,
     /// Default is true.
     pub embed_symbols: bool,
+    /// Keep the side files jprof made a runtime write (they are in the recording anyway).
+    /// Default is false.
+    pub keep_side_files: bool,
 }
 
+/// Batches in flight between ring reader and writer; beyond this the reader drops batches
+/// (counted) rather than block, so memory stays bounded.
+const CHANNEL_BATCHES: usize = 512;
+/// How long the reader sleeps in poll when no ring reached its watermark.
+const POLL_INTERVAL_MS: u16 = 20;
+/// After `--duration`, how long the target gets to exit after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+
 /// Records as configured; returns the exit code to give the shell (the target's).
-pub fn run(_config: &RecordConfig) -> Result<i32> {
-    Ok(0)
+pub fn run(config: &RecordConfig) -> Result<i32> {
+    let argv = match &config.target {
+        Target::Launch(argv) if !argv.is_empty() => argv.clone(),
+        Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
+    };
+    if config.frequency_hz == 0 {
+        return Err(Error::Usage("-F must be at least 1 Hz".into()));
+    }
+
+    let setup = runtimes::prepare(&argv);
+    let calibration = Calibration::start();
+    let wall_start = Instant::now();
+    let mut target = child::spawn_suspended(&argv, &setup.env).map_err(|source| Error::Spawn {
+        command: argv.join(" "),
+        source,
+    })?;
+    let opened = events::open(
+        target.pid,
+        config.event,
+        config.frequency_hz,
+        config.call_graph,
+        true,
+    );
+    let mut events = match opened {
+        Ok(ev) => ev,
+        Err(e) => {
+            target.abandon();
+            return Err(e);
+        }
+    };
+    let meta = Meta {
+        jprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: argv.clone(),
+        attached_pid: None,
+        target_pid: Some(target.pid as u32),
+        host: host::facts(),
+        event: events.config.clone(),
+        start_unix_ns: host::unix_now_ns(),
+    };
+    let out = match writer::ChunkWriter::create(&config.output, &meta) {
+        Ok(out) => out,
+        Err(e) => {
+            target.abandon();
+            return Err(e);
+        }
+    };
+
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let terminate = Arc::new(AtomicBool::new(false));
+    for (sig, flag) in [(libc::SIGINT, &interrupt), (libc::SIGTERM, &terminate)] {
+        signal_hook::flag::register(sig, Arc::clone(flag))
+            .map_err(|e| Error::Other(format!("cannot install the signal handler: {e}")))?;
+    }
+
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(CHANNEL_BATCHES);
+    let layout = events.config.layout();
+    let writer_thread = std::thread::Builder::new()
+        .name("jprof-writer".into())
+        .spawn(move || {
+            let mut side = side_files::SideFiles::default();
+            let result = writer::run(out, layout, rx, &calibration, &mut side);
+            (result, calibration, side)
+        })
+        .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
+
+    if let Err(source) = target.release() {
+        drop(tx);
+        let _ = writer_thread.join();
+        let _ = std::fs::remove_file(&config.output);
+        return Err(Error::Spawn {
+            command: argv.join(" "),
+            source,
+        });
+    }
+
+    // The ring reader loop.
+    let deadline = config.duration.map(|d| Instant::now() + d);
+    let mut dropped_batches = 0u64;
+    let mut stopped_by = String::from("target exited");
+    let mut term_sent_at: Option<Instant> = None;
+    let exit = loop {
+        let mut fds: Vec<PollFd> = events
+            .rings
+            .iter()
+            .map(|r| PollFd::new(r.fd().as_fd(), PollFlags::POLLIN))
+            .collect();
+        let _ = poll(&mut fds, POLL_INTERVAL_MS);
+        drop(fds);
+        let mut batch = Vec::new();
+        for ring in &mut events.rings {
+            ring.drain_into(&mut batch);
+        }
+        if !batch.is_empty() && tx.try_send(batch).is_err() {
+            dropped_batches += 1;
+        }
+        for (flag, sig, why) in [
+            (
+                &interrupt,
+                libc::SIGINT,
+                "Ctrl-C (SIGINT forwarded to the target)",
+            ),
+            (
+                &terminate,
+                libc::SIGTERM,
+                "SIGTERM (forwarded to the target)",
+            ),
+        ] {
+            if flag.swap(false, Ordering::SeqCst) {
+                child::send_signal(target.pid, sig);
+                stopped_by = why.into();
+            }
+        }
+        match child::try_wait(target.pid) {
+            Ok(Some(exit)) => break exit,
+            Ok(None) => {}
+            Err(e) => return Err(Error::Other(format!("waiting for the target failed: {e}"))),
+        }
+        if let Some(d) = deadline {
+            let now = Instant::now();
+            if now >= d && term_sent_at.is_none() {
+                stopped_by = format!(
+                    "--duration {:.1}s reached (SIGTERM sent to the target)",
+                    config.duration.unwrap_or_default().as_secs_f64()
+                );
+                events::disable_all(&events);
+                child::send_signal(target.pid, libc::SIGTERM);
+                term_sent_at = Some(now);
+            }
+            if term_sent_at.is_some_and(|t| now.duration_since(t) > TERM_GRACE) {
+                child::send_signal(target.pid, libc::SIGKILL);
+            }
+        }
+    };
+    events::disable_all(&events);
+    let mut batch = Vec::new();
+    for ring in &mut events.rings {
+        ring.drain_into(&mut batch);
+    }
+    if !batch.is_empty() && tx.send(batch).is_err() {
+        dropped_batches += 1;
+    }
+    drop(tx);
+    let wall = wall_start.elapsed();
+    let (result, calibration, side) = writer_thread
+        .join()
+        .map_err(|_| Error::Other("the writer thread panicked".into()))?;
+    let (mut out, counters) = result?;
+
+    let clock = calibration.finish();
+    out.write_json(ChunkKind::CLOCK, &clock)?;
+    let mut summary = counters.finish();
+    summary.dropped_batches = dropped_batches;
+    summary.wall_duration_ns = wall.as_nanos() as u64;
+    summary.exit_code = Some(exit.shell_code());
+    summary.stopped_by = stopped_by;
+    if let Some(note) = &events.config.event_note {
+        summary.notes.push(note.clone());
+    }
+    summary.notes.extend(side.notes());
+    if let Some(runtime) = setup.runtime {
+        let vars: Vec<String> = setup
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
+        summary
+            .notes
+            .push(format!("{runtime} detected: set {}", vars.join(" ")));
+        if !config.keep_side_files {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let by_pid = side.jitdump_paths();
+            for (pid, jitdumps) in by_pid {
+                for file in runtimes::created_files(runtime, pid, &jitdumps, &cwd) {
+                    let _ = std::fs::remove_file(file);
+                }
+            }
+        }
+    }
+    if let ChildExit::Signal(s) = exit {
+        summary
+            .notes
+            .push(format!("the target was killed by signal {s}"));
+    }
+    out.write_json(ChunkKind::SUMMARY, &summary)?;
+    drop(out);
+
+    if config.embed_symbols {
+        if let Err(e) = embed_symbols(&config.output) {
+            summary
+                .notes
+                .push(format!("symbols were not embedded: {e}"));
+        }
+    }
+    let mut out = writer::ChunkWriter::append(&config.output)?;
+    out.write_chunk(ChunkKind::END, &[])?;
+    drop(out);
+
+    summary::print(&config.output, &meta, &summary, &clock);
+    Ok(exit.shell_code())
+}
+
+fn embed_symbols(path: &std::path::Path) -> Result<()> {
+    let recording = Recording::open(path)?;
+    let payload = crate::symbolize::embedded_symbols(&recording)?;
+    let mut out = writer::ChunkWriter::append(path)?;
+    out.write_chunk(ChunkKind::SYMBOLS, &payload)
 }

@@ -1,9 +1,11 @@
 //! Address → frames. Turns a recording's samples into a [`Profile`]: decodes the records in
 //! time order (`records`), tracks each process's mappings (`process`), unwinds (`unwind`),
-//! and names addresses (`lookup`) from the symbols embedded in the recording (`embedded`),
-//! ELF/DWARF files (`native`) and kallsyms (`kernel`). Rules: `docs/symbolization.md`.
+//! and names addresses (`lookup`) from JIT side data (`jit_index`), the symbols embedded in
+//! the recording (`embedded`), ELF/DWARF files (`native`) and kallsyms (`kernel`). Rules:
+//! `docs/symbolization.md`.
 
 pub mod embedded;
+pub mod jit_index;
 pub mod kernel;
 pub mod lookup;
 pub mod native;
@@ -197,6 +199,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let mut binaries = BinaryCache::new(same_kernel);
     let ordered = time_ordered(recording);
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
+    let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
     let model = walk(
         recording,
@@ -222,6 +225,14 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
             })];
             for (i, &addr) in s.stack.user.iter().enumerate().rev() {
                 let exact = i == 0 && s.stack.user_first_exact;
+                // JIT code lives in anonymous memory; the index knows what was there when.
+                let probe = if exact { addr } else { addr.wrapping_sub(1) };
+                if let Some(frames) = jit.frames(s.pid, probe, s.time) {
+                    for frame in frames.into_iter().rev() {
+                        stack.push(profile.intern(frame));
+                    }
+                    continue;
+                }
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
                 for frame in user_frames(&found, addr) {
                     stack.push(profile.intern(frame));
@@ -261,6 +272,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     }
     let notes = notes(&ordered, &symbolizer, &binaries, kernel_frames);
     profile.notes.extend(notes);
+    profile.notes.extend(jit.notes);
     Ok(profile)
 }
 

@@ -10,9 +10,10 @@ use perf_event_open_sys::bindings::{perf_event_attr, perf_event_mmap_page};
 
 /// A zeroed attr with `size` set, ready to fill in.
 pub fn new_attr() -> perf_event_attr {
-    let mut attr = perf_event_attr::default();
-    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
-    attr
+    perf_event_attr {
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        ..Default::default()
+    }
 }
 
 /// Opens one event. `pid`/`cpu` as in perf_event_open(2); the fd is close-on-exec.

@@ -1,0 +1,603 @@
+//! perf jitdump (versions 1 and 2) and the samply extension records, parsed incrementally: a
+//! runtime is usually still writing the file, so [`parse_records`] returns the complete records
+//! and the offset to resume from. Layouts: `docs/formats.md` and formats.md §2–§3 of the reference.
+
+use super::{Cursor, Endian, ParseError};
+
+/// `JITHEADER_MAGIC` as a u32 in the file's own byte order.
+pub const MAGIC: u32 = 0x4A69_5444;
+pub const HEADER_LEN: usize = 40;
+pub const FLAG_ARCH_TIMESTAMP: u64 = 1;
+const PREFIX_LEN: usize = 16;
+
+/// Record id. Open set: unknown ids are skipped by `total_size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecordId(pub u32);
+
+impl RecordId {
+    pub const CODE_LOAD: Self = Self(0);
+    pub const CODE_MOVE: Self = Self(1);
+    pub const CODE_DEBUG_INFO: Self = Self(2);
+    pub const CODE_CLOSE: Self = Self(3);
+    pub const CODE_UNWINDING_INFO: Self = Self(4);
+    /// samply extension: inline tree + line table (the published gist's layout and id).
+    pub const SAMPLY_DEBUG_INFO2: Self = Self(827_346_259);
+    /// samply extension: JIT tier of the next CODE_LOAD (jprof's layout; see docs/formats.md).
+    /// An unmerged samply branch used this id for its own DEBUG_INFO2 layout; records are told
+    /// apart by validating their structure.
+    pub const SAMPLY_JIT_TIER: Self = Self(827_346_260);
+    /// samply extension: a source (or bytecode/IR listing) file embedded in the dump.
+    pub const SAMPLY_EMBEDDED_SOURCE: Self = Self(827_346_261);
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub endian: Endian,
+    pub version: u32,
+    /// As written; Mono writes 8. Records start at `max(total_size, 40)`.
+    pub total_size: u32,
+    pub elf_mach: u32,
+    pub pid: u32,
+    pub timestamp: u64,
+    pub flags: u64,
+}
+
+impl Header {
+    /// Timestamps are raw TSC values rather than CLOCK_MONOTONIC ns.
+    pub fn arch_timestamp(&self) -> bool {
+        self.flags & FLAG_ARCH_TIMESTAMP != 0
+    }
+
+    /// Offset of the first record.
+    pub fn records_start(&self) -> usize {
+        (self.total_size as usize).max(HEADER_LEN)
+    }
+}
+
+/// Reads the 40-byte header. Accepts either byte order, versions 1 and 2, and a `total_size`
+/// smaller than 40 (Mono's `sizeof(pointer)` bug).
+pub fn parse_header(file: &[u8]) -> Result<Header, ParseError> {
+    if file.len() < HEADER_LEN {
+        return Err(ParseError::new(
+            file.len(),
+            "a complete 40-byte jitdump header (the file is shorter)",
+        ));
+    }
+    let endian = match &file[..4] {
+        [0x44, 0x54, 0x69, 0x4A] => Endian::Little,
+        [0x4A, 0x69, 0x54, 0x44] => Endian::Big,
+        _ => {
+            return Err(ParseError::new(
+                0,
+                "the jitdump magic \"JiTD\" (0x4A695444)",
+            ))
+        }
+    };
+    let mut c = Cursor::with_endian(file, 0, endian);
+    c.u32()?;
+    let version = c.u32()?;
+    if !(1..=2).contains(&version) {
+        return Err(ParseError::new(
+            4,
+            format!("jitdump version 1 or 2, found {version}"),
+        ));
+    }
+    Ok(Header {
+        endian,
+        version,
+        total_size: c.u32()?,
+        elf_mach: c.u32()?,
+        pid: {
+            c.u32()?; // pad1
+            c.u32()?
+        },
+        timestamp: c.u64()?,
+        flags: c.u64()?,
+    })
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DebugEntry {
+    pub addr: u64,
+    pub line: i32,
+    pub discrim: i32,
+    pub file: String,
+}
+
+/// One function of a DEBUG_INFO2 record (the first is the outer function).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Function2 {
+    pub name: String,
+    pub file: Option<String>,
+    pub start_line: u32,
+    pub start_column: u32,
+    pub flags: u32,
+}
+
+/// An inlined call with its code ranges (offsets from the function start).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlineCall2 {
+    pub depth: u32,
+    pub function: u32,
+    pub call_line: u32,
+    pub call_column: u32,
+    pub ranges: Vec<(u32, u32)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineRecord2 {
+    pub code_offset: u32,
+    pub file: Option<String>,
+    pub line: u32,
+    pub column: u32,
+}
+
+/// The samply DEBUG_INFO2 record: inline tree and line table for the next CODE_LOAD.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DebugInfo2 {
+    pub functions: Vec<Function2>,
+    /// In DFS order; depth 0 = called from the outer function.
+    pub inline_calls: Vec<InlineCall2>,
+    /// Sorted by code offset as written.
+    pub lines: Vec<LineRecord2>,
+}
+
+/// A JIT tier (jprof's SAMPLY_JIT_TIER layout).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JitTier {
+    /// The code the tier applies to; 0 = the next CODE_LOAD.
+    pub code_addr: u64,
+    pub kind: TierKind,
+    /// The runtime's own name for the tier ("C2", "Turbofan", "baseline", ...).
+    pub name: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TierKind(pub u32);
+
+impl TierKind {
+    pub const UNKNOWN: Self = Self(0);
+    pub const INTERPRETER: Self = Self(1);
+    pub const BASELINE: Self = Self(2);
+    pub const OPTIMIZED: Self = Self(3);
+    /// Trampolines, stubs, runtime helpers.
+    pub const STUB: Self = Self(4);
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordBody {
+    CodeLoad {
+        pid: u32,
+        tid: u32,
+        vma: u64,
+        code_addr: u64,
+        code_size: u64,
+        code_index: u64,
+        name: String,
+    },
+    CodeMove {
+        pid: u32,
+        tid: u32,
+        vma: u64,
+        old_code_addr: u64,
+        new_code_addr: u64,
+        code_size: u64,
+        code_index: u64,
+    },
+    DebugInfo {
+        code_addr: u64,
+        entries: Vec<DebugEntry>,
+    },
+    Close,
+    UnwindingInfo {
+        /// `.eh_frame` followed by `.eh_frame_hdr` (perf's and V8's order).
+        eh_frame: Vec<u8>,
+        eh_frame_hdr: Vec<u8>,
+        mapped_size: u64,
+    },
+    DebugInfo2(DebugInfo2),
+    JitTier(JitTier),
+    EmbeddedSource {
+        code_addr: u64,
+        path: String,
+        content: Vec<u8>,
+    },
+    /// A record id jprof does not interpret (skipped by its size).
+    Unknown(RecordId),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Offset of the record prefix in the file.
+    pub offset: usize,
+    pub id: RecordId,
+    /// In the file's clock (TSC when the header says ARCH_TIMESTAMP).
+    pub timestamp: u64,
+    pub body: RecordBody,
+}
+
+/// What one pass over the bytes gave.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub records: Vec<Record>,
+    /// Where the next pass should start: the first record not yet complete.
+    pub resume_at: usize,
+    /// A CODE_CLOSE was read: nothing follows.
+    pub closed: bool,
+    /// A record that cannot be right; parsing stopped before it, `resume_at` points at it.
+    pub error: Option<ParseError>,
+}
+
+/// Parses the complete records in `file[from..]`. A record cut off by the end of the bytes is
+/// not an error: the runtime may still be writing it.
+pub fn parse_records(file: &[u8], header: &Header, from: usize) -> Batch {
+    let start = from.max(header.records_start()).min(file.len());
+    parse_record_stream(&file[start..], start, header.endian)
+}
+
+/// Like [`parse_records`], over bytes that begin at a record boundary found at file offset
+/// `base` (a tailer keeps only the bytes it has not consumed yet). Offsets are file offsets.
+pub fn parse_record_stream(bytes: &[u8], base: usize, endian: Endian) -> Batch {
+    let mut batch = Batch {
+        resume_at: base,
+        ..Batch::default()
+    };
+    loop {
+        let pos = batch.resume_at - base;
+        if bytes.len() < pos + PREFIX_LEN {
+            break;
+        }
+        let file = bytes;
+        let mut c = Cursor::with_endian(&file[pos..], base + pos, endian);
+        let (id, total_size, timestamp) = match (c.u32(), c.u32(), c.u64()) {
+            (Ok(id), Ok(size), Ok(ts)) => (RecordId(id), size as usize, ts),
+            _ => break,
+        };
+        if total_size < PREFIX_LEN {
+            batch.error = Some(ParseError::new(
+                base + pos + 4,
+                format!("a record total_size of at least 16, found {total_size}"),
+            ));
+            break;
+        }
+        if file.len() < pos + total_size {
+            break; // still being written
+        }
+        let body_bytes = &file[pos + PREFIX_LEN..pos + total_size];
+        let mut body = Cursor::with_endian(body_bytes, base + pos + PREFIX_LEN, endian);
+        match parse_body(id, &mut body) {
+            Ok(body) => {
+                let closed = body == RecordBody::Close;
+                batch.records.push(Record {
+                    offset: base + pos,
+                    id,
+                    timestamp,
+                    body,
+                });
+                batch.resume_at = base + pos + total_size;
+                if closed {
+                    batch.closed = true;
+                    break;
+                }
+            }
+            Err(e) => {
+                batch.error = Some(e);
+                break;
+            }
+        }
+    }
+    batch
+}
+
+fn parse_body(id: RecordId, c: &mut Cursor<'_>) -> Result<RecordBody, ParseError> {
+    Ok(match id {
+        RecordId::CODE_LOAD => {
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let vma = c.u64()?;
+            let code_addr = c.u64()?;
+            let code_size = c.u64()?;
+            let code_index = c.u64()?;
+            let name = c.cstr()?;
+            RecordBody::CodeLoad {
+                pid,
+                tid,
+                vma,
+                code_addr,
+                code_size,
+                code_index,
+                name,
+            }
+        }
+        RecordId::CODE_MOVE => RecordBody::CodeMove {
+            pid: c.u32()?,
+            tid: c.u32()?,
+            vma: c.u64()?,
+            old_code_addr: c.u64()?,
+            new_code_addr: c.u64()?,
+            code_size: c.u64()?,
+            code_index: c.u64()?,
+        },
+        RecordId::CODE_DEBUG_INFO => {
+            let code_addr = c.u64()?;
+            let nr = c.u64()?;
+            // Each entry takes at least 17 bytes; a larger count cannot be right.
+            if nr > (c.remaining() / 17) as u64 {
+                return Err(c.error(format!("{nr} debug entries to fit in the record")));
+            }
+            let mut entries: Vec<DebugEntry> = Vec::with_capacity(nr as usize);
+            for _ in 0..nr {
+                let addr = c.u64()?;
+                let line = c.i32()?;
+                let discrim = c.i32()?;
+                let raw = c.cstr()?;
+                // "\xff\0" means: the same file as the previous entry.
+                let file = if raw == "\u{fffd}" {
+                    entries.last().map(|e| e.file.clone()).unwrap_or_default()
+                } else {
+                    raw
+                };
+                entries.push(DebugEntry {
+                    addr,
+                    line,
+                    discrim,
+                    file,
+                });
+            }
+            RecordBody::DebugInfo { code_addr, entries }
+        }
+        RecordId::CODE_CLOSE => RecordBody::Close,
+        RecordId::CODE_UNWINDING_INFO => {
+            let unwinding_size = c.u64()?;
+            let hdr_size = c.u64()?;
+            let mapped_size = c.u64()?;
+            if hdr_size > unwinding_size || unwinding_size > c.remaining() as u64 {
+                return Err(c.error("unwinding data sizes that fit in the record"));
+            }
+            let data = c.bytes(unwinding_size as usize)?;
+            let split = (unwinding_size - hdr_size) as usize;
+            RecordBody::UnwindingInfo {
+                eh_frame: data[..split].to_vec(),
+                eh_frame_hdr: data[split..].to_vec(),
+                mapped_size,
+            }
+        }
+        RecordId::SAMPLY_DEBUG_INFO2 => RecordBody::DebugInfo2(parse_debug_info2(c)?),
+        RecordId::SAMPLY_JIT_TIER => parse_tier_or_branch_record(c)?,
+        RecordId::SAMPLY_EMBEDDED_SOURCE => {
+            let code_addr = c.u64()?;
+            let path_size = c.u32()? as usize;
+            let content_size = c.u32()? as usize;
+            let path = c.bytes(path_size)?;
+            let path =
+                String::from_utf8_lossy(path.split(|&b| b == 0).next().unwrap_or(&[])).into_owned();
+            RecordBody::EmbeddedSource {
+                code_addr,
+                path,
+                content: c.bytes(content_size)?.to_vec(),
+            }
+        }
+        other => RecordBody::Unknown(other),
+    })
+}
+
+/// A list of `count` NUL-terminated strings occupying exactly `size` bytes (padding included).
+fn string_list(c: &mut Cursor<'_>, count: u32, size: u32) -> Result<Vec<String>, ParseError> {
+    let start = c.offset();
+    let bytes = c.bytes(size as usize)?;
+    let mut list = Cursor::new(bytes, start);
+    let mut out = Vec::new();
+    for _ in 0..count {
+        out.push(list.cstr()?);
+    }
+    Ok(out)
+}
+
+fn parse_debug_info2(c: &mut Cursor<'_>) -> Result<DebugInfo2, ParseError> {
+    let file_count = c.u32()?;
+    let file_list_size = c.u32()?;
+    let name_count = c.u32()?;
+    let name_list_size = c.u32()?;
+    let function_count = c.u32()?;
+    let inline_count = c.u32()?;
+    let range_count = c.u32()?;
+    let line_count = c.u32()?;
+    let fixed = 20u64 * function_count as u64
+        + 20 * inline_count as u64
+        + 8 * range_count as u64
+        + 16 * line_count as u64
+        + file_list_size as u64
+        + name_list_size as u64;
+    if fixed > c.remaining() as u64 {
+        return Err(c.error("DEBUG_INFO2 lists that fit in the record"));
+    }
+    let files = string_list(c, file_count, file_list_size)?;
+    let names = string_list(c, name_count, name_list_size)?;
+    let file_at = |i: u32| files.get(i as usize).cloned();
+    let mut info = DebugInfo2::default();
+    for _ in 0..function_count {
+        let name_index = c.u32()?;
+        let name = names
+            .get(name_index as usize)
+            .cloned()
+            .ok_or_else(|| c.error(format!("a function name index below {}", names.len())))?;
+        info.functions.push(Function2 {
+            name,
+            file: file_at(c.u32()?),
+            start_line: c.u32()?,
+            start_column: c.u32()?,
+            flags: c.u32()?,
+        });
+    }
+    let mut ranges_wanted = Vec::with_capacity(inline_count as usize);
+    let mut prev_depth: Option<u32> = None;
+    for _ in 0..inline_count {
+        let depth = c.u32()?;
+        if depth > prev_depth.map_or(0, |d| d + 1) {
+            return Err(c.error("an inline call depth at most one deeper than the previous call"));
+        }
+        prev_depth = Some(depth);
+        let n = c.u32()?;
+        let function = c.u32()?;
+        if function >= function_count {
+            return Err(c.error(format!("a function index below {function_count}")));
+        }
+        ranges_wanted.push(n);
+        info.inline_calls.push(InlineCall2 {
+            depth,
+            function,
+            call_line: c.u32()?,
+            call_column: c.u32()?,
+            ranges: Vec::new(),
+        });
+    }
+    if ranges_wanted.iter().map(|&n| n as u64).sum::<u64>() != range_count as u64 {
+        return Err(c.error("inline calls whose range counts add up to range_count"));
+    }
+    for (call, n) in info.inline_calls.iter_mut().zip(ranges_wanted) {
+        for _ in 0..n {
+            call.ranges.push((c.u32()?, c.u32()?));
+        }
+    }
+    for _ in 0..line_count {
+        info.lines.push(LineRecord2 {
+            code_offset: c.u32()?,
+            file: file_at(c.u32()?),
+            line: c.u32()?,
+            column: c.u32()?,
+        });
+    }
+    Ok(info)
+}
+
+/// Id 827346260 is jprof's JIT_TIER; an unmerged samply branch used it for another DEBUG_INFO2
+/// layout (`u64 code_addr, u64 N, u64 M, u64 S, {u32,u32}[N], 28-byte positions[M], strings[S]`).
+/// Tell them apart by structure: a tier record is `u64 code_addr; u32 kind; u32 0; name\0` with a
+/// small kind, and its name fills the record up to padding.
+fn parse_tier_or_branch_record(c: &mut Cursor<'_>) -> Result<RecordBody, ParseError> {
+    let body = c.rest();
+    let offset = c.offset();
+    if let Some(tier) = as_tier(body) {
+        return Ok(RecordBody::JitTier(tier));
+    }
+    if let Some(info) = as_branch_debug_info2(body) {
+        return Ok(RecordBody::DebugInfo2(info));
+    }
+    Err(ParseError::new(
+        offset,
+        "a SAMPLY_JIT_TIER record (u64 code_addr, u32 kind < 16, u32 0, NUL-terminated name) or the samply-branch DEBUG_INFO2 layout",
+    ))
+}
+
+fn as_tier(body: &[u8]) -> Option<JitTier> {
+    let mut c = Cursor::new(body, 0);
+    let code_addr = c.u64().ok()?;
+    let kind = c.u32().ok()?;
+    let reserved = c.u32().ok()?;
+    let name = c.cstr().ok()?;
+    let padding_ok = c.remaining() < 8 && c.rest().iter().all(|&b| b == 0);
+    (kind < 16 && reserved == 0 && padding_ok && name.len() < 256).then_some(JitTier {
+        code_addr,
+        kind: TierKind(kind),
+        name,
+    })
+}
+
+fn as_branch_debug_info2(body: &[u8]) -> Option<DebugInfo2> {
+    let mut c = Cursor::new(body, 0);
+    let _code_addr = c.u64().ok()?;
+    let n = c.u64().ok()?;
+    let m = c.u64().ok()?;
+    let s = c.u64().ok()?;
+    if n.checked_mul(8)?.checked_add(m.checked_mul(28)?)? > c.remaining() as u64 {
+        return None;
+    }
+    let offsets: Vec<(u32, u32)> = (0..n)
+        .map(|_| Some((c.u32().ok()?, c.u32().ok()?)))
+        .collect::<Option<_>>()?;
+    let mut positions = Vec::with_capacity(m as usize);
+    for _ in 0..m {
+        let p: [u32; 7] = std::array::from_fn(|_| c.u32().unwrap_or(u32::MAX));
+        positions.push(p);
+    }
+    if s > c.remaining() as u64 {
+        return None;
+    }
+    let strings: Vec<String> = (0..s).map(|_| c.cstr().ok()).collect::<Option<_>>()?;
+    if c.remaining() >= 8 {
+        return None;
+    }
+    // Validate every index before accepting the structure.
+    for p in &positions {
+        let caller_ok = p[0] as i32 == -1 || (p[0] as u64) < m;
+        let name_ok = (p[1] as u64) < s;
+        let file_ok = p[2] as i32 == -1 || (p[2] as u64) < s;
+        if !(caller_ok && name_ok && file_ok) {
+            return None;
+        }
+    }
+    if offsets.iter().any(|&(_, pos)| pos as u64 >= m) {
+        return None;
+    }
+    // Convert to the gist model: one function per position, lines from the code offsets
+    // (the innermost position's line), inline calls from the caller chains.
+    let string = |i: u32| strings.get(i as usize).cloned();
+    let mut info = DebugInfo2::default();
+    for p in &positions {
+        info.functions.push(Function2 {
+            name: string(p[1]).unwrap_or_default(),
+            file: if p[2] as i32 == -1 {
+                None
+            } else {
+                string(p[2])
+            },
+            start_line: p[3],
+            start_column: p[4],
+            flags: 0,
+        });
+    }
+    for (i, &(code_offset, pos)) in offsets.iter().enumerate() {
+        let p = positions[pos as usize];
+        info.lines.push(LineRecord2 {
+            code_offset,
+            file: if p[2] as i32 == -1 {
+                None
+            } else {
+                string(p[2])
+            },
+            line: p[5],
+            column: p[6],
+        });
+        // Each inlined position on the chain covers this offset range.
+        let end = offsets.get(i + 1).map_or(u32::MAX, |o| o.0);
+        let mut chain = Vec::new();
+        let mut cur = pos as usize;
+        let mut guard = 0;
+        while positions[cur][0] as i32 != -1 && guard < positions.len() {
+            chain.push(cur);
+            cur = positions[cur][0] as usize;
+            guard += 1;
+        }
+        for (depth, &callee) in chain.iter().rev().enumerate() {
+            let caller = positions[callee][0] as usize;
+            info.inline_calls.push(InlineCall2 {
+                depth: depth as u32,
+                function: callee as u32,
+                call_line: positions[caller][5],
+                call_column: positions[caller][6],
+                ranges: vec![(code_offset, end.saturating_sub(code_offset))],
+            });
+        }
+    }
+    Some(info)
+}
+
+/// Whether a mapped file name is a jitdump marker: basename `jit-<digits>.dump`.
+pub fn is_jitdump_path(path: &str) -> Option<u32> {
+    let base = path.rsplit('/').next()?;
+    let digits = base.strip_prefix("jit-")?.strip_suffix(".dump")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}

@@ -1,0 +1,167 @@
+//! Encoding jitdump files (little-endian), for jprof's own producers (the JVMTI agent, the
+//! example JIT) and for tests. The layouts are the ones `jitdump.rs` reads.
+
+use super::jitdump::{RecordId, TierKind, FLAG_ARCH_TIMESTAMP, HEADER_LEN, MAGIC};
+
+/// The 40-byte header. `arch_timestamp`: record timestamps are raw TSC values.
+pub fn header(pid: u32, timestamp: u64, arch_timestamp: bool) -> Vec<u8> {
+    let mut h = Vec::with_capacity(HEADER_LEN);
+    h.extend(MAGIC.to_le_bytes());
+    h.extend(1u32.to_le_bytes());
+    h.extend((HEADER_LEN as u32).to_le_bytes());
+    h.extend(62u32.to_le_bytes()); // EM_X86_64
+    h.extend(0u32.to_le_bytes());
+    h.extend(pid.to_le_bytes());
+    h.extend(timestamp.to_le_bytes());
+    h.extend(
+        (if arch_timestamp {
+            FLAG_ARCH_TIMESTAMP
+        } else {
+            0
+        })
+        .to_le_bytes(),
+    );
+    h
+}
+
+/// Prefix + body, padded to a multiple of 8 (`total_size` includes the padding).
+fn record(id: RecordId, timestamp: u64, body: &[u8]) -> Vec<u8> {
+    let total = (16 + body.len()).div_ceil(8) * 8;
+    let mut r = Vec::with_capacity(total);
+    r.extend(id.0.to_le_bytes());
+    r.extend((total as u32).to_le_bytes());
+    r.extend(timestamp.to_le_bytes());
+    r.extend(body);
+    r.resize(total, 0);
+    r
+}
+
+pub struct CodeLoad<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    pub code_addr: u64,
+    pub code_index: u64,
+    pub name: &'a str,
+    pub code: &'a [u8],
+}
+
+pub fn code_load(timestamp: u64, load: &CodeLoad<'_>) -> Vec<u8> {
+    let mut b = Vec::with_capacity(40 + load.name.len() + 1 + load.code.len());
+    b.extend(load.pid.to_le_bytes());
+    b.extend(load.tid.to_le_bytes());
+    b.extend(load.code_addr.to_le_bytes()); // vma
+    b.extend(load.code_addr.to_le_bytes());
+    b.extend((load.code.len() as u64).to_le_bytes());
+    b.extend(load.code_index.to_le_bytes());
+    b.extend(load.name.as_bytes());
+    b.push(0);
+    b.extend(load.code);
+    record(RecordId::CODE_LOAD, timestamp, &b)
+}
+
+pub fn code_move(timestamp: u64, pid: u32, old: u64, new: u64, size: u64, index: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(48);
+    b.extend(pid.to_le_bytes());
+    b.extend(pid.to_le_bytes());
+    for v in [new, old, new, size, index] {
+        b.extend(v.to_le_bytes());
+    }
+    record(RecordId::CODE_MOVE, timestamp, &b)
+}
+
+/// DEBUG_INFO: `(address, line, file)` per entry.
+pub fn debug_info(timestamp: u64, code_addr: u64, entries: &[(u64, i32, &str)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(code_addr.to_le_bytes());
+    b.extend((entries.len() as u64).to_le_bytes());
+    for (addr, line, file) in entries {
+        b.extend(addr.to_le_bytes());
+        b.extend(line.to_le_bytes());
+        b.extend(0i32.to_le_bytes());
+        b.extend(file.as_bytes());
+        b.push(0);
+    }
+    record(RecordId::CODE_DEBUG_INFO, timestamp, &b)
+}
+
+/// SAMPLY_JIT_TIER in jprof's layout (docs/formats.md).
+pub fn jit_tier(timestamp: u64, code_addr: u64, kind: TierKind, name: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(code_addr.to_le_bytes());
+    b.extend(kind.0.to_le_bytes());
+    b.extend(0u32.to_le_bytes());
+    b.extend(name.as_bytes());
+    b.push(0);
+    record(RecordId::SAMPLY_JIT_TIER, timestamp, &b)
+}
+
+/// An inlined call for [`debug_info2`]: depth, function index, call line, one code range.
+pub struct Inline {
+    pub depth: u32,
+    pub function: u32,
+    pub call_line: u32,
+    pub range: (u32, u32),
+}
+
+fn string_list(strings: &[&str]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for s in strings {
+        b.extend(s.as_bytes());
+        b.push(0);
+    }
+    b.resize(b.len().div_ceil(4) * 4, 0);
+    b
+}
+
+/// SAMPLY_JIT_CODE_DEBUG_INFO2. `functions[i] = (name index, file index, start line)`;
+/// `lines = (code offset, file index, line)`.
+pub fn debug_info2(
+    timestamp: u64,
+    files: &[&str],
+    names: &[&str],
+    functions: &[(u32, u32, u32)],
+    inlines: &[Inline],
+    lines: &[(u32, u32, u32)],
+) -> Vec<u8> {
+    let file_list = string_list(files);
+    let name_list = string_list(names);
+    let mut b = Vec::new();
+    for v in [
+        files.len() as u32,
+        file_list.len() as u32,
+        names.len() as u32,
+        name_list.len() as u32,
+        functions.len() as u32,
+        inlines.len() as u32,
+        inlines.len() as u32,
+        lines.len() as u32,
+    ] {
+        b.extend(v.to_le_bytes());
+    }
+    b.extend(file_list);
+    b.extend(name_list);
+    for &(name, file, line) in functions {
+        for v in [name, file, line, 0, 0] {
+            b.extend(v.to_le_bytes());
+        }
+    }
+    for i in inlines {
+        for v in [i.depth, 1, i.function, i.call_line, 0] {
+            b.extend(v.to_le_bytes());
+        }
+    }
+    for i in inlines {
+        b.extend(i.range.0.to_le_bytes());
+        b.extend(i.range.1.to_le_bytes());
+    }
+    for &(offset, file, line) in lines {
+        for v in [offset, file, line, 0] {
+            b.extend(v.to_le_bytes());
+        }
+    }
+    record(RecordId::SAMPLY_DEBUG_INFO2, timestamp, &b)
+}
+
+pub fn close(timestamp: u64) -> Vec<u8> {
+    record(RecordId::CODE_CLOSE, timestamp, &[])
+}

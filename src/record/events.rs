@@ -1,0 +1,232 @@
+//! Opening the sampling events: one per online CPU on the target (inherit follows every thread
+//! and child it creates), with the cycles → cpu-clock fallback and errors that say the fix.
+
+use std::io;
+
+use crate::error::Error;
+use crate::format::perf::sample_type as st;
+use crate::recording::EventConfig;
+use crate::sys::perf_event::{self, abi, PerfMmap};
+
+use super::{CallGraph, EventChoice};
+
+/// BP, SP and IP (x86_64 perf_regs indexes 6, 7, 8): enough for frame-pointer and CFI unwinding.
+pub const REGS_USER_MASK: u64 = 0x1c0;
+/// Stack bytes copied per sample. dwarf: whole stacks of typical depth; fp: just enough to read
+/// the return address of a frameless leaf.
+pub const STACK_BYTES_DWARF: u32 = 32 * 1024;
+pub const STACK_BYTES_FP: u32 = 1024;
+/// Ring sizes in pages (power of two) per CPU.
+const RING_PAGES_FP: usize = 256;
+const RING_PAGES_DWARF: usize = 2048;
+
+/// The opened, mapped events and the configuration they were opened with.
+pub struct Events {
+    pub rings: Vec<PerfMmap>,
+    pub config: EventConfig,
+}
+
+/// CPUs listed in /sys/devices/system/cpu/online ("0-3,5").
+pub fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let mut ends = part.splitn(2, '-').map(|n| n.trim().parse::<i32>());
+        match (ends.next(), ends.next()) {
+            (Some(Ok(a)), Some(Ok(b))) => cpus.extend(a..=b),
+            (Some(Ok(a)), None) => cpus.push(a),
+            _ => {}
+        }
+    }
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cpus.extend(0..n as i32);
+    }
+    cpus
+}
+
+pub fn read_sysctl(name: &str) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn attr_for(
+    event: EventChoice,
+    frequency_hz: u64,
+    call_graph: CallGraph,
+    kernel: bool,
+    launch: bool,
+) -> abi::perf_event_attr {
+    let mut attr = perf_event::new_attr();
+    match event {
+        EventChoice::Cycles => {
+            attr.type_ = abi::PERF_TYPE_HARDWARE;
+            attr.config = abi::PERF_COUNT_HW_CPU_CYCLES as u64;
+        }
+        EventChoice::CpuClock => {
+            attr.type_ = abi::PERF_TYPE_SOFTWARE;
+            attr.config = abi::PERF_COUNT_SW_CPU_CLOCK as u64;
+        }
+    }
+    attr.sample_freq = frequency_hz;
+    attr.set_freq(1);
+    attr.sample_type = st::IP
+        | st::TID
+        | st::TIME
+        | st::CPU
+        | st::PERIOD
+        | st::CALLCHAIN
+        | st::REGS_USER
+        | st::STACK_USER;
+    attr.sample_regs_user = REGS_USER_MASK;
+    attr.sample_stack_user = match call_graph {
+        CallGraph::Dwarf => STACK_BYTES_DWARF,
+        CallGraph::FramePointers => STACK_BYTES_FP,
+    };
+    if call_graph == CallGraph::Dwarf {
+        attr.set_exclude_callchain_user(1);
+    }
+    attr.set_disabled(1);
+    attr.set_enable_on_exec(u64::from(launch));
+    attr.set_inherit(1);
+    attr.set_mmap(1);
+    attr.set_mmap2(1);
+    attr.set_comm(1);
+    attr.set_comm_exec(1);
+    attr.set_task(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr.set_exclude_hv(1);
+    attr.set_exclude_kernel(u64::from(!kernel));
+    attr.set_exclude_callchain_kernel(u64::from(!kernel));
+    attr.set_watermark(1);
+    attr.wakeup_watermark = 64 * 1024;
+    attr
+}
+
+fn open_hint(err: &io::Error) -> String {
+    let paranoid = read_sysctl("perf_event_paranoid");
+    match err.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            "perf_event_paranoid is {}; run jprof as root, grant CAP_PERFMON, or run `sysctl kernel.perf_event_paranoid=1`",
+            paranoid.map_or("unknown".into(), |p| p.to_string())
+        ),
+        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP) => {
+            "this event does not exist here (no PMU in this VM?); use `-e cpu-clock`".into()
+        }
+        Some(libc::EMFILE) => "too many open files; raise the limit with `ulimit -n 65536`".into(),
+        Some(libc::EINVAL) => {
+            "the kernel rejected the event settings; a kernel older than 4.1 lacks use_clockid, and -F above kernel.perf_event_max_sample_rate is refused".into()
+        }
+        Some(libc::ESRCH) => "the target process no longer exists".into(),
+        _ => "see `man perf_event_open`".into(),
+    }
+}
+
+fn mmap_hint(err: &io::Error) -> String {
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::ENOMEM) => format!(
+            "the ring buffers exceed the locked-memory allowance (kernel.perf_event_mlock_kb = {} KiB); run as root or raise it: `sysctl kernel.perf_event_mlock_kb=8192`",
+            read_sysctl("perf_event_mlock_kb").map_or("unknown".into(), |v| v.to_string())
+        ),
+        _ => "see `man perf_event_open` (mmap)".into(),
+    }
+}
+
+/// Opens and maps one event per online CPU for `pid`. Tries cycles, then cpu-clock when the
+/// PMU is absent; tries with kernel frames, then without when the kernel refuses them.
+pub fn open(
+    pid: i32,
+    event: EventChoice,
+    frequency_hz: u64,
+    call_graph: CallGraph,
+    launch: bool,
+) -> Result<Events, Error> {
+    let cpus = online_cpus();
+    let mut notes = Vec::new();
+    let mut chosen = event;
+    let mut kernel = true;
+    let probe = loop {
+        let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+        match perf_event::open(&mut attr, pid, cpus[0]) {
+            Ok(fd) => break fd,
+            Err(e) => {
+                let code = e.raw_os_error();
+                if chosen == EventChoice::Cycles
+                    && matches!(
+                        code,
+                        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
+                    )
+                {
+                    notes.push(
+                        "no hardware cycles counter (no PMU visible): sampled cpu-clock instead"
+                            .into(),
+                    );
+                    chosen = EventChoice::CpuClock;
+                } else if kernel && matches!(code, Some(libc::EACCES) | Some(libc::EPERM)) {
+                    notes.push(format!(
+                        "kernel frames unavailable: perf_event_paranoid is {} and jprof is not privileged; fix: `sysctl kernel.perf_event_paranoid=1` or run as root",
+                        read_sysctl("perf_event_paranoid").map_or("?".into(), |p| p.to_string())
+                    ));
+                    kernel = false;
+                } else {
+                    return Err(Error::Perf {
+                        what: "perf_event_open".into(),
+                        hint: open_hint(&e),
+                        source: e,
+                    });
+                }
+            }
+        }
+    };
+    let pages = match call_graph {
+        CallGraph::Dwarf => RING_PAGES_DWARF,
+        CallGraph::FramePointers => RING_PAGES_FP,
+    };
+    let map = |fd| {
+        PerfMmap::new(fd, pages).map_err(|e| Error::Perf {
+            what: "mmap of the perf ring buffer".into(),
+            hint: mmap_hint(&e),
+            source: e,
+        })
+    };
+    let mut rings = vec![map(probe)?];
+    for &cpu in &cpus[1..] {
+        let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+        let fd = perf_event::open(&mut attr, pid, cpu).map_err(|e| Error::Perf {
+            what: format!("perf_event_open on CPU {cpu}"),
+            hint: open_hint(&e),
+            source: e,
+        })?;
+        rings.push(map(fd)?);
+    }
+    let attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+    let config = EventConfig {
+        event: match chosen {
+            EventChoice::Cycles => "cycles".into(),
+            EventChoice::CpuClock => "cpu-clock".into(),
+        },
+        event_note: (!notes.is_empty()).then(|| notes.join("; ")),
+        frequency_hz,
+        sample_type: attr.sample_type,
+        regs_user_mask: attr.sample_regs_user,
+        stack_user_bytes: attr.sample_stack_user,
+        call_graph: match call_graph {
+            CallGraph::Dwarf => "dwarf".into(),
+            CallGraph::FramePointers => "fp".into(),
+        },
+        kernel_callchains: kernel,
+        clockid: libc::CLOCK_MONOTONIC,
+    };
+    Ok(Events { rings, config })
+}
+
+pub fn disable_all(events: &Events) {
+    for ring in &events.rings {
+        let _ = perf_event::disable(ring.fd());
+    }
+}

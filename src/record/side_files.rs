@@ -1,0 +1,246 @@
+//! Tailing the files JIT runtimes write while they run (perf jitdump, perf maps): discovered from
+//! MMAP2 records of `jit-<pid>.dump`, and from well-known places for each process seen. Only
+//! complete records (lines) are stored, as SIDE_FILE chunks, so the stored bytes always parse.
+//! Runs on the writer thread: the ring reader never waits for it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::format::jitdump;
+use crate::format::perf_map;
+use crate::format::recording::{SideKind, SidePiece};
+
+/// One file being tailed.
+struct Tailed {
+    kind: SideKind,
+    pid: u32,
+    path: PathBuf,
+    /// Bytes consumed and stored so far (always a record/line boundary).
+    stored: u64,
+    jitdump_header: Option<jitdump::Header>,
+    records: u64,
+    /// Why tailing stopped, when it did.
+    problem: Option<String>,
+    closed: bool,
+}
+
+/// The side files of one recording.
+#[derive(Default)]
+pub struct SideFiles {
+    files: Vec<Tailed>,
+    known: HashSet<PathBuf>,
+    /// Processes seen in the recording, with the uid that owns them.
+    pids: BTreeMap<u32, Option<u32>>,
+}
+
+/// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see.
+fn jitdump_candidates(pid: u32) -> Vec<PathBuf> {
+    let name = format!("jit-{pid}.dump");
+    let mut dirs = vec![
+        PathBuf::from(format!("/proc/{pid}/cwd")),
+        PathBuf::from("/tmp"),
+    ];
+    if let Ok(d) = std::env::var("JITDUMPDIR") {
+        dirs.push(PathBuf::from(&d));
+        dirs.extend(subdirs(&Path::new(&d).join(".debug/jit")));
+    }
+    if let Ok(home) = std::env::var("HOME") {
+        dirs.extend(subdirs(&Path::new(&home).join(".debug/jit")));
+    }
+    dirs.into_iter().map(|d| d.join(&name)).collect()
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl SideFiles {
+    /// A process appeared in the recording; remember who owns it for the perf-map check.
+    pub fn saw_pid(&mut self, pid: u32) {
+        self.pids.entry(pid).or_insert_with(|| {
+            std::fs::metadata(format!("/proc/{pid}"))
+                .ok()
+                .map(|m| m.uid())
+        });
+    }
+
+    /// An MMAP2 record named this file in process `pid`.
+    pub fn saw_mapping(&mut self, pid: u32, filename: &str) {
+        if jitdump::is_jitdump_path(filename).is_some() {
+            self.add(SideKind::JITDUMP, pid, PathBuf::from(filename));
+        }
+    }
+
+    fn add(&mut self, kind: SideKind, pid: u32, path: PathBuf) {
+        // /proc/PID/cwd is a link that dies with the process: keep the resolved path.
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        if self.known.insert(path.clone()) {
+            self.files.push(Tailed {
+                kind,
+                pid,
+                path,
+                stored: 0,
+                jitdump_header: None,
+                records: 0,
+                problem: None,
+                closed: false,
+            });
+        }
+    }
+
+    /// Looks in the well-known places for files of the processes seen so far.
+    pub fn scan_known_places(&mut self) {
+        let pids: Vec<u32> = self.pids.keys().copied().collect();
+        for pid in pids {
+            for path in jitdump_candidates(pid) {
+                if path.is_file() {
+                    self.add(SideKind::JITDUMP, pid, path);
+                }
+            }
+            let map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
+            if map.exists() {
+                self.add(SideKind::PERF_MAP, pid, map);
+            }
+        }
+    }
+
+    /// Reads what was appended to every file since the last poll; calls `store` with each
+    /// new piece of complete records.
+    pub fn poll(&mut self, now: u64, mut store: impl FnMut(SidePiece<'_>)) {
+        let owners = self.pids.clone();
+        for f in self
+            .files
+            .iter_mut()
+            .filter(|f| f.problem.is_none() && !f.closed)
+        {
+            let owner = owners.get(&f.pid).copied().flatten();
+            match read_new(f, owner) {
+                Ok((data, consumed)) if consumed > 0 => {
+                    store(SidePiece {
+                        kind: f.kind,
+                        pid: f.pid,
+                        read_at: now,
+                        offset: f.stored,
+                        path: f.path.to_str().unwrap_or_default(),
+                        data: &data[..consumed],
+                    });
+                    f.stored += consumed as u64;
+                }
+                Ok(_) => {}
+                Err(problem) => f.problem = Some(problem),
+            }
+        }
+    }
+
+    /// One line per side file for the record summary.
+    pub fn notes(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .map(|f| {
+                let what = if f.kind == SideKind::JITDUMP {
+                    "jitdump"
+                } else {
+                    "perf map"
+                };
+                match &f.problem {
+                    Some(p) => format!(
+                        "{what} {} (pid {}) could not be read: {p}; {} records kept",
+                        f.path.display(),
+                        f.pid,
+                        f.records
+                    ),
+                    None => format!(
+                        "{what} {} (pid {}): {} {} stored",
+                        f.path.display(),
+                        f.pid,
+                        f.records,
+                        if f.kind == SideKind::JITDUMP {
+                            "records"
+                        } else {
+                            "entries"
+                        }
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// Every jitdump seen, by process.
+    pub fn jitdump_paths(&self) -> BTreeMap<u32, Vec<PathBuf>> {
+        let mut out: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
+        for f in self.files.iter().filter(|f| f.kind == SideKind::JITDUMP) {
+            out.entry(f.pid).or_default().push(f.path.clone());
+        }
+        out
+    }
+}
+
+/// Reads the unconsumed tail of a file and returns it with the length of its complete part.
+fn read_new(f: &mut Tailed, owner: Option<u32>) -> Result<(Vec<u8>, usize), String> {
+    let meta = std::fs::symlink_metadata(&f.path).map_err(|e| e.to_string())?;
+    if f.kind == SideKind::PERF_MAP {
+        if meta.file_type().is_symlink() {
+            return Err("refused: it is a symbolic link".into());
+        }
+        if let Some(uid) = owner {
+            if meta.uid() != uid {
+                return Err(format!(
+                    "refused: owned by uid {}, but the process runs as uid {uid}",
+                    meta.uid()
+                ));
+            }
+        }
+    }
+    if meta.len() <= f.stored {
+        return Ok((Vec::new(), 0));
+    }
+    let mut file = std::fs::File::open(&f.path).map_err(|e| e.to_string())?;
+    file.seek(SeekFrom::Start(f.stored))
+        .map_err(|e| e.to_string())?;
+    let mut data = Vec::with_capacity((meta.len() - f.stored) as usize);
+    file.read_to_end(&mut data).map_err(|e| e.to_string())?;
+    let base = f.stored as usize;
+    let consumed = match f.kind {
+        SideKind::JITDUMP => {
+            let mut header_len = 0;
+            let header = match &f.jitdump_header {
+                Some(h) => h.clone(),
+                None => {
+                    if data.len() < jitdump::HEADER_LEN {
+                        return Ok((data, 0));
+                    }
+                    let h = jitdump::parse_header(&data).map_err(|e| e.to_string())?;
+                    header_len = h.records_start().min(data.len());
+                    f.jitdump_header = Some(h.clone());
+                    h
+                }
+            };
+            let batch =
+                jitdump::parse_record_stream(&data[header_len..], base + header_len, header.endian);
+            f.records += batch.records.len() as u64;
+            f.closed = batch.closed;
+            if let Some(e) = batch.error {
+                // Keep what was complete before the damage, then stop tailing this file.
+                let consumed = batch.resume_at - base;
+                f.problem = Some(e.to_string());
+                return Ok((data, consumed));
+            }
+            batch.resume_at - base
+        }
+        _ => {
+            let batch = perf_map::parse(&data, 0);
+            f.records += batch.entries.len() as u64;
+            batch.resume_at
+        }
+    };
+    Ok((data, consumed))
+}

@@ -1,0 +1,48 @@
+//! The one-screen summary `jprof record` prints when it ends.
+
+use std::path::Path;
+
+use crate::recording::{Meta, Summary};
+use crate::timeline::ClockConversion;
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// Writes the summary to stderr (stdout belongs to the target).
+pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let secs = s.wall_duration_ns as f64 / 1e9;
+    let e = &meta.event;
+    eprintln!(
+        "jprof: recorded {} samples in {secs:.2} s ({} @ {} Hz, call graph {}, kernel frames {})",
+        s.samples,
+        e.event,
+        e.frequency_hz,
+        e.call_graph,
+        if e.kernel_callchains { "on" } else { "off" }
+    );
+    eprintln!(
+        "  threads {}, processes {}; lost records {}, lost samples {}, throttled {} times, dropped batches {}",
+        s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches
+    );
+    eprintln!("  clock: {}", clock.describe());
+    eprintln!(
+        "  stopped by: {}; target exit code {}",
+        s.stopped_by,
+        s.exit_code.map_or("?".into(), |c| c.to_string())
+    );
+    for note in &s.notes {
+        eprintln!("  note: {note}");
+    }
+    eprintln!("  wrote {} ({})", path.display(), human_bytes(size));
+    eprintln!(
+        "  next: jprof report -i {}   # flamegraph.svg + top functions",
+        path.display()
+    );
+}

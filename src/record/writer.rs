@@ -1,0 +1,186 @@
+//! The writer thread: receives batches of raw perf records from the ring reader over a bounded
+//! channel, appends them to the recording as checksummed chunks, and keeps the counters for the
+//! summary. Each chunk is written whole with one write, so a SIGKILL leaves a readable prefix.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use super::side_files::SideFiles;
+use crate::sys::clock;
+use crate::timeline::Calibration;
+
+use crate::error::Error;
+use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
+use crate::format::recording::{encode_chunk, encode_side_piece, file_header, ChunkKind};
+use crate::recording::{Meta, Summary};
+
+/// Appends chunks to the recording file.
+pub struct ChunkWriter {
+    file: File,
+    path: PathBuf,
+}
+
+impl ChunkWriter {
+    /// Creates the file and writes the file header and the META chunk.
+    pub fn create(path: &Path, meta: &Meta) -> Result<Self, Error> {
+        let mut file = File::create(path).map_err(|e| Error::io(path, e))?;
+        file.write_all(&file_header())
+            .map_err(|e| Error::io(path, e))?;
+        let mut w = Self {
+            file,
+            path: path.to_path_buf(),
+        };
+        w.write_json(ChunkKind::META, meta)?;
+        Ok(w)
+    }
+
+    /// Reopens a finished or partial recording to append more chunks.
+    pub fn append(path: &Path) -> Result<Self, Error> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn write_chunk(&mut self, kind: ChunkKind, payload: &[u8]) -> Result<(), Error> {
+        self.file
+            .write_all(&encode_chunk(kind, payload))
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    pub fn write_json<T: serde::Serialize>(
+        &mut self,
+        kind: ChunkKind,
+        value: &T,
+    ) -> Result<(), Error> {
+        let json = serde_json::to_vec(value).map_err(|e| Error::Other(e.to_string()))?;
+        self.write_chunk(kind, &json)
+    }
+}
+
+/// Counters the writer derives from the records it passes through.
+#[derive(Default)]
+pub struct Counters {
+    pub summary: Summary,
+    tids: HashSet<u32>,
+    pids: HashSet<u32>,
+    first_time: Option<u64>,
+    last_time: u64,
+}
+
+impl Counters {
+    fn observe(&mut self, layout: &SampleLayout, batch: &[u8], side: &mut SideFiles) {
+        for raw in RecordIter::new(batch).flatten() {
+            if let Some(t) = layout.time_of(&raw) {
+                self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
+                self.last_time = self.last_time.max(t);
+            }
+            match raw.kind {
+                RecordKind::SAMPLE => {
+                    self.summary.samples += 1;
+                    if let Ok(Record::Sample(s)) = layout.parse(&raw) {
+                        self.tids.insert(s.tid);
+                        self.pids.insert(s.pid);
+                    }
+                }
+                RecordKind::LOST => {
+                    if let Ok(Record::Lost { lost, .. }) = layout.parse(&raw) {
+                        self.summary.lost_records += lost;
+                    }
+                }
+                RecordKind::LOST_SAMPLES => {
+                    if let Ok(Record::LostSamples { lost, .. }) = layout.parse(&raw) {
+                        self.summary.lost_samples += lost;
+                    }
+                }
+                RecordKind::THROTTLE => self.summary.throttles += 1,
+                RecordKind::UNTHROTTLE => self.summary.unthrottles += 1,
+                RecordKind::FORK | RecordKind::COMM => {
+                    if let Ok(Record::Fork { pid, tid, .. } | Record::Comm { pid, tid, .. }) =
+                        layout.parse(&raw)
+                    {
+                        self.tids.insert(tid);
+                        self.pids.insert(pid);
+                        side.saw_pid(pid);
+                    }
+                }
+                RecordKind::MMAP2 => {
+                    if let Ok(Record::Mmap2 { pid, filename, .. }) = layout.parse(&raw) {
+                        side.saw_mapping(pid, &filename);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> Summary {
+        self.summary.threads = self.tids.len() as u64;
+        self.summary.processes = self.pids.len() as u64;
+        self.summary.start_time = self.first_time.unwrap_or(0);
+        self.summary.end_time = self.last_time;
+        self.summary
+    }
+}
+
+/// How often the writer looks at side files when no batch arrives.
+const SIDE_POLL: Duration = Duration::from_millis(100);
+/// How often it scans well-known places for side files and refreshes the CLOCK chunk.
+const SLOW_POLL: Duration = Duration::from_secs(1);
+
+/// Writer thread body: drains `batches` into PERF_RECORDS chunks until the channel closes,
+/// tails side files into SIDE_FILE chunks, and refreshes the CLOCK chunk now and then so a
+/// killed recorder still leaves a usable clock.
+pub fn run(
+    mut out: ChunkWriter,
+    layout: SampleLayout,
+    batches: Receiver<Vec<u8>>,
+    calibration: &Calibration,
+    side: &mut SideFiles,
+) -> Result<(ChunkWriter, Counters), Error> {
+    let mut counters = Counters::default();
+    let mut last_slow = Instant::now();
+    loop {
+        let batch = match batches.recv_timeout(SIDE_POLL) {
+            Ok(batch) => Some(batch),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if let Some(batch) = batch {
+            counters.observe(&layout, &batch, side);
+            out.write_chunk(ChunkKind::PERF_RECORDS, &batch)?;
+        }
+        if last_slow.elapsed() >= SLOW_POLL {
+            last_slow = Instant::now();
+            side.scan_known_places();
+            if let Some(clock) = calibration.checkpoint() {
+                out.write_json(ChunkKind::CLOCK, &clock)?;
+            }
+        }
+        store_side_pieces(&mut out, side)?;
+    }
+    side.scan_known_places();
+    store_side_pieces(&mut out, side)?;
+    Ok((out, counters))
+}
+
+fn store_side_pieces(out: &mut ChunkWriter, side: &mut SideFiles) -> Result<(), Error> {
+    let now = clock::clock_ns(clock::CLOCK_MONOTONIC).unwrap_or(0);
+    let mut result = Ok(());
+    side.poll(now, |piece| {
+        if result.is_ok() {
+            result = out.write_chunk(ChunkKind::SIDE_FILE, &encode_side_piece(&piece));
+        }
+    });
+    result
+}

@@ -1,0 +1,426 @@
+//! The time-aware JIT index: which JIT code was at an address at a given time. Built from the
+//! side files stored in a recording (jitdump, perf maps), with every timestamp on the sample
+//! clock. Code loaded, moved and replaced at known times, so a reused address resolves to the
+//! code that was there when the sample was taken.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::format::jitdump::{self, DebugEntry, DebugInfo2, RecordBody, TierKind};
+use crate::format::perf_map;
+use crate::format::recording::{parse_side_piece, ChunkKind, SideKind};
+use crate::profile::{Frame, FrameKind};
+use crate::recording::Recording;
+use crate::timeline::ClockConversion;
+
+/// Line and inline information of one code body.
+#[derive(Debug, Default)]
+pub struct JitDebug {
+    /// DEBUG_INFO entries, sorted by address (absolute, bias removed).
+    pub lines: Vec<DebugEntry>,
+    pub info2: Option<DebugInfo2>,
+}
+
+/// One body of JIT code, valid on `[start, start + size)` from `from` until `until`.
+#[derive(Debug, Clone)]
+pub struct JitCode {
+    pub name: String,
+    pub start: u64,
+    pub size: u64,
+    /// Sample-clock time it appeared.
+    pub from: u64,
+    /// Sample-clock time it was replaced, moved or unloaded.
+    pub until: Option<u64>,
+    pub tier: Option<String>,
+    pub debug: Option<Arc<JitDebug>>,
+    /// The side file it came from (for the frame's module).
+    pub source: Arc<str>,
+    /// jitdump beats perf map when both name an address.
+    pub from_jitdump: bool,
+}
+
+impl JitCode {
+    fn live_at(&self, t: u64) -> bool {
+        self.from <= t && self.until.is_none_or(|u| t < u)
+    }
+
+    fn contains(&self, addr: u64) -> bool {
+        addr >= self.start && addr - self.start < self.size
+    }
+}
+
+/// Per process: code bodies sorted by start address.
+#[derive(Debug, Default)]
+struct ProcessCode {
+    code: Vec<JitCode>,
+    max_size: u64,
+}
+
+/// (file offset, sample-clock time it was read, bytes) of a stored side-file piece.
+type Piece<'a> = (u64, u64, &'a [u8]);
+
+#[derive(Debug, Default)]
+pub struct JitIndex {
+    processes: BTreeMap<u32, ProcessCode>,
+    /// Problems met while reading the side files (for the report's notes).
+    pub notes: Vec<String>,
+}
+
+/// The readable name and tier of a runtime's code name.
+pub fn readable_name(raw: &str) -> (String, Option<String>) {
+    // V8: "JS:*fn file:line:col" — the marker after "JS:" is the tier.
+    if let Some(rest) = raw
+        .strip_prefix("JS:")
+        .or_else(|| raw.strip_prefix("LazyCompile:"))
+    {
+        let tier = match rest.chars().next() {
+            Some('~') => Some("Ignition (interpreted)"),
+            Some('^') => Some("Sparkplug (baseline)"),
+            Some('+') => Some("Maglev (optimized)"),
+            Some('*') => Some("Turbofan (optimized)"),
+            _ => None,
+        };
+        return (raw.to_string(), tier.map(str::to_string));
+    }
+    // HotSpot via JVMTI: "Lpkg/Class;method(Sig)Ret" → "pkg.Class.method".
+    if let Some(rest) = raw.strip_prefix('L') {
+        if let Some((class, method)) = rest.split_once(';') {
+            if !class.is_empty() && !class.contains(' ') {
+                let method = method.split('(').next().unwrap_or(method);
+                return (format!("{}.{method}", class.replace('/', ".")), None);
+            }
+        }
+    }
+    (raw.to_string(), None)
+}
+
+fn tier_name(kind: TierKind, name: &str) -> String {
+    let class = match kind {
+        TierKind::INTERPRETER => "interpreter",
+        TierKind::BASELINE => "baseline",
+        TierKind::OPTIMIZED => "optimized",
+        TierKind::STUB => "stub",
+        _ => "unknown tier",
+    };
+    if name.is_empty() {
+        class.to_string()
+    } else {
+        format!("{name} ({class})")
+    }
+}
+
+/// V8 writes DEBUG_INFO addresses shifted by the ELF header perf inject will put in front of the
+/// code; other producers write real addresses. Find the shift that puts the entries inside the
+/// code, preferring none.
+fn debug_bias(entries: &[DebugEntry], start: u64, size: u64) -> u64 {
+    let inside = |bias: u64| {
+        entries.iter().all(|e| {
+            e.addr.wrapping_sub(bias) >= start && e.addr.wrapping_sub(bias) - start <= size
+        })
+    };
+    [0u64, 0x40, 0x80]
+        .into_iter()
+        .find(|&b| inside(b))
+        .unwrap_or(0)
+}
+
+impl ProcessCode {
+    /// Adds a body at time `t`, ending every live body it overlaps (the address was reused).
+    fn load(&mut self, code: JitCode) {
+        let (s, e) = (code.start, code.start.saturating_add(code.size));
+        for old in self.code.iter_mut() {
+            let overlaps = old.start < e && s < old.start.saturating_add(old.size);
+            if overlaps
+                && old.until.is_none()
+                && old.from <= code.from
+                && old.from_jitdump <= code.from_jitdump
+            {
+                old.until = Some(code.from);
+            }
+        }
+        self.max_size = self.max_size.max(code.size);
+        self.code.push(code);
+    }
+
+    fn finish(&mut self) {
+        self.code.sort_by_key(|c| (c.start, c.from));
+    }
+
+    fn lookup(&self, addr: u64, t: u64) -> Option<&JitCode> {
+        let end = self.code.partition_point(|c| c.start <= addr);
+        let lowest = addr.saturating_sub(self.max_size);
+        let candidates = self.code[..end]
+            .iter()
+            .rev()
+            .take_while(|c| c.start >= lowest)
+            .filter(|c| c.contains(addr));
+        let mut best_live: Option<&JitCode> = None;
+        let mut best_later: Option<&JitCode> = None;
+        for c in candidates {
+            if c.live_at(t) {
+                if best_live.is_none_or(|b| (c.from_jitdump, c.from) > (b.from_jitdump, b.from)) {
+                    best_live = Some(c);
+                }
+            } else if c.from > t
+                && best_later.is_none_or(|b| {
+                    (c.from_jitdump, std::cmp::Reverse(c.from))
+                        > (b.from_jitdump, std::cmp::Reverse(b.from))
+                })
+            {
+                best_later = Some(c);
+            }
+        }
+        // A sample may land in code a little before its load record was stamped: then the
+        // first body loaded there afterwards is the best guess.
+        best_live.or(best_later)
+    }
+}
+
+impl JitIndex {
+    /// Builds the index from the recording's SIDE_FILE chunks.
+    pub fn from_recording(recording: &Recording) -> Self {
+        let clock = recording.clock.clone().unwrap_or_default();
+        // Reassemble each side file from its pieces (they are stored in file order).
+        let mut files: BTreeMap<(SideKind, u32, String), Vec<Piece<'_>>> = BTreeMap::new();
+        let mut index = JitIndex::default();
+        for (offset, payload) in recording.payloads(ChunkKind::SIDE_FILE) {
+            match parse_side_piece(payload, offset) {
+                Ok(p) => files
+                    .entry((p.kind, p.pid, p.path.to_string()))
+                    .or_default()
+                    .push((p.offset, p.read_at, p.data)),
+                Err(e) => index.notes.push(format!(
+                    "{}: side file piece unreadable: {e}",
+                    recording.path.display()
+                )),
+            }
+        }
+        for ((kind, pid, path), pieces) in files {
+            let mut bytes = Vec::new();
+            let mut stamps = Vec::new();
+            for (offset, read_at, data) in pieces {
+                if offset != bytes.len() as u64 {
+                    index.notes.push(format!(
+                        "{path}: side file pieces are not contiguous at {offset}"
+                    ));
+                    break;
+                }
+                stamps.push((offset, read_at));
+                bytes.extend_from_slice(data);
+            }
+            match kind {
+                SideKind::JITDUMP => index.add_jitdump(pid, &path, &bytes, &clock),
+                SideKind::PERF_MAP => index.add_perf_map(pid, &path, &bytes, &stamps),
+                _ => {}
+            }
+        }
+        index
+    }
+
+    /// Adds one jitdump's records (`bytes` = the file from offset 0).
+    pub fn add_jitdump(&mut self, pid: u32, path: &str, bytes: &[u8], clock: &ClockConversion) {
+        let header = match jitdump::parse_header(bytes) {
+            Ok(h) => h,
+            Err(e) => {
+                self.notes.push(format!("{path}: {e}"));
+                return;
+            }
+        };
+        let batch = jitdump::parse_records(bytes, &header, 0);
+        if let Some(e) = &batch.error {
+            self.notes
+                .push(format!("{path}: {e}; the records before it were used"));
+        }
+        let to_sample = |ts: u64| -> Option<u64> {
+            if header.arch_timestamp() {
+                clock.tsc_to_sample(ts)
+            } else {
+                Some(clock.monotonic_to_sample(ts))
+            }
+        };
+        if header.arch_timestamp() && !clock.has_tsc_conversion() {
+            self.notes.push(format!(
+                "{path}: TSC timestamps but the recording has no TSC conversion; code is placed without time"
+            ));
+        }
+        let source: Arc<str> = Arc::from(path.rsplit('/').next().unwrap_or(path));
+        let process = self.processes.entry(pid).or_default();
+        let mut pending_lines: Option<Vec<DebugEntry>> = None;
+        let mut pending_info2: Option<DebugInfo2> = None;
+        let mut pending_tier: Option<String> = None;
+        let mut tiers_by_addr: BTreeMap<u64, String> = BTreeMap::new();
+        for r in batch.records {
+            let t = to_sample(r.timestamp).unwrap_or(0);
+            match r.body {
+                RecordBody::DebugInfo { entries, .. } => pending_lines = Some(entries),
+                RecordBody::DebugInfo2(info) => pending_info2 = Some(info),
+                RecordBody::JitTier(tier) => {
+                    let name = tier_name(tier.kind, &tier.name);
+                    if tier.code_addr == 0 {
+                        pending_tier = Some(name);
+                    } else {
+                        tiers_by_addr.insert(tier.code_addr, name);
+                    }
+                }
+                RecordBody::CodeLoad {
+                    code_addr,
+                    code_size,
+                    name,
+                    ..
+                } => {
+                    let (name, name_tier) = readable_name(&name);
+                    let debug = match (pending_lines.take(), pending_info2.take()) {
+                        (None, None) => None,
+                        (lines, info2) => {
+                            let mut lines = lines.unwrap_or_default();
+                            let bias = debug_bias(&lines, code_addr, code_size);
+                            for e in &mut lines {
+                                e.addr = e.addr.wrapping_sub(bias);
+                            }
+                            lines.sort_by_key(|e| e.addr);
+                            Some(Arc::new(JitDebug { lines, info2 }))
+                        }
+                    };
+                    let tier = pending_tier
+                        .take()
+                        .or_else(|| tiers_by_addr.remove(&code_addr))
+                        .or(name_tier);
+                    process.load(JitCode {
+                        name,
+                        start: code_addr,
+                        size: code_size,
+                        from: t,
+                        until: None,
+                        tier,
+                        debug,
+                        source: source.clone(),
+                        from_jitdump: true,
+                    });
+                }
+                RecordBody::CodeMove {
+                    old_code_addr,
+                    new_code_addr,
+                    code_size,
+                    ..
+                } => {
+                    let moved = process
+                        .code
+                        .iter_mut()
+                        .rev()
+                        .find(|c| c.start == old_code_addr && c.until.is_none());
+                    if let Some(old) = moved {
+                        old.until = Some(t);
+                        let mut new = old.clone();
+                        new.start = new_code_addr;
+                        new.size = code_size;
+                        new.from = t;
+                        new.until = None;
+                        process.load(new);
+                    }
+                }
+                _ => {}
+            }
+        }
+        process.finish();
+    }
+
+    /// Adds a perf map; each line is stamped with the time jprof first read it.
+    pub fn add_perf_map(&mut self, pid: u32, path: &str, bytes: &[u8], stamps: &[(u64, u64)]) {
+        let batch = perf_map::parse(bytes, 0);
+        for bad in batch.bad_lines.iter().take(3) {
+            self.notes.push(format!("{path}: {bad}"));
+        }
+        let source: Arc<str> = Arc::from(path.rsplit('/').next().unwrap_or(path));
+        let process = self.processes.entry(pid).or_default();
+        for e in batch.entries {
+            let seen = stamps
+                .iter()
+                .rev()
+                .find(|(off, _)| *off <= e.offset as u64)
+                .map_or(0, |s| s.1);
+            let (name, tier) = readable_name(&e.name);
+            process.load(JitCode {
+                name,
+                start: e.start,
+                size: e.size,
+                from: seen,
+                until: None,
+                tier,
+                debug: None,
+                source: source.clone(),
+                from_jitdump: false,
+            });
+        }
+        process.finish();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.processes.is_empty()
+    }
+
+    /// The code at `addr` in `pid` at sample-clock time `t`.
+    pub fn lookup(&self, pid: u32, addr: u64, t: u64) -> Option<&JitCode> {
+        self.processes.get(&pid)?.lookup(addr, t)
+    }
+
+    /// Frames for `addr`, innermost first: inlined functions from DEBUG_INFO2, then the body.
+    /// `lines` adds file:line where the runtime gave them.
+    pub fn frames(&self, pid: u32, addr: u64, t: u64) -> Option<Vec<Frame>> {
+        let code = self.lookup(pid, addr, t)?;
+        let module = Some(code.source.to_string());
+        let mut frames = Vec::new();
+        let offset = (addr - code.start) as u32;
+        let mut outer_line = None;
+        if let Some(debug) = &code.debug {
+            if let Some(info) = &debug.info2 {
+                // The deepest chain of inline calls whose ranges cover the offset.
+                let mut chain: Vec<&jitdump::InlineCall2> = Vec::new();
+                for call in &info.inline_calls {
+                    chain.truncate(call.depth as usize);
+                    if chain.len() == call.depth as usize
+                        && call
+                            .ranges
+                            .iter()
+                            .any(|&(s, n)| offset >= s && offset - s < n)
+                    {
+                        chain.push(call);
+                    }
+                }
+                let line = info
+                    .lines
+                    .iter()
+                    .take_while(|l| l.code_offset <= offset)
+                    .last();
+                // Location inside the innermost function; each call site then gives the
+                // location in its caller (the previous function on the chain, or the outer one).
+                let mut location = line.map(|l| (l.file.clone(), l.line));
+                for (i, call) in chain.iter().enumerate().rev() {
+                    let function = info.functions.get(call.function as usize);
+                    frames.push(Frame {
+                        name: function.map_or_else(|| "[inlined]".to_string(), |f| f.name.clone()),
+                        kind: FrameKind::Inlined,
+                        module: module.clone(),
+                        file: location.as_ref().and_then(|l| l.0.clone()),
+                        line: location.as_ref().map(|l| l.1).filter(|&l| l > 0),
+                    });
+                    let caller = match i {
+                        0 => info.functions.first(),
+                        _ => info.functions.get(chain[i - 1].function as usize),
+                    };
+                    location = Some((caller.and_then(|f| f.file.clone()), call.call_line));
+                }
+                outer_line = location;
+            } else if let Some(e) = debug.lines.iter().take_while(|e| e.addr <= addr).last() {
+                outer_line = Some((Some(e.file.clone()), e.line.max(0) as u32));
+            }
+        }
+        frames.push(Frame {
+            name: code.name.clone(),
+            kind: FrameKind::Jit,
+            module,
+            file: outer_line.as_ref().and_then(|l| l.0.clone()),
+            line: outer_line.as_ref().map(|l| l.1).filter(|&l| l > 0),
+        });
+        Some(frames)
+    }
+}

@@ -1,0 +1,307 @@
+//! The jitdump parser against real files (node --perf-prof, HotSpot + perf's JVMTI agent) and
+//! hand-built edge cases: byte-swapped files, Mono's short header, half-written records,
+//! unknown ids, the samply extensions, and garbage.
+
+use std::collections::BTreeMap;
+
+use jprof::format::jitdump::{self, RecordBody, RecordId, TierKind};
+use jprof::format::Endian;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+
+fn fixture(path: &str) -> Vec<u8> {
+    std::fs::read(format!("{FIXTURES}/{path}")).expect("fixture present (../shared/fixtures)")
+}
+
+fn counts(file: &[u8]) -> (BTreeMap<u32, usize>, usize, jitdump::Batch) {
+    let header = jitdump::parse_header(file).expect("header");
+    let batch = jitdump::parse_records(file, &header, 0);
+    let mut by_id = BTreeMap::new();
+    let mut entries = 0;
+    for r in &batch.records {
+        *by_id.entry(r.id.0).or_default() += 1;
+        if let RecordBody::DebugInfo { entries: e, .. } = &r.body {
+            entries += e.len();
+        }
+    }
+    (by_id, entries, batch)
+}
+
+#[test]
+fn node_fixture_matches_its_stats() {
+    let file = fixture("node/jit-13228.dump");
+    let header = jitdump::parse_header(&file).unwrap();
+    assert_eq!(
+        (header.version, header.pid, header.elf_mach),
+        (1, 13228, 62)
+    );
+    assert!(!header.arch_timestamp());
+    let (by_id, entries, batch) = counts(&file);
+    assert!(batch.error.is_none(), "{:?}", batch.error);
+    assert_eq!(batch.resume_at, file.len(), "every byte consumed");
+    assert_eq!(by_id.get(&0), Some(&2480)); // CODE_LOAD
+    assert_eq!(by_id.get(&4), Some(&2480)); // UNWINDING_INFO
+    assert_eq!(by_id.get(&2), Some(&36)); // DEBUG_INFO
+    assert_eq!(entries, 859);
+    let unwind: usize = batch
+        .records
+        .iter()
+        .map(|r| match &r.body {
+            RecordBody::UnwindingInfo {
+                eh_frame,
+                eh_frame_hdr,
+                ..
+            } => eh_frame.len() + eh_frame_hdr.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(unwind, 50312);
+    let min = batch.records.iter().map(|r| r.timestamp).min().unwrap();
+    let max = batch.records.iter().map(|r| r.timestamp).max().unwrap();
+    assert_eq!((min, max), (2862860257605, 2864236781543));
+}
+
+#[test]
+fn java_fixture_matches_its_stats() {
+    let file = fixture("java/jit-13732.dump");
+    let (by_id, entries, batch) = counts(&file);
+    assert!(batch.closed, "the JVMTI agent writes CODE_CLOSE");
+    assert_eq!(batch.resume_at, file.len());
+    assert_eq!(by_id.get(&0), Some(&654));
+    assert_eq!(by_id.get(&2), Some(&113));
+    assert_eq!(by_id.get(&3), Some(&1));
+    assert_eq!(entries, 2774);
+    let dot = batch.records.iter().find_map(|r| match &r.body {
+        RecordBody::CodeLoad {
+            name,
+            code_index: 528,
+            code_addr,
+            code_size,
+            ..
+        } => Some((name.clone(), *code_addr, *code_size)),
+        _ => None,
+    });
+    assert_eq!(
+        dot,
+        Some((
+            "Ldemo/matrix/Matrix;dot(Ldemo/matrix/Matrix;II)D".to_string(),
+            0x7f029541e440,
+            496
+        ))
+    );
+}
+
+#[test]
+fn every_prefix_of_a_real_file_parses_what_is_complete() {
+    let file = fixture("java/jit-13732.dump");
+    let header = jitdump::parse_header(&file).unwrap();
+    let full = jitdump::parse_records(&file, &header, 0).records.len();
+    // Tail in uneven steps, resuming each time where the previous pass stopped.
+    let mut resume = 0;
+    let mut seen = 0;
+    let mut end = 40;
+    while end < file.len() {
+        end = (end + 7919).min(file.len());
+        let batch = jitdump::parse_records(&file[..end], &header, resume);
+        assert!(batch.error.is_none(), "at {end}: {:?}", batch.error);
+        seen += batch.records.len();
+        resume = batch.resume_at;
+    }
+    assert_eq!(seen, full);
+}
+
+fn header_bytes(endian: Endian, version: u32, total_size: u32, flags: u64) -> Vec<u8> {
+    let mut h = Vec::new();
+    let put32 = |h: &mut Vec<u8>, v: u32| match endian {
+        Endian::Little => h.extend(v.to_le_bytes()),
+        Endian::Big => h.extend(v.to_be_bytes()),
+    };
+    put32(&mut h, jitdump::MAGIC);
+    put32(&mut h, version);
+    put32(&mut h, total_size);
+    put32(&mut h, 62);
+    put32(&mut h, 0);
+    put32(&mut h, 4242);
+    let put64 = |h: &mut Vec<u8>, v: u64| match endian {
+        Endian::Little => h.extend(v.to_le_bytes()),
+        Endian::Big => h.extend(v.to_be_bytes()),
+    };
+    put64(&mut h, 1);
+    put64(&mut h, flags);
+    h
+}
+
+fn record(endian: Endian, id: u32, ts: u64, body: &[u8]) -> Vec<u8> {
+    let size = (16 + body.len()) as u32;
+    let mut r = Vec::new();
+    match endian {
+        Endian::Little => {
+            r.extend(id.to_le_bytes());
+            r.extend(size.to_le_bytes());
+            r.extend(ts.to_le_bytes());
+        }
+        Endian::Big => {
+            r.extend(id.to_be_bytes());
+            r.extend(size.to_be_bytes());
+            r.extend(ts.to_be_bytes());
+        }
+    }
+    r.extend(body);
+    r
+}
+
+fn load_body(endian: Endian, addr: u64, size: u64, name: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    let w32 = |b: &mut Vec<u8>, v: u32| match endian {
+        Endian::Little => b.extend(v.to_le_bytes()),
+        Endian::Big => b.extend(v.to_be_bytes()),
+    };
+    w32(&mut b, 1);
+    w32(&mut b, 2);
+    for v in [addr, addr, size, 7] {
+        match endian {
+            Endian::Little => b.extend(v.to_le_bytes()),
+            Endian::Big => b.extend(v.to_be_bytes()),
+        }
+    }
+    b.extend(name.as_bytes());
+    b.push(0);
+    b.extend(vec![0x90; size as usize]);
+    b
+}
+
+#[test]
+fn byte_swapped_file() {
+    let mut f = header_bytes(Endian::Big, 1, 40, 1);
+    f.extend(record(
+        Endian::Big,
+        0,
+        99,
+        &load_body(Endian::Big, 0x1000, 4, "swapped"),
+    ));
+    let h = jitdump::parse_header(&f).unwrap();
+    assert_eq!(h.endian, Endian::Big);
+    assert!(h.arch_timestamp());
+    let b = jitdump::parse_records(&f, &h, 0);
+    assert_eq!(b.records.len(), 1);
+    assert_eq!(b.records[0].timestamp, 99);
+    assert!(
+        matches!(&b.records[0].body, RecordBody::CodeLoad { name, code_addr: 0x1000, .. } if name == "swapped")
+    );
+}
+
+#[test]
+fn mono_short_header_and_version_2() {
+    let mut f = header_bytes(Endian::Little, 2, 8, 0);
+    f.extend(record(
+        Endian::Little,
+        0,
+        5,
+        &load_body(Endian::Little, 0x2000, 2, "Mono"),
+    ));
+    let h = jitdump::parse_header(&f).unwrap();
+    assert_eq!(h.records_start(), 40);
+    assert_eq!(jitdump::parse_records(&f, &h, 0).records.len(), 1);
+}
+
+#[test]
+fn unknown_ids_are_skipped_and_half_written_records_wait() {
+    let mut f = header_bytes(Endian::Little, 1, 40, 0);
+    f.extend(record(Endian::Little, 77, 1, &[1, 2, 3, 4, 5]));
+    let load = record(
+        Endian::Little,
+        0,
+        2,
+        &load_body(Endian::Little, 0x3000, 3, "f"),
+    );
+    f.extend(&load[..20]);
+    let h = jitdump::parse_header(&f).unwrap();
+    let b = jitdump::parse_records(&f, &h, 0);
+    assert_eq!(b.records.len(), 1);
+    assert_eq!(b.records[0].body, RecordBody::Unknown(RecordId(77)));
+    assert!(b.error.is_none());
+    let resume = b.resume_at;
+    f.extend(&load[20..]);
+    let b = jitdump::parse_records(&f, &h, resume);
+    assert_eq!(b.records.len(), 1);
+    assert!(matches!(b.records[0].body, RecordBody::CodeLoad { .. }));
+}
+
+#[test]
+fn jit_tier_record_and_branch_layout_are_told_apart() {
+    let mut tier = Vec::new();
+    tier.extend(0u64.to_le_bytes());
+    tier.extend(3u32.to_le_bytes());
+    tier.extend(0u32.to_le_bytes());
+    tier.extend(b"C2\0\0\0\0\0\0");
+    // The unmerged samply branch's DEBUG_INFO2 under the same id: 1 offset, 1 position, 2 strings.
+    let mut branch = Vec::new();
+    for v in [0x4000u64, 1, 1, 2] {
+        branch.extend(v.to_le_bytes());
+    }
+    branch.extend(0u32.to_le_bytes());
+    branch.extend(0u32.to_le_bytes());
+    for v in [-1i32 as u32, 0, 1, 10, 1, 12, 5] {
+        branch.extend(v.to_le_bytes());
+    }
+    branch.extend(b"outer\0app.js\0");
+    let mut f = header_bytes(Endian::Little, 1, 40, 0);
+    f.extend(record(
+        Endian::Little,
+        RecordId::SAMPLY_JIT_TIER.0,
+        1,
+        &tier,
+    ));
+    f.extend(record(
+        Endian::Little,
+        RecordId::SAMPLY_JIT_TIER.0,
+        2,
+        &branch,
+    ));
+    let h = jitdump::parse_header(&f).unwrap();
+    let b = jitdump::parse_records(&f, &h, 0);
+    assert!(b.error.is_none(), "{:?}", b.error);
+    match &b.records[0].body {
+        RecordBody::JitTier(t) => {
+            assert_eq!((t.kind, t.name.as_str()), (TierKind::OPTIMIZED, "C2"))
+        }
+        other => panic!("expected a tier, got {other:?}"),
+    }
+    match &b.records[1].body {
+        RecordBody::DebugInfo2(d) => {
+            assert_eq!(d.functions[0].name, "outer");
+            assert_eq!(d.lines[0].line, 12);
+            assert_eq!(d.lines[0].file.as_deref(), Some("app.js"));
+        }
+        other => panic!("expected branch DEBUG_INFO2, got {other:?}"),
+    }
+}
+
+#[test]
+fn garbage_never_panics() {
+    let real = fixture("node/jit-13228.dump");
+    let h = jitdump::parse_header(&real).unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..400 {
+        let mut f = real[..4096.min(real.len())].to_vec();
+        for _ in 0..(round % 16 + 1) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let i = 40 + (seed as usize) % (f.len() - 40);
+            f[i] = (seed >> 32) as u8;
+        }
+        let b = jitdump::parse_records(&f, &h, 0);
+        assert!(b.resume_at <= f.len());
+        let _ = jitdump::parse_header(&f[..(seed as usize) % 64]);
+    }
+}
+
+#[test]
+fn marker_path_detection() {
+    assert_eq!(jitdump::is_jitdump_path("/tmp/jit-1234.dump"), Some(1234));
+    assert_eq!(jitdump::is_jitdump_path("jit-1.dump"), Some(1));
+    assert_eq!(jitdump::is_jitdump_path("/tmp/jit-.dump"), None);
+    assert_eq!(jitdump::is_jitdump_path("/tmp/jit-12x.dump"), None);
+    assert_eq!(jitdump::is_jitdump_path("/tmp/perf-12.map"), None);
+}

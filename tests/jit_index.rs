@@ -1,0 +1,228 @@
+//! The time-aware JIT index: reused addresses, moves, perf map vs jitdump, inline frames from
+//! DEBUG_INFO2, V8 tiers, and both jitdump clocks (CLOCK_MONOTONIC and raw TSC) on this machine.
+
+use jprof::format::jitdump::TierKind;
+use jprof::format::jitdump_write as w;
+use jprof::profile::FrameKind;
+use jprof::symbolize::jit_index::{readable_name, JitIndex};
+use jprof::timeline::{Calibration, ClockConversion};
+
+const PID: u32 = 77;
+
+fn load(ts: u64, addr: u64, name: &str, size: usize) -> Vec<u8> {
+    w::code_load(
+        ts,
+        &w::CodeLoad {
+            pid: PID,
+            tid: PID,
+            code_addr: addr,
+            code_index: ts,
+            name,
+            code: &vec![0xc3; size],
+        },
+    )
+}
+
+#[test]
+fn reused_address_resolves_by_time() {
+    let mut f = w::header(PID, 0, false);
+    f.extend(load(1_000, 0x5000, "first", 64));
+    f.extend(load(2_000, 0x5000, "second", 64));
+    let mut index = JitIndex::default();
+    index.add_jitdump(PID, "/tmp/jit-77.dump", &f, &ClockConversion::default());
+    let name = |t| index.lookup(PID, 0x5010, t).map(|c| c.name.clone());
+    assert_eq!(name(1_500).as_deref(), Some("first"));
+    assert_eq!(name(2_500).as_deref(), Some("second"));
+    // Before any load: the first body loaded there afterwards.
+    assert_eq!(name(500).as_deref(), Some("first"));
+    assert_eq!(
+        index.lookup(PID, 0x5040, 1_500).map(|c| c.name.as_str()),
+        None
+    );
+    assert_eq!(
+        index
+            .lookup(PID + 1, 0x5010, 1_500)
+            .map(|c| c.name.as_str()),
+        None
+    );
+}
+
+#[test]
+fn moved_code_is_found_at_its_new_address_after_the_move() {
+    let mut f = w::header(PID, 0, false);
+    f.extend(load(1_000, 0x6000, "mover", 32));
+    f.extend(w::code_move(3_000, PID, 0x6000, 0x9000, 32, 1));
+    let mut index = JitIndex::default();
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+    assert_eq!(
+        index.lookup(PID, 0x6004, 2_000).map(|c| c.name.as_str()),
+        Some("mover")
+    );
+    assert!(index
+        .lookup(PID, 0x6004, 4_000)
+        .is_none_or(|c| c.until.is_some_and(|u| u <= 4_000)));
+    assert_eq!(
+        index.lookup(PID, 0x9004, 4_000).map(|c| c.name.as_str()),
+        Some("mover")
+    );
+}
+
+#[test]
+fn jitdump_wins_over_perf_map() {
+    let mut f = w::header(PID, 0, false);
+    f.extend(load(1_000, 0x7000, "from_jitdump", 16));
+    let mut index = JitIndex::default();
+    index.add_perf_map(
+        PID,
+        "/tmp/perf-77.map",
+        b"7000 10 from_map\n7100 10 only_map\n",
+        &[(0, 900)],
+    );
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+    assert_eq!(
+        index.lookup(PID, 0x7008, 1_500).map(|c| c.name.as_str()),
+        Some("from_jitdump")
+    );
+    assert_eq!(
+        index.lookup(PID, 0x7108, 1_500).map(|c| c.name.as_str()),
+        Some("only_map")
+    );
+}
+
+#[test]
+fn inline_frames_lines_and_tier() {
+    let mut f = w::header(PID, 0, false);
+    f.extend(w::jit_tier(900, 0, TierKind::OPTIMIZED, "C2"));
+    f.extend(w::debug_info2(
+        900,
+        &["Outer.java", "Inner.java"],
+        &["Outer.run", "Inner.step", "Inner.leaf"],
+        &[(0, 0, 10), (1, 1, 20), (2, 1, 30)],
+        &[
+            w::Inline {
+                depth: 0,
+                function: 1,
+                call_line: 12,
+                range: (0x10, 0x20),
+            },
+            w::Inline {
+                depth: 1,
+                function: 2,
+                call_line: 22,
+                range: (0x18, 0x8),
+            },
+        ],
+        &[(0, 0, 11), (0x10, 1, 21), (0x18, 1, 31), (0x30, 0, 14)],
+    ));
+    f.extend(load(1_000, 0x8000, "Lpkg/Outer;run()V", 0x40));
+    let mut index = JitIndex::default();
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+
+    let frames = index.frames(PID, 0x801a, 2_000).expect("frames");
+    let names: Vec<_> = frames
+        .iter()
+        .map(|f| (f.name.as_str(), f.kind, f.file.as_deref(), f.line))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (
+                "Inner.leaf",
+                FrameKind::Inlined,
+                Some("Inner.java"),
+                Some(31)
+            ),
+            (
+                "Inner.step",
+                FrameKind::Inlined,
+                Some("Inner.java"),
+                Some(22)
+            ),
+            (
+                "pkg.Outer.run",
+                FrameKind::Jit,
+                Some("Outer.java"),
+                Some(12)
+            ),
+        ]
+    );
+    let outer_only = index.frames(PID, 0x8032, 2_000).unwrap();
+    assert_eq!(outer_only.len(), 1);
+    assert_eq!(outer_only[0].line, Some(14));
+    assert_eq!(
+        index.lookup(PID, 0x8000, 2_000).unwrap().tier.as_deref(),
+        Some("C2 (optimized)")
+    );
+}
+
+#[test]
+fn v8_names_keep_their_text_and_give_tiers() {
+    assert_eq!(
+        readable_name("JS:*tokenize /app/tokens.js:29:18"),
+        (
+            "JS:*tokenize /app/tokens.js:29:18".to_string(),
+            Some("Turbofan (optimized)".to_string())
+        )
+    );
+    assert_eq!(
+        readable_name("JS:~main /a.js:1:1").1.as_deref(),
+        Some("Ignition (interpreted)")
+    );
+    assert_eq!(
+        readable_name("JS:^f x.js:1:1").1.as_deref(),
+        Some("Sparkplug (baseline)")
+    );
+    assert_eq!(
+        readable_name("JS:+f x.js:1:1").1.as_deref(),
+        Some("Maglev (optimized)")
+    );
+    assert_eq!(readable_name("Builtin:ArrayMap").1, None);
+    assert_eq!(
+        readable_name("Ldemo/matrix/Matrix;multiply(Ldemo/matrix/Matrix;)Ldemo/matrix/Matrix;").0,
+        "demo.matrix.Matrix.multiply"
+    );
+}
+
+/// Both clocks on this machine: a MONOTONIC-stamped and a TSC-stamped jitdump written now
+/// resolve a sample taken between two loads at the same address to the right one.
+#[test]
+fn monotonic_and_tsc_jitdumps_resolve_on_the_sample_clock() {
+    use jprof::sys::clock;
+    let calibration = Calibration::start();
+    // A producer's stamp: the tightest of a few bracketed (TSC, MONOTONIC) reads.
+    let stamp = || {
+        let pair = clock::tightest_tsc_pair(clock::CLOCK_MONOTONIC, 20).expect("x86_64 RDTSCP");
+        (pair.ns, pair.tsc)
+    };
+    let (m1, t1) = stamp();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let (sample_between, _) = stamp();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let (m2, t2) = stamp();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let (sample_after, _) = stamp();
+    let conv = calibration.finish();
+
+    for (arch, (a, b)) in [(false, (m1, m2)), (true, (t1, t2))] {
+        let mut f = w::header(PID, 0, arch);
+        f.extend(load(a, 0xa000, "old", 32));
+        f.extend(load(b, 0xa000, "new", 32));
+        let mut index = JitIndex::default();
+        index.add_jitdump(PID, "jit-77.dump", &f, &conv);
+        assert!(index.notes.is_empty(), "{:?}", index.notes);
+        let at = |t| index.lookup(PID, 0xa010, t).map(|c| c.name.clone());
+        assert_eq!(
+            at(sample_between).as_deref(),
+            Some("old"),
+            "arch timestamps: {arch}"
+        );
+        assert_eq!(
+            at(sample_after).as_deref(),
+            Some("new"),
+            "arch timestamps: {arch}"
+        );
+        // The conversion puts the load within a microsecond of the MONOTONIC stamp.
+        let from = index.lookup(PID, 0xa010, sample_after).unwrap().from;
+        assert!(from.abs_diff(m2) < 1_000, "arch {arch}: {from} vs {m2}");
+    }
+}

@@ -1,0 +1,201 @@
+//! Live recordings with the real kernel (perf_event_open works as root in CI): the recording is
+//! complete and parseable, the target's exit code is passed through, exec failures are clear
+//! errors, and a SIGKILLed recorder leaves a readable file.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use jprof::format::perf::{Record, RecordKind};
+use jprof::recording::Recording;
+
+const BUSY: &str = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done";
+
+fn jprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_jprof"))
+}
+
+fn temp_data(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
+#[test]
+fn records_a_shell_loop_completely() {
+    let (_dir, data) = temp_data("run.data");
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "sh", "-c", BUSY])
+        .output()
+        .expect("run jprof");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "jprof failed: {stderr}");
+    assert!(stderr.contains("recorded"), "no summary: {stderr}");
+
+    let rec = Recording::open(&data).expect("open recording");
+    assert!(rec.finished, "{}", rec.completeness());
+    assert!(rec.stopped.is_none());
+    let summary = rec.summary.clone().expect("summary chunk");
+    let layout = rec.layout();
+    let mut samples = 0u64;
+    let mut comms = Vec::new();
+    let mut first = u64::MAX;
+    let mut last = 0;
+    for raw in rec.perf_records() {
+        let raw = raw.expect("every record splits");
+        let record = layout.parse(&raw).expect("every record parses");
+        match record {
+            Record::Sample(s) => {
+                samples += 1;
+                assert!(s.period > 0);
+                assert!(!s.callchain.is_empty(), "fp mode always has a callchain");
+                first = first.min(s.time);
+                last = last.max(s.time);
+            }
+            Record::Comm { comm, .. } => comms.push(comm),
+            _ => {}
+        }
+    }
+    assert!(samples > 100, "only {samples} samples of a ~1 s busy loop");
+    assert_eq!(samples, summary.samples);
+    assert!(comms.iter().any(|c| c == "sh"), "comm records: {comms:?}");
+    // Sample times are CLOCK_MONOTONIC ns: the span matches the wall time of the run.
+    let span = Duration::from_nanos(last - first);
+    let wall = Duration::from_nanos(summary.wall_duration_ns);
+    assert!(
+        span <= wall && span * 2 > wall,
+        "span {span:?} vs wall {wall:?}"
+    );
+    assert_eq!(
+        rec.payloads(jprof::format::recording::ChunkKind::CLOCK)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn passes_the_exit_code_through() {
+    let (_dir, data) = temp_data("exit.data");
+    let status = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "sh", "-c", "exit 7"])
+        .status()
+        .expect("run jprof");
+    assert_eq!(status.code(), Some(7));
+}
+
+#[test]
+fn exec_failure_is_a_clear_error() {
+    let (_dir, data) = temp_data("missing.data");
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "/definitely/not/a/program"])
+        .output()
+        .expect("run jprof");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("cannot run") && stderr.contains("No such file"),
+        "unclear error: {stderr}"
+    );
+}
+
+#[test]
+fn sigkilled_recorder_leaves_a_readable_recording() {
+    let (_dir, data) = temp_data("killed.data");
+    let mut child = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run jprof");
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().expect("SIGKILL jprof");
+    child.wait().expect("reap jprof");
+
+    let rec = Recording::open(&data).expect("a killed recording still opens");
+    assert!(!rec.finished);
+    assert!(rec.completeness().contains("killed") || rec.completeness().contains("truncated"));
+    let samples = rec
+        .perf_records()
+        .filter_map(Result::ok)
+        .filter(|r| r.kind == RecordKind::SAMPLE)
+        .count();
+    assert!(samples > 200, "only {samples} samples survived");
+    if let Some(pid) = rec.meta.target_pid {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+}
+
+#[test]
+fn sigint_is_forwarded_and_the_recording_finalized() {
+    let (_dir, data) = temp_data("int.data");
+    let child = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run jprof");
+    std::thread::sleep(Duration::from_millis(800));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal jprof");
+    let out = child.wait_with_output().expect("reap jprof");
+    // sh dies of the forwarded SIGINT: 128 + 2.
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec = Recording::open(&data).expect("open");
+    assert!(rec.finished, "{}", rec.completeness());
+    assert!(rec.summary.expect("summary").stopped_by.contains("SIGINT"));
+}
+
+#[test]
+fn duration_stops_the_recording() {
+    let (_dir, data) = temp_data("duration.data");
+    let started = std::time::Instant::now();
+    let out = jprof()
+        .args(["record", "--duration", "0.5", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done",
+        ])
+        .output()
+        .expect("run jprof");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(128 + 15), "target ends by SIGTERM");
+    let rec = Recording::open(&data).expect("open");
+    assert!(rec.finished);
+    let summary = rec.summary.expect("summary");
+    assert!(
+        summary.stopped_by.contains("--duration"),
+        "{}",
+        summary.stopped_by
+    );
+    assert!(summary.samples > 100, "{} samples", summary.samples);
+}
