@@ -4,6 +4,7 @@
 
 mod symbolize_support;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -13,10 +14,9 @@ use jprof::symbolize::{resolve, ResolveOptions};
 use jprof::sys::perf_event::{self, abi, new_attr, PerfMmap};
 use symbolize_support::*;
 
-/// Samples the running fixture for a while; returns the symbolized profile.
-fn sample_fixture(call_graph: &str) -> Profile {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = build_fixture(dir.path());
+/// Samples the running fixture for a while; returns the recording's bytes and the binary.
+fn sample_fixture(call_graph: &str, dir: &Path) -> (Vec<u8>, PathBuf) {
+    let bin = build_fixture(dir);
     let mut child = Command::new(&bin).arg("100000000").spawn().unwrap();
     let pid = child.id();
     // Wait until the exec is done (the maps name the fixture).
@@ -66,8 +66,11 @@ fn sample_fixture(call_graph: &str) -> Profile {
 
     let mut meta = meta(call_graph);
     meta.target_pid = Some(pid);
-    let recording = symbolize_support::open(recording_bytes(&meta, &records));
-    resolve(&recording, &ResolveOptions::default()).unwrap()
+    (recording_bytes(&meta, &records), bin)
+}
+
+fn profile_of(bytes: Vec<u8>) -> Profile {
+    resolve(&open(bytes), &ResolveOptions::default()).unwrap()
 }
 
 /// (samples in the leaf, of those with demo::caller then demo::work above it).
@@ -88,8 +91,12 @@ fn leaf_callers(profile: &Profile) -> (usize, usize) {
     (in_leaf, with_caller)
 }
 
+/// Samples the fixture, checks the leaf's callers, and checks that the embedded symbols
+/// (and, in DWARF mode, the embedded unwound stacks) give the same profile without the binary.
 fn check(call_graph: &str) {
-    let profile = sample_fixture(call_graph);
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, bin) = sample_fixture(call_graph, dir.path());
+    let profile = profile_of(bytes.clone());
     let (in_leaf, with_caller) = leaf_callers(&profile);
     eprintln!(
         "{call_graph}: {} samples, {in_leaf} in the leaf, {with_caller} with its caller",
@@ -105,6 +112,10 @@ fn check(call_graph: &str) {
     assert!(folded(&profile)
         .iter()
         .any(|s| s.contains("main;demo::work(long)")));
+
+    let embedded = with_embedded_symbols(bytes);
+    std::fs::remove_file(&bin).unwrap();
+    assert_eq!(folded(&profile_of(embedded)), folded(&profile));
 }
 
 #[test]
