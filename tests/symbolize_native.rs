@@ -445,3 +445,49 @@ fn records_are_replayed_in_time_order_and_filtered() {
     .unwrap();
     assert_eq!(folded(&by_tid), ["hot;demo::work(long)"]);
 }
+
+#[test]
+fn vdso_frames_are_named_from_this_machines_vdso() {
+    use object::{Object, ObjectSymbol};
+    let image = jprof::symbolize::native::own_vdso().expect("vdso readable");
+    let obj = object::File::parse(&*image).unwrap();
+    let sym = obj
+        .dynamic_symbols()
+        .find(|s| s.name().is_ok_and(|n| n.contains("clock_gettime")) && s.size() > 4)
+        .expect("a clock_gettime symbol in the vdso");
+    let start = 0x7fff_f7fc_0000u64;
+    let records = vec![
+        comm(PID, PID, "hot", true, 1),
+        mmap2(PID, start, image.len() as u64, 0, "[vdso]", 2),
+        sample(
+            PID,
+            PID,
+            10,
+            1,
+            &[start + sym.address() + 2],
+            &[],
+            None,
+            &[],
+        ),
+    ];
+    let bytes = recording_bytes(&meta("fp"), &records);
+    let p = resolve(&open(bytes.clone()), &Default::default()).unwrap();
+    let frame = p.frame(p.samples[0].stack[1]);
+    assert!(frame.name.contains("clock_gettime"), "{frame:?}");
+    assert_eq!(frame.module.as_deref(), Some("[vdso]"));
+    // Another kernel's vdso is not this one: unknown, unless the symbols were embedded.
+    let mut other = meta("fp");
+    other.host.kernel_release = "0.0.0-elsewhere".into();
+    let p = resolve(
+        &open(recording_bytes(&other, &records)),
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(p
+        .frame(p.samples[0].stack[1])
+        .name
+        .starts_with("[unknown] ([vdso]+0x"));
+    let embedded = with_embedded_symbols(recording_bytes(&other, &records));
+    let p = resolve(&open(embedded), &Default::default()).unwrap();
+    assert_eq!(p.frame(p.samples[0].stack[1]).name, frame.name);
+}
