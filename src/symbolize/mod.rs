@@ -1,13 +1,32 @@
-//! Address → frames. Turns a recording's samples into a [`Profile`]: tracks each process's
-//! mappings from MMAP2/COMM/FORK/EXIT records, unwinds (frame pointers, or DWARF via framehop),
-//! and names addresses from ELF/DWARF (object + addr2line), kallsyms, or the symbols embedded
-//! in the recording.
+//! Address → frames. Turns a recording's samples into a [`Profile`]: decodes the records in
+//! time order (`records`), tracks each process's mappings (`process`), unwinds (`unwind`),
+//! and names addresses (`lookup`) from JIT side data (`jit_index`), the symbols embedded in
+//! the recording (`embedded`), ELF/DWARF files (`native`) and kallsyms (`kernel`). Rules:
+//! `docs/symbolization.md`.
 
+pub mod embedded;
 pub mod jit_index;
+pub mod kernel;
+pub mod lookup;
+pub mod native;
+pub mod process;
+pub mod records;
+pub mod unwind;
+
+use std::collections::BTreeMap;
 
 use crate::error::Result;
-use crate::profile::Profile;
+use crate::format::perf::Record;
+use crate::format::recording::ChunkKind;
+use crate::profile::{Frame, FrameKind, Profile, ProfileSample, ThreadInfo};
 use crate::recording::Recording;
+
+use embedded::{EmbeddedFrame, EmbeddedIndex, EmbeddedSymbols};
+use lookup::{Symbolizer, UserLookup};
+use native::BinaryCache;
+use process::{Mapping, ProcessModel};
+use records::{time_ordered, Ordered};
+use unwind::{split_callchain, AddressStack, Unwinders, UserRegs};
 
 /// Options for turning a recording into a profile.
 #[derive(Clone, Debug, Default)]
@@ -18,13 +37,388 @@ pub struct ResolveOptions {
     pub comm: Option<String>,
 }
 
+/// Module name shown for kernel frames.
+const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+
+/// One sample with its address stack, as the walk hands it on.
+struct SampleStack {
+    /// File offset of the sample record's header (the key of embedded stacks).
+    offset: u64,
+    pid: u32,
+    tid: u32,
+    time: u64,
+    cpu: u32,
+    period: u64,
+    /// The callchain's user part, before unwinding.
+    callchain_user: Vec<u64>,
+    stack: AddressStack,
+}
+
+/// Replays the records in time order through the process model and hands every sample's
+/// address stack to `visit`. User stacks come from `embedded` when it holds the unwinding
+/// results, else from unwinding here (DWARF mode, or fp mode's frameless-leaf fix).
+fn walk(
+    recording: &Recording,
+    ordered: &Ordered<'_>,
+    embedded: Option<&EmbeddedSymbols>,
+    binaries: &mut BinaryCache,
+    mut visit: impl FnMut(&ProcessModel, &mut BinaryCache, &SampleStack),
+) -> ProcessModel {
+    let dwarf = recording.meta.event.call_graph == "dwarf";
+    let regs_mask = recording.meta.event.regs_user_mask;
+    let mut model = ProcessModel::default();
+    let mut unwinders = Unwinders::default();
+    for timed in &ordered.records {
+        match &timed.record {
+            Record::Mmap2 {
+                pid,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                filename,
+                ..
+            } => model.add_mapping(
+                *pid,
+                Mapping {
+                    start: *addr,
+                    end: addr.saturating_add(*len),
+                    pgoff: *pgoff,
+                    path: filename.as_str().into(),
+                    build_id: build_id.as_deref().map(Into::into),
+                },
+            ),
+            Record::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                filename,
+                ..
+            } => model.add_mapping(
+                *pid,
+                Mapping {
+                    start: *addr,
+                    end: addr.saturating_add(*len),
+                    pgoff: *pgoff,
+                    path: filename.as_str().into(),
+                    build_id: None,
+                },
+            ),
+            Record::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+                ..
+            } => model.comm(*pid, *tid, comm, *exec),
+            Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                ..
+            } => model.fork(*pid, *ppid, *tid, *ptid),
+            Record::Sample(s) => {
+                model.note_thread(s.pid, s.tid);
+                let mut stack = split_callchain(s);
+                let callchain_user = stack.user.clone();
+                let offset = timed.offset as u64;
+                match embedded.filter(|e| e.unwound) {
+                    Some(e) => {
+                        if let Some(user) = e.stacks.get(&offset) {
+                            stack.user = user.clone();
+                        }
+                    }
+                    None => {
+                        if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
+                            if dwarf {
+                                stack.user =
+                                    unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
+                            } else if stack.user.first() == Some(&regs.ip) {
+                                if let Some(ra) = unwinders.leaf_caller(
+                                    s.pid,
+                                    &model,
+                                    binaries,
+                                    regs,
+                                    s.stack_user,
+                                    &stack.user,
+                                ) {
+                                    stack.user.insert(1, ra);
+                                }
+                            }
+                        }
+                    }
+                }
+                let sample = SampleStack {
+                    offset,
+                    pid: s.pid,
+                    tid: s.tid,
+                    time: s.time,
+                    cpu: s.cpu,
+                    period: s.period,
+                    callchain_user,
+                    stack,
+                };
+                visit(&model, binaries, &sample);
+            }
+            _ => {}
+        }
+    }
+    model
+}
+
+/// The recording's last SYMBOLS chunk, if any and readable; a damaged one becomes a note.
+fn load_embedded(recording: &Recording, notes: &mut Vec<String>) -> Option<EmbeddedIndex> {
+    let (offset, payload) = recording.payloads(ChunkKind::SYMBOLS).last()?;
+    match serde_json::from_slice::<EmbeddedSymbols>(payload) {
+        Ok(symbols) => Some(EmbeddedIndex::new(symbols)),
+        Err(e) => {
+            notes.push(format!(
+                "the embedded symbols at byte offset {offset} are unreadable ({e}); \
+                 using the binaries on disk"
+            ));
+            None
+        }
+    }
+}
+
+/// Whether this machine runs the kernel the recording was made on, so its kallsyms and vdso
+/// may name the recording's addresses.
+fn same_kernel(recording: &Recording) -> bool {
+    let recorded = recording.meta.host.kernel_release.trim();
+    let current = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    recorded.is_empty() || recorded == current.trim()
+}
+
 /// Reads every record of the recording in time order and builds the symbolized profile.
-pub fn resolve(_recording: &Recording, _options: &ResolveOptions) -> Result<Profile> {
-    Ok(Profile::default())
+pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profile> {
+    let mut profile = Profile::default();
+    let embedded = load_embedded(recording, &mut profile.notes);
+    let same_kernel = same_kernel(recording);
+    let mut binaries = BinaryCache::new(same_kernel);
+    let ordered = time_ordered(recording);
+    let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
+    let jit = jit_index::JitIndex::from_recording(recording);
+    let mut kernel_frames = 0u64;
+    let model = walk(
+        recording,
+        &ordered,
+        embedded.as_ref().map(|e| &e.symbols),
+        &mut binaries,
+        |model, binaries, s| {
+            let comm = match model.thread(s.tid) {
+                Some(t) if !t.comm.is_empty() => t.comm.clone(),
+                _ => format!(":{}", s.tid),
+            };
+            if options.tid.is_some_and(|tid| tid != s.tid)
+                || options.comm.as_ref().is_some_and(|c| *c != comm)
+            {
+                return;
+            }
+            let mut stack = vec![profile.intern(Frame {
+                name: comm,
+                kind: FrameKind::Root,
+                module: None,
+                file: None,
+                line: None,
+            })];
+            for (i, &addr) in s.stack.user.iter().enumerate().rev() {
+                let exact = i == 0 && s.stack.user_first_exact;
+                // JIT code lives in anonymous memory; the index knows what was there when.
+                let probe = if exact { addr } else { addr.wrapping_sub(1) };
+                if let Some(frames) = jit.frames(s.pid, probe, s.time) {
+                    for frame in frames.into_iter().rev() {
+                        stack.push(profile.intern(frame));
+                    }
+                    continue;
+                }
+                let found = symbolizer.user(model, binaries, s.pid, addr, exact);
+                for frame in user_frames(&found, addr) {
+                    stack.push(profile.intern(frame));
+                }
+            }
+            kernel_frames += s.stack.kernel.len() as u64;
+            for (i, &addr) in s.stack.kernel.iter().enumerate().rev() {
+                let name = symbolizer
+                    .kernel(addr, i == 0)
+                    .unwrap_or_else(|| format!("[unknown] ({addr:#x})"));
+                stack.push(profile.intern(Frame {
+                    name,
+                    kind: FrameKind::Kernel,
+                    module: Some(KERNEL_MODULE.to_string()),
+                    file: None,
+                    line: None,
+                }));
+            }
+            profile.samples.push(ProfileSample {
+                pid: s.pid,
+                tid: s.tid,
+                time: s.time,
+                cpu: s.cpu,
+                weight: s.period,
+                stack,
+            });
+        },
+    );
+    for (tid, t) in model.threads() {
+        profile.threads.insert(
+            tid,
+            ThreadInfo {
+                pid: t.pid,
+                comm: t.comm.clone(),
+            },
+        );
+    }
+    let notes = notes(&ordered, &symbolizer, &binaries, kernel_frames);
+    profile.notes.extend(notes);
+    profile.notes.extend(jit.notes);
+    Ok(profile)
+}
+
+/// Root-first profile frames for one user address: the function, then what is inlined into
+/// it; or one `[unknown] (module+0xoff)` / `[unknown] (0xaddr)` frame.
+fn user_frames(found: &UserLookup, addr: u64) -> Vec<Frame> {
+    let module = found
+        .path
+        .as_deref()
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+    if found.frames.is_empty() {
+        let name = match &module {
+            Some(m) => format!("[unknown] ({m}+{:#x})", found.shown_offset),
+            None => format!("[unknown] ({addr:#x})"),
+        };
+        return vec![Frame {
+            name,
+            kind: FrameKind::Unknown,
+            module,
+            file: None,
+            line: None,
+        }];
+    }
+    let n = found.frames.len();
+    found
+        .frames
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, f)| Frame {
+            name: f.name.clone(),
+            kind: if i + 1 == n {
+                FrameKind::Native
+            } else {
+                FrameKind::Inlined
+            },
+            module: module.clone(),
+            file: f.file.clone(),
+            line: f.line,
+        })
+        .collect()
+}
+
+/// What the reader should know about names that could not be found.
+fn notes(
+    ordered: &Ordered<'_>,
+    symbolizer: &Symbolizer<'_>,
+    binaries: &BinaryCache,
+    kernel_frames: u64,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(first) = ordered.errors.first() {
+        notes.push(format!(
+            "{} perf records could not be decoded and were skipped; the first {first}",
+            ordered.errors.len()
+        ));
+    }
+    let failures: BTreeMap<&str, &str> = binaries.failures().collect();
+    let unknown = &symbolizer.unknown;
+    for (path, count) in &unknown.by_module {
+        let module = path.rsplit('/').next().unwrap_or(path);
+        let why = if let Some(id) = unknown.changed.get(path) {
+            format!(
+                "{path} changed since recording (the recording says build id {id}); \
+                 record with embedded symbols (the default) to keep the names"
+            )
+        } else if let Some(reason) = failures.get(path.as_str()) {
+            format!("cannot read {path} ({reason}) and the recording has no symbols for it")
+        } else {
+            format!("{path} has no symbol for these addresses")
+        };
+        notes.push(format!(
+            "{count} frames shown as [unknown] ({module}+0x...): {why}"
+        ));
+    }
+    if unknown.unmapped > 0 {
+        notes.push(format!(
+            "{} frames outside any mapped file (anonymous or JIT code, or a broken frame \
+             chain) shown as [unknown] (0x...)",
+            unknown.unmapped
+        ));
+    }
+    if kernel_frames > 0 && symbolizer.kernel_hidden() {
+        notes.push(kernel::HIDDEN_NOTE.to_string());
+    } else if unknown.kernel > 0 {
+        notes.push(format!(
+            "{} kernel frames have no symbol (the recording has none for them and this \
+             machine runs another kernel)",
+            unknown.kernel
+        ));
+    }
+    notes
 }
 
 /// Symbols for every native address the recording's samples hit, as the SYMBOLS chunk payload,
-/// so the recording can be reported elsewhere or after the binaries changed.
-pub fn embedded_symbols(_recording: &Recording) -> Result<Vec<u8>> {
-    Ok(b"{}".to_vec())
+/// so the recording can be reported elsewhere or after the binaries changed. Runs on the
+/// recording machine: it unwinds and names with the binaries and kallsyms there.
+pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
+    let ordered = time_ordered(recording);
+    let mut binaries = BinaryCache::new(true);
+    let mut symbolizer = Symbolizer::new(None, true);
+    let mut out = EmbeddedSymbols {
+        version: embedded::VERSION,
+        unwound: true,
+        ..Default::default()
+    };
+    let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
+        BTreeMap::new();
+    walk(
+        recording,
+        &ordered,
+        None,
+        &mut binaries,
+        |model, binaries, s| {
+            if s.stack.user != s.callchain_user {
+                out.stacks.insert(s.offset, s.stack.user.clone());
+            }
+            for (i, &addr) in s.stack.user.iter().enumerate() {
+                let exact = i == 0 && s.stack.user_first_exact;
+                let found = symbolizer.user(model, binaries, s.pid, addr, exact);
+                let Some(path) = &found.path else { continue };
+                if found.frames.is_empty() {
+                    continue;
+                }
+                hit.entry((path.to_string(), found.build_id.clone()))
+                    .or_default()
+                    .entry(found.offset)
+                    .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
+            }
+            for (i, &addr) in s.stack.kernel.iter().enumerate() {
+                let exact = i == 0;
+                if let Some(name) = symbolizer.kernel(addr, exact) {
+                    let probe = if exact { addr } else { addr.wrapping_sub(1) };
+                    out.kernel.insert(probe, name);
+                }
+            }
+        },
+    );
+    out.kernel_hidden = symbolizer.kernel_hidden();
+    out.binaries = hit
+        .into_iter()
+        .map(|((path, build_id), frames)| embedded::EmbeddedBinary {
+            path,
+            build_id,
+            frames,
+        })
+        .collect();
+    serde_json::to_vec(&out).map_err(|e| crate::Error::Other(format!("embedded symbols: {e}")))
 }

@@ -1,0 +1,171 @@
+//! Address → names, with sources in order: the recording's embedded symbols, then the files
+//! on disk (binaries, vdso, /proc/kallsyms). Results are cached per (binary, offset); what
+//! could not be named is counted for the profile's notes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::embedded::EmbeddedIndex;
+use super::kernel::{self, KernelSymbols};
+use super::native::{hex, BinaryCache, NativeFrame};
+use super::process::ProcessModel;
+
+/// What one user address resolved to.
+#[derive(Clone, Debug)]
+pub struct UserLookup {
+    /// The mapping's path, when the address is in a mapping.
+    pub path: Option<Arc<str>>,
+    /// Build id (hex) from the MMAP2 record, else from the binary on disk.
+    pub build_id: Option<String>,
+    /// File offset of the looked-up address (`addr - 1` for return addresses).
+    pub offset: u64,
+    /// File offset of the address itself, for `[unknown] (module+0xoff)`.
+    pub shown_offset: u64,
+    /// Innermost first; empty when nothing names the address.
+    pub frames: Arc<[NativeFrame]>,
+}
+
+/// Why addresses stayed unknown, for notes.
+#[derive(Debug, Default)]
+pub struct UnknownCounts {
+    /// Frames per mapped path that no symbol source could name.
+    pub by_module: BTreeMap<String, u64>,
+    /// Frames outside every known mapping.
+    pub unmapped: u64,
+    /// Kernel frames without a symbol.
+    pub kernel: u64,
+    /// Paths whose file on disk has another build id than the recording says.
+    pub changed: BTreeMap<String, String>,
+}
+
+/// A binary's build id (hex) and the frames at one offset.
+type Named = (Option<String>, Arc<[NativeFrame]>);
+
+pub struct Symbolizer<'e> {
+    embedded: Option<&'e EmbeddedIndex>,
+    /// Whether this machine's kallsyms and binaries may be used (same kernel release).
+    kernel_from_disk: bool,
+    kernel: Option<Arc<KernelSymbols>>,
+    cache: HashMap<(Arc<str>, u64), Named>,
+    pub unknown: UnknownCounts,
+}
+
+impl<'e> Symbolizer<'e> {
+    pub fn new(embedded: Option<&'e EmbeddedIndex>, kernel_from_disk: bool) -> Self {
+        Self {
+            embedded,
+            kernel_from_disk,
+            kernel: None,
+            cache: HashMap::new(),
+            unknown: UnknownCounts::default(),
+        }
+    }
+
+    /// Names a user address of process `pid`. `exact` is false for return addresses, which
+    /// are looked up at `addr - 1` so the call's line and function are found.
+    pub fn user(
+        &mut self,
+        model: &ProcessModel,
+        binaries: &mut BinaryCache,
+        pid: u32,
+        addr: u64,
+        exact: bool,
+    ) -> UserLookup {
+        let probe = if exact { addr } else { addr.wrapping_sub(1) };
+        let Some(mapping) = model.lookup(pid, probe) else {
+            self.unknown.unmapped += 1;
+            return UserLookup {
+                path: None,
+                build_id: None,
+                offset: probe,
+                shown_offset: addr,
+                frames: Arc::from([]),
+            };
+        };
+        let offset = mapping.file_offset(probe);
+        let key = (mapping.path.clone(), offset);
+        let (build_id, frames) = match self.cache.get(&key) {
+            Some(hit) => hit.clone(),
+            None => {
+                let record_id = mapping.build_id.as_deref().map(hex);
+                let found = self.native(binaries, &mapping.path, record_id, offset);
+                self.cache.insert(key, found.clone());
+                found
+            }
+        };
+        if frames.is_empty() {
+            *self
+                .unknown
+                .by_module
+                .entry(mapping.path.to_string())
+                .or_default() += 1;
+        }
+        UserLookup {
+            path: Some(mapping.path.clone()),
+            build_id,
+            offset,
+            shown_offset: mapping.file_offset(addr),
+            frames,
+        }
+    }
+
+    fn native(
+        &mut self,
+        binaries: &mut BinaryCache,
+        path: &Arc<str>,
+        record_id: Option<String>,
+        offset: u64,
+    ) -> Named {
+        if let Some(e) = self.embedded {
+            if let Some(b) = e.binary(path, record_id.as_deref()) {
+                if let Some(frames) = b.frames.get(&offset) {
+                    let frames: Vec<NativeFrame> = frames.iter().map(NativeFrame::from).collect();
+                    return (b.build_id.clone().or(record_id), frames.into());
+                }
+            }
+        }
+        let Ok(binary) = binaries.get(path) else {
+            return (record_id, Arc::from([]));
+        };
+        let disk_id = binary.build_id.as_deref().map(hex);
+        if let (Some(rec), Some(disk)) = (&record_id, &disk_id) {
+            if rec != disk {
+                self.unknown.changed.insert(path.to_string(), rec.clone());
+                return (record_id, Arc::from([]));
+            }
+        }
+        let frames = match binary.svma_of_offset(offset) {
+            Some(svma) => binary.frames(svma),
+            None => Vec::new(),
+        };
+        (record_id.or(disk_id), frames.into())
+    }
+
+    /// Names a kernel address (`exact` as for [`Self::user`]); None when unknown.
+    pub fn kernel(&mut self, addr: u64, exact: bool) -> Option<String> {
+        let probe = if exact { addr } else { addr.wrapping_sub(1) };
+        if let Some(name) = self.embedded.and_then(|e| e.symbols.kernel.get(&probe)) {
+            return Some(name.clone());
+        }
+        let name = if self.kernel_from_disk {
+            self.kallsyms().lookup(probe).map(str::to_string)
+        } else {
+            None
+        };
+        if name.is_none() {
+            self.unknown.kernel += 1;
+        }
+        name
+    }
+
+    /// This machine's kallsyms, read on first use.
+    pub fn kallsyms(&mut self) -> &KernelSymbols {
+        self.kernel.get_or_insert_with(kernel::this_machine)
+    }
+
+    /// Whether kernel names were hidden (by the embedded table or this machine's kallsyms).
+    pub fn kernel_hidden(&self) -> bool {
+        self.embedded.is_some_and(|e| e.symbols.kernel_hidden)
+            || self.kernel.as_ref().is_some_and(|k| k.hidden)
+    }
+}

@@ -1,0 +1,377 @@
+//! Native code symbols: one ELF binary, loaded lazily and cached per path. Reads the symbol
+//! tables (.symtab + .dynsym) with `object`, DWARF functions, lines and inline frames with
+//! `addr2line`, and keeps the unwind sections (.eh_frame, .eh_frame_hdr, .text) for framehop.
+//! Also demangles (C++ via cpp_demangle, Rust via rustc-demangle) and reads this machine's vdso.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use gimli::{EndianArcSlice, RunTimeEndian};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use thiserror::Error;
+
+use crate::format::procfs;
+
+#[derive(Debug, Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("not a readable ELF file ({0})")]
+    Object(#[from] object::Error),
+}
+
+/// One frame of native code, innermost first in lists. Names are demangled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeFrame {
+    pub name: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+struct Symbol {
+    addr: u64,
+    size: u64,
+    name: String,
+    /// Which alias wins at one address: 0 global, 1 weak, 2 local.
+    rank: u8,
+}
+
+/// A loaded-segment's file range and its address in the ELF (PT_LOAD p_offset → p_vaddr).
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    file_offset: u64,
+    file_size: u64,
+    address: u64,
+}
+
+/// The sections framehop needs, as shared bytes and their addresses in the ELF.
+#[derive(Clone, Debug, Default)]
+pub struct UnwindSections {
+    pub text: Option<(Range<u64>, Arc<[u8]>)>,
+    pub eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
+    pub eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
+    pub debug_frame: Option<Arc<[u8]>>,
+    pub got: Option<Range<u64>>,
+}
+
+type Dwarf = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
+
+/// One ELF file's symbols, DWARF and unwind sections.
+pub struct Binary {
+    pub build_id: Option<Vec<u8>>,
+    segments: Vec<Segment>,
+    /// Sorted by address, one per address.
+    symbols: Vec<Symbol>,
+    dwarf: Option<Dwarf>,
+    pub unwind: UnwindSections,
+}
+
+impl Binary {
+    pub fn open(path: &Path) -> Result<Self, LoadError> {
+        let bytes = std::fs::read(path)?;
+        Self::parse(&bytes)
+    }
+
+    /// Parses an ELF image. When it has no DWARF but a build id, the separate debug file
+    /// `/usr/lib/debug/.build-id/xx/yyyy.debug` (Debian's -dbg packages) is used if present.
+    pub fn parse(bytes: &[u8]) -> Result<Self, LoadError> {
+        let obj = object::File::parse(bytes)?;
+        let build_id = obj.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let segments = obj
+            .segments()
+            .map(|s| {
+                let (file_offset, file_size) = s.file_range();
+                Segment {
+                    file_offset,
+                    file_size,
+                    address: s.address(),
+                }
+            })
+            .collect();
+        let mut symbols = Vec::new();
+        collect_symbols(&obj, &mut symbols);
+        let mut dwarf = load_dwarf(&obj);
+        if dwarf.is_none() {
+            if let Some(debug) = build_id.as_deref().and_then(read_debug_file) {
+                if let Ok(dobj) = object::File::parse(&*debug) {
+                    dwarf = load_dwarf(&dobj);
+                    collect_symbols(&dobj, &mut symbols);
+                }
+            }
+        }
+        finish_symbols(&mut symbols);
+        let section = |name: &str| {
+            let s = obj.section_by_name(name)?;
+            let data = s.uncompressed_data().ok()?;
+            Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
+        };
+        let unwind = UnwindSections {
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            debug_frame: section(".debug_frame").map(|s| s.1),
+            got: obj
+                .section_by_name(".got")
+                .map(|s| s.address()..s.address() + s.size()),
+        };
+        Ok(Self {
+            build_id,
+            segments,
+            symbols,
+            dwarf,
+            unwind,
+        })
+    }
+
+    /// The ELF virtual address (SVMA) of a file offset, through the PT_LOAD segments.
+    pub fn svma_of_offset(&self, file_offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| {
+                file_offset >= s.file_offset && file_offset - s.file_offset < s.file_size.max(1)
+            })
+            .map(|s| file_offset - s.file_offset + s.address)
+    }
+
+    /// Frames for an ELF address, innermost (inlined) first; empty when nothing names it.
+    /// The outermost frame is named from the symbol table when it has the address, as
+    /// `perf report` does (so `.cold`/`.part.0` clones keep their names); inlined frames
+    /// come from DWARF. Lines come from DWARF.
+    pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
+        let symbol = self.symbol_at(svma).map(|s| demangle(&s.name));
+        let mut frames = Vec::new();
+        if let Some(dwarf) = &self.dwarf {
+            if let Ok(mut iter) = dwarf.find_frames(svma).skip_all_loads() {
+                while let Ok(Some(f)) = iter.next() {
+                    let name = f
+                        .function
+                        .as_ref()
+                        .and_then(|n| n.raw_name().ok())
+                        .map(|n| demangle(&n));
+                    let (file, line) = match &f.location {
+                        Some(l) => (l.file.map(str::to_string), l.line),
+                        None => (None, None),
+                    };
+                    frames.push((name, file, line));
+                    if frames.len() > 256 {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut out: Vec<NativeFrame> = Vec::with_capacity(frames.len().max(1));
+        let n = frames.len();
+        for (i, (name, file, line)) in frames.into_iter().enumerate() {
+            let outermost = i + 1 == n;
+            let name = if outermost {
+                symbol.clone().or(name)
+            } else {
+                name
+            };
+            // An inlined frame without a name still tells the line; keep it under the
+            // symbol name rather than dropping the position.
+            let Some(name) = name.or_else(|| symbol.clone()) else {
+                continue;
+            };
+            out.push(NativeFrame { name, file, line });
+        }
+        if out.is_empty() {
+            if let Some(name) = symbol {
+                out.push(NativeFrame {
+                    name,
+                    file: None,
+                    line: None,
+                });
+            }
+        }
+        out
+    }
+
+    fn symbol_at(&self, svma: u64) -> Option<&Symbol> {
+        let idx = self.symbols.partition_point(|s| s.addr <= svma);
+        let nearest = self.symbols.get(idx.checked_sub(1)?)?;
+        // Sized symbols must contain the address; nested or overlapping sized symbols are
+        // rare, so a short look back suffices.
+        for s in self.symbols[..idx].iter().rev().take(8) {
+            if s.size > 0 && svma < s.addr.saturating_add(s.size) {
+                return Some(s);
+            }
+        }
+        // Size-0 symbols (hand-written assembly) extend to the next symbol.
+        (nearest.size == 0).then_some(nearest)
+    }
+}
+
+fn collect_symbols(obj: &object::File<'_>, out: &mut Vec<Symbol>) {
+    for sym in obj.symbols().chain(obj.dynamic_symbols()) {
+        if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
+            continue;
+        }
+        let Ok(name) = sym.name() else { continue };
+        if name.is_empty() {
+            continue;
+        }
+        let rank = if sym.is_weak() {
+            1
+        } else if sym.is_global() {
+            0
+        } else {
+            2
+        };
+        out.push(Symbol {
+            addr: sym.address(),
+            size: sym.size(),
+            name: name.to_string(),
+            rank,
+        });
+    }
+}
+
+/// Sorts by address, keeps the best-ranked name per address (see `collect_symbols`).
+fn finish_symbols(symbols: &mut Vec<Symbol>) {
+    symbols.sort_by(|a, b| (a.addr, a.rank, &a.name).cmp(&(b.addr, b.rank, &b.name)));
+    symbols.dedup_by_key(|s| s.addr);
+}
+
+fn load_dwarf(obj: &object::File<'_>) -> Option<Dwarf> {
+    obj.section_by_name(".debug_info")?;
+    let endian = if obj.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    let load = |id: gimli::SectionId| -> Result<EndianArcSlice<RunTimeEndian>, gimli::Error> {
+        let data = obj
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or(Cow::Borrowed(&[]));
+        Ok(EndianArcSlice::new(Arc::from(&*data), endian))
+    };
+    let dwarf = gimli::Dwarf::load(load).ok()?;
+    addr2line::Context::from_dwarf(dwarf).ok()
+}
+
+fn read_debug_file(build_id: &[u8]) -> Option<Vec<u8>> {
+    if build_id.len() < 2 {
+        return None;
+    }
+    let hex = hex(build_id);
+    let path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+    std::fs::read(path).ok()
+}
+
+/// Lower-case hex of a build id.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Demangles Rust (legacy and v0, without the hash) and C++ (with parameter lists, as
+/// `perf report` shows them); other names are returned as they are.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
+            if let Ok(s) = sym.demangle() {
+                return s;
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// Binaries by path, loaded on first use; failures are remembered (and reported as notes).
+#[derive(Default)]
+pub struct BinaryCache {
+    loaded: HashMap<Arc<str>, Result<Arc<Binary>, String>>,
+    /// The vdso image of this machine, used when the recording was made on this kernel.
+    pub vdso_allowed: bool,
+}
+
+impl BinaryCache {
+    pub fn new(vdso_allowed: bool) -> Self {
+        Self {
+            loaded: HashMap::new(),
+            vdso_allowed,
+        }
+    }
+
+    /// The binary for a mapping's path; `[vdso]` is read from this process's memory.
+    pub fn get(&mut self, path: &Arc<str>) -> Result<Arc<Binary>, String> {
+        if let Some(r) = self.loaded.get(path) {
+            return r.clone();
+        }
+        let result = if &**path == "[vdso]" {
+            if self.vdso_allowed {
+                own_vdso()
+                    .ok_or_else(|| "the vdso image of this process is not readable".to_string())
+                    .and_then(|b| Binary::parse(&b).map_err(|e| e.to_string()))
+            } else {
+                Err("the recording was made on another kernel".to_string())
+            }
+        } else if path.starts_with('/') {
+            Binary::open(Path::new(&**path)).map_err(|e| e.to_string())
+        } else {
+            Err("not a file".to_string())
+        };
+        let result = result.map(Arc::new);
+        self.loaded.insert(path.clone(), result.clone());
+        result
+    }
+
+    /// Every path that could not be loaded, with the reason.
+    pub fn failures(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.loaded.iter().filter_map(|(p, r)| match r {
+            Err(e) => Some((&**p, e.as_str())),
+            Ok(_) => None,
+        })
+    }
+}
+
+/// The vdso of this process, read through /proc/self/maps and /proc/self/mem (plain file
+/// I/O; every process on one kernel maps the same vdso image).
+pub fn own_vdso() -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read("/proc/self/maps").ok()?;
+    let entries = procfs::parse_maps(&maps).ok()?;
+    let vdso = entries.iter().find(|e| e.path == "[vdso]")?;
+    let len = usize::try_from(vdso.end.checked_sub(vdso.start)?).ok()?;
+    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
+    mem.seek(SeekFrom::Start(vdso.start)).ok()?;
+    let mut buf = vec![0u8; len];
+    mem.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_cpp_rust_and_leaves_c() {
+        assert_eq!(demangle("_ZN3foo3barEi"), "foo::bar(int)");
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(
+            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+            "core::ptr::drop_in_place"
+        );
+        assert_eq!(demangle("main"), "main");
+        assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
+    }
+
+    #[test]
+    fn vdso_of_this_process_has_symbols() {
+        let image = own_vdso().expect("vdso readable");
+        let b = Binary::parse(&image).unwrap();
+        assert!(
+            b.symbols.iter().any(|s| s.name.contains("clock_gettime")),
+            "vdso symbols: {:?}",
+            b.symbols.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+    }
+}

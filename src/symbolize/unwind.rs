@@ -1,0 +1,315 @@
+//! From a sample to its address stack: the kernel part from the callchain, the user part from
+//! the callchain (frame pointers, plus the frameless-leaf fix) or from framehop's DWARF/CFI
+//! unwinder over the copied user stack. Addresses are innermost first.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+
+use super::native::BinaryCache;
+use super::process::{Mapping, ProcessModel};
+use crate::format::perf::{context, misc, Sample};
+
+/// Deepest user stack jprof unwinds; deeper stacks are cut (the root side is lost).
+const MAX_FRAMES: usize = 1024;
+/// Lowest kernel address on x86_64; used when a callchain has no context marker.
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// x86_64 perf register numbers (uapi `perf_regs.h`).
+const REG_BP: u32 = 6;
+const REG_SP: u32 = 7;
+const REG_IP: u32 = 8;
+
+/// The user registers unwinding needs, from a sample's REGS_USER.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserRegs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+impl UserRegs {
+    /// Picks BP, SP and IP out of the registers (stored in ascending mask-bit order).
+    pub fn from_sample(regs: &[u64], mask: u64) -> Option<Self> {
+        let get = |reg: u32| {
+            if mask & (1 << reg) == 0 {
+                return None;
+            }
+            let index = (mask & ((1u64 << reg) - 1)).count_ones() as usize;
+            regs.get(index).copied()
+        };
+        Some(Self {
+            ip: get(REG_IP)?,
+            sp: get(REG_SP)?,
+            bp: get(REG_BP)?,
+        })
+    }
+}
+
+/// A sample's addresses, innermost first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddressStack {
+    pub kernel: Vec<u64>,
+    pub user: Vec<u64>,
+    /// Whether `user[0]` is where the thread was (a user-mode sample) rather than where it
+    /// resumes after the kernel (a return-like address, looked up at `addr - 1`).
+    pub user_first_exact: bool,
+}
+
+/// Splits a callchain at its context markers; without a callchain the sample IP alone.
+pub fn split_callchain(sample: &Sample<'_>) -> AddressStack {
+    let mut out = AddressStack {
+        user_first_exact: sample.cpumode != misc::KERNEL,
+        ..Default::default()
+    };
+    if sample.callchain.is_empty() {
+        if sample.cpumode == misc::KERNEL || sample.ip >= KERNEL_START {
+            out.kernel.push(sample.ip);
+        } else {
+            out.user.push(sample.ip);
+        }
+        return out;
+    }
+    // None: a context jprof does not show (guest, hypervisor).
+    let mut current = None;
+    for (i, &addr) in sample.callchain.iter().enumerate() {
+        if addr >= context::MAX {
+            current = match addr {
+                context::KERNEL => Some(true),
+                context::USER => Some(false),
+                _ => None,
+            };
+            continue;
+        }
+        let kernel = match current {
+            Some(k) => k,
+            None if i == 0 => addr >= KERNEL_START,
+            None => continue,
+        };
+        if kernel {
+            out.kernel.push(addr);
+        } else {
+            out.user.push(addr);
+        }
+    }
+    out
+}
+
+/// Reads a u64 from the copied user stack, which starts at `sp`.
+fn stack_reader(stack: &[u8], sp: u64) -> impl FnMut(u64) -> Result<u64, ()> + '_ {
+    move |addr| {
+        let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+        let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(word))
+    }
+}
+
+type SectionData = Arc<[u8]>;
+
+/// One framehop unwinder per process, rebuilt when the process's mappings change; modules
+/// are registered lazily from the binaries of the mappings.
+struct ProcessUnwinder {
+    generation: u64,
+    unwinder: UnwinderX86_64<SectionData>,
+    cache: CacheX86_64,
+    registered: HashSet<u64>,
+}
+
+#[derive(Default)]
+pub struct Unwinders {
+    per_pid: HashMap<u32, ProcessUnwinder>,
+}
+
+impl Unwinders {
+    fn process(&mut self, pid: u32, generation: u64) -> &mut ProcessUnwinder {
+        let entry = self.per_pid.entry(pid).or_insert_with(|| ProcessUnwinder {
+            generation,
+            unwinder: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
+            registered: HashSet::new(),
+        });
+        if entry.generation != generation {
+            *entry = ProcessUnwinder {
+                generation,
+                unwinder: UnwinderX86_64::new(),
+                cache: CacheX86_64::new(),
+                registered: HashSet::new(),
+            };
+        }
+        entry
+    }
+
+    /// Frame-pointer mode's fix for a frameless leaf: the kernel's frame-pointer walk skips
+    /// the caller of a function that has not set up its frame (yet). The leaf's CFI at the
+    /// sample IP gives its real return address; returns it when it is not already the
+    /// callchain's second user entry.
+    pub fn leaf_caller(
+        &mut self,
+        pid: u32,
+        model: &ProcessModel,
+        binaries: &mut BinaryCache,
+        regs: UserRegs,
+        stack: &[u8],
+        callchain_user: &[u64],
+    ) -> Option<u64> {
+        let mapping = model.lookup(pid, regs.ip)?;
+        let p = self.process(pid, model.generation(pid));
+        register(p, mapping, binaries);
+        let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+        let mut read = stack_reader(stack, regs.sp);
+        let ra = p
+            .unwinder
+            .unwind_frame(
+                FrameAddress::from_instruction_pointer(regs.ip),
+                &mut uregs,
+                &mut p.cache,
+                &mut read,
+            )
+            .ok()??;
+        // Only an address inside a mapped file can be a return address.
+        model.lookup(pid, ra)?;
+        (callchain_user.get(1) != Some(&ra)).then_some(ra)
+    }
+
+    /// DWARF mode: the whole user stack from the registers and the stack copy. Always holds
+    /// at least the IP.
+    pub fn unwind(
+        &mut self,
+        pid: u32,
+        model: &ProcessModel,
+        binaries: &mut BinaryCache,
+        regs: UserRegs,
+        stack: &[u8],
+    ) -> Vec<u64> {
+        let p = self.process(pid, model.generation(pid));
+        for mapping in model.mappings(pid) {
+            register(p, mapping, binaries);
+        }
+        let mut read = stack_reader(stack, regs.sp);
+        let uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+        let mut iter = p
+            .unwinder
+            .iter_frames(regs.ip, uregs, &mut p.cache, &mut read);
+        let mut out = Vec::new();
+        while let Ok(Some(frame)) = iter.next() {
+            out.push(frame.address());
+            if out.len() >= MAX_FRAMES {
+                break;
+            }
+        }
+        if out.is_empty() {
+            out.push(regs.ip);
+        }
+        out
+    }
+}
+
+/// Adds the module for a mapping's binary once; mappings whose binary is unreadable are
+/// left out (framehop then falls back to frame pointers there).
+fn register(p: &mut ProcessUnwinder, mapping: &Mapping, binaries: &mut BinaryCache) {
+    if !p.registered.insert(mapping.start) {
+        return;
+    }
+    let Ok(binary) = binaries.get(&mapping.path) else {
+        return;
+    };
+    let Some(svma) = binary.svma_of_offset(mapping.pgoff) else {
+        return;
+    };
+    let u = &binary.unwind;
+    let info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        text_svma: u.text.as_ref().map(|t| t.0.clone()),
+        text: u.text.as_ref().map(|t| t.1.clone()),
+        stubs_svma: None,
+        stub_helper_svma: None,
+        got_svma: u.got.clone(),
+        unwind_info: None,
+        eh_frame_svma: u.eh_frame.as_ref().map(|t| t.0.clone()),
+        eh_frame: u.eh_frame.as_ref().map(|t| t.1.clone()),
+        eh_frame_hdr_svma: u.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+        eh_frame_hdr: u.eh_frame_hdr.as_ref().map(|t| t.1.clone()),
+        debug_frame: u.debug_frame.clone(),
+        text_segment_svma: None,
+        text_segment: None,
+    };
+    let base_avma = mapping.start.wrapping_sub(svma);
+    p.unwinder.add_module(Module::new(
+        mapping.path.to_string(),
+        mapping.start..mapping.end,
+        base_avma,
+        info,
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(callchain: Vec<u64>, cpumode: u16) -> Sample<'static> {
+        Sample {
+            ip: callchain
+                .iter()
+                .copied()
+                .find(|&a| a < context::MAX)
+                .unwrap_or(0),
+            pid: 1,
+            tid: 1,
+            time: 0,
+            cpu: 0,
+            period: 1,
+            callchain,
+            regs_user: vec![],
+            stack_user: &[],
+            cpumode,
+        }
+    }
+
+    #[test]
+    fn callchain_split_at_markers() {
+        let s = sample(
+            vec![
+                context::KERNEL,
+                0xffffffff81000010,
+                0xffffffff81000020,
+                context::USER,
+                0x401000,
+                0x402000,
+            ],
+            misc::KERNEL,
+        );
+        let a = split_callchain(&s);
+        assert_eq!(a.kernel, vec![0xffffffff81000010, 0xffffffff81000020]);
+        assert_eq!(a.user, vec![0x401000, 0x402000]);
+        assert!(!a.user_first_exact);
+        let g = split_callchain(&sample(vec![context::GUEST, 0x1, context::USER, 0x5], 2));
+        assert_eq!(g.user, vec![0x5]);
+        assert!(g.kernel.is_empty());
+    }
+
+    #[test]
+    fn regs_in_mask_order() {
+        let r = UserRegs::from_sample(&[10, 20, 30], 0x1c0).unwrap();
+        assert_eq!((r.bp, r.sp, r.ip), (10, 20, 30));
+        assert!(UserRegs::from_sample(&[10, 20], 0x1c0).is_none());
+        assert!(UserRegs::from_sample(&[1, 2, 3], 0x7).is_none());
+    }
+
+    #[test]
+    fn stack_reader_bounds() {
+        let stack: Vec<u8> = (0u8..16).collect();
+        let mut read = stack_reader(&stack, 0x1000);
+        assert_eq!(
+            read(0x1000),
+            Ok(u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7]))
+        );
+        assert_eq!(read(0x1008).map(|v| v as u8), Ok(8));
+        assert!(read(0x1009).is_err());
+        assert!(read(0xfff).is_err());
+        assert!(read(u64::MAX).is_err());
+    }
+}

@@ -1,0 +1,113 @@
+//! Symbolization never panics: random records, and valid records with random bytes flipped,
+//! go through `resolve` and `embedded_symbols` in both call-graph modes.
+
+mod symbolize_support;
+
+use jprof::format::recording::{encode_chunk, ChunkKind};
+use jprof::symbolize::{embedded_symbols, resolve, ResolveOptions};
+use symbolize_support::*;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn valid_records() -> Vec<u8> {
+    let mut stack = 0x5555_5555_1000u64.to_le_bytes().to_vec();
+    stack.resize(256, 0xaa);
+    [
+        comm(PID, PID, "hot", true, 1),
+        mmap2(PID, 0x5555_5555_0000, 0x10000, 0, "/bin/sh", 2),
+        mmap2(PID, 0x7f00_0000_0000, 0x10000, 0, "[vdso]", 3),
+        fork(PID + 1, PID, PID + 1, PID, 4),
+        sample(
+            PID,
+            PID,
+            5,
+            1,
+            &[0x5555_5555_1234, 0x7f00_0000_0100, 1],
+            &[0xffff_ffff_8100_0000],
+            Some((0, 0x7ffc_0000_0000, 0x5555_5555_1234)),
+            &stack,
+        ),
+        sample(
+            PID + 1,
+            PID + 1,
+            6,
+            1,
+            &[0x5555_5555_2000],
+            &[],
+            Some((1, 2, 3)),
+            &stack,
+        ),
+    ]
+    .concat()
+}
+
+fn check(bytes: Vec<u8>) {
+    let rec = open(bytes);
+    let _ = resolve(&rec, &ResolveOptions::default());
+    if let Ok(symbols) = embedded_symbols(&rec) {
+        let with = open_bytes_with_symbols(&rec, &symbols);
+        let _ = resolve(&open(with), &ResolveOptions::default());
+    }
+}
+
+fn open_bytes_with_symbols(rec: &jprof::recording::Recording, symbols: &[u8]) -> Vec<u8> {
+    let mut bytes = recording_bytes(&rec.meta, &[]);
+    for (_, payload) in rec.payloads(ChunkKind::PERF_RECORDS) {
+        bytes.extend(encode_chunk(ChunkKind::PERF_RECORDS, payload));
+    }
+    bytes.extend(encode_chunk(ChunkKind::SYMBOLS, symbols));
+    bytes
+}
+
+#[test]
+fn garbage_records_never_panic() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let valid = valid_records();
+    for mode in ["fp", "dwarf"] {
+        let meta = meta(mode);
+        for round in 0..200 {
+            let records = if round % 3 == 0 {
+                let len = (rng.next() % 600) as usize;
+                let mut buf: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                // Plausible headers make the decoder go deeper.
+                if buf.len() >= 8 {
+                    buf[0] = [1, 3, 4, 7, 9, 10][(rng.next() % 6) as usize];
+                    buf[1..4].fill(0);
+                    let size = (buf.len() as u16).to_le_bytes();
+                    buf[6..8].copy_from_slice(&size);
+                }
+                buf
+            } else {
+                let mut buf = valid.clone();
+                for _ in 0..1 + rng.next() % 8 {
+                    let i = (rng.next() as usize) % buf.len();
+                    buf[i] = rng.next() as u8;
+                }
+                buf
+            };
+            check(recording_bytes(&meta, &[records]));
+        }
+    }
+}
+
+#[test]
+fn garbage_symbols_chunk_is_a_note() {
+    let mut bytes = recording_bytes(&meta("fp"), &[valid_records()]);
+    bytes.extend(encode_chunk(ChunkKind::SYMBOLS, b"{not json"));
+    let p = resolve(&open(bytes), &ResolveOptions::default()).unwrap();
+    assert!(
+        p.notes.iter().any(|n| n.contains("embedded symbols")),
+        "{:?}",
+        p.notes
+    );
+    assert_eq!(p.samples.len(), 2);
+}
