@@ -91,7 +91,7 @@ fn main() {
     let seed: u64 = args
         .get(2)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x6a70_726f_66);
+        .unwrap_or(0x006a_7072_6f66);
     if target != "recording_reader" {
         eprintln!("stable-fuzz: unknown target {target:?} (known: recording_reader)");
         std::process::exit(2);
