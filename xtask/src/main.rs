@@ -160,10 +160,9 @@ fn demo() -> Result<()> {
         .arg(&data)
         .arg("-o")
         .arg(&svg))?;
-    println!();
-    println!("Flame graph: {}", svg.display());
+    // `jprof report` has printed the top functions and where the SVG is.
     println!(
-        "Folded stacks: {} report -i {} --format collapsed",
+        "Open it in a browser; folded stacks: {} report -i {} --format collapsed",
         jprof.display(),
         data.display()
     );
