@@ -84,14 +84,13 @@ struct Measurement {
 struct Meter {
     gnu_time: bool,
     scratch: PathBuf,
-    counter: usize,
 }
 
 impl Meter {
-    fn command(&mut self, argv: &[OsString]) -> (Command, Option<PathBuf>) {
+    /// The command for stage `stage` of a pipeline, and where GNU time leaves its peak RSS.
+    fn command(&self, stage: usize, argv: &[OsString]) -> (Command, Option<PathBuf>) {
         let (mut cmd, rss_file) = if self.gnu_time {
-            self.counter += 1;
-            let rss_file = self.scratch.join(format!("rss-{}.txt", self.counter));
+            let rss_file = self.scratch.join(format!("rss-{stage}.txt"));
             let mut cmd = Command::new(GNU_TIME);
             cmd.args(["-f", "%M", "-o"]).arg(&rss_file);
             cmd.arg(&argv[0]);
@@ -105,8 +104,11 @@ impl Meter {
 
     /// Runs one pipeline (`stages[0] | stages[1] | ...`) with stdout of the last stage to `out`.
     fn pipeline(&mut self, stages: &[Vec<OsString>], out: &Path) -> Result<Measurement> {
-        let mut commands: Vec<(Command, Option<PathBuf>)> =
-            stages.iter().map(|argv| self.command(argv)).collect();
+        let mut commands: Vec<(Command, Option<PathBuf>)> = stages
+            .iter()
+            .enumerate()
+            .map(|(stage, argv)| self.command(stage, argv))
+            .collect();
         let last = commands.len() - 1;
         let started = Instant::now();
         let mut children: Vec<(Child, String)> = Vec::new();
@@ -228,7 +230,6 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut meter = Meter {
         gnu_time,
         scratch: dir.clone(),
-        counter: 0,
     };
     let jprof_data = dir.join("jprof.data");
     let perf_data = dir.join("perf.data");
