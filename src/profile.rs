@@ -54,7 +54,10 @@ pub struct ThreadInfo {
 #[derive(Debug, Default)]
 pub struct Profile {
     frames: Vec<Frame>,
-    index: HashMap<Frame, FrameId>,
+    /// Keyed by frame and JIT tier: the same JIT function at two tiers is two frames.
+    index: HashMap<(Frame, Option<String>), FrameId>,
+    /// The JIT tier of frames whose runtime named one ("Turbofan (optimized)", ...).
+    tiers: HashMap<FrameId, String>,
     pub samples: Vec<ProfileSample>,
     pub threads: BTreeMap<u32, ThreadInfo>,
     /// Things the reader should know (unknown addresses, missing kernel symbols, ...).
@@ -63,13 +66,27 @@ pub struct Profile {
 
 impl Profile {
     pub fn intern(&mut self, frame: Frame) -> FrameId {
-        if let Some(&id) = self.index.get(&frame) {
+        self.intern_tiered(frame, None)
+    }
+
+    /// Interns a frame of JIT code compiled at `tier` (None: no tier known).
+    pub fn intern_tiered(&mut self, frame: Frame, tier: Option<String>) -> FrameId {
+        let key = (frame, tier);
+        if let Some(&id) = self.index.get(&key) {
             return id;
         }
         let id = FrameId(self.frames.len() as u32);
-        self.frames.push(frame.clone());
-        self.index.insert(frame, id);
+        self.frames.push(key.0.clone());
+        if let Some(tier) = &key.1 {
+            self.tiers.insert(id, tier.clone());
+        }
+        self.index.insert(key, id);
         id
+    }
+
+    /// The JIT tier the frame's code was compiled at, when known.
+    pub fn tier(&self, id: FrameId) -> Option<&str> {
+        self.tiers.get(&id).map(String::as_str)
     }
 
     pub fn frame(&self, id: FrameId) -> &Frame {

@@ -1,17 +1,18 @@
 //! The text report: the recording's summary (what was recorded, what was lost, how the file
-//! ended) and the top functions by self and by total (inclusive) weight.
+//! ended) and the top functions by self and by total (inclusive) weight, JIT code per tier.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
-use crate::profile::{FrameKind, Profile};
+use crate::profile::{Frame, FrameId, FrameKind, Profile};
 use crate::recording::Recording;
 use crate::report::collapsed;
 
 /// One function's cost. Weights are summed sample periods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FunctionCost {
-    /// The folded-stack label (name plus kind suffix).
+    /// The folded-stack label (name plus kind suffix), then ` [tier]` for JIT code whose tier
+    /// is known.
     pub name: String,
     /// Weight of samples where this function is the leaf.
     pub self_weight: u64,
@@ -31,6 +32,16 @@ pub struct FunctionCosts {
 
 /// Stands in for the leaf of a sample that has no frame besides the thread name.
 const NO_FRAMES: &str = "[no frames]";
+
+/// A function's label in the tables: the folded-stack label, plus the JIT tier where the
+/// runtime named one, so a function's baseline and optimized code are counted apart.
+fn text_label(profile: &Profile, id: FrameId, frame: &Frame) -> String {
+    let label = collapsed::frame_label(frame);
+    match profile.tier(id) {
+        Some(tier) => format!("{label} [{tier}]"),
+        None => label,
+    }
+}
 
 /// Self and total weight of every function. Root frames (thread names) are left out: they
 /// would be 100% of their thread and say nothing about code.
@@ -52,7 +63,10 @@ pub fn function_costs(profile: &Profile) -> FunctionCosts {
     let slot_of_frame: Vec<Option<usize>> = profile
         .frames()
         .iter()
-        .map(|f| (f.kind != FrameKind::Root).then(|| slot(collapsed::frame_label(f))))
+        .enumerate()
+        .map(|(i, f)| {
+            (f.kind != FrameKind::Root).then(|| slot(text_label(profile, FrameId(i as u32), f)))
+        })
         .collect();
     let no_frames = slot(NO_FRAMES.to_string());
     let mut total_weight = 0u64;
@@ -301,6 +315,37 @@ mod tests {
         );
         assert!(text.contains(" 25.00%  25.00%  b"), "{text}");
         assert!(text.contains("100.00%   0.00%  main"), "{text}");
+    }
+
+    #[test]
+    fn jit_tiers_are_counted_apart() {
+        use crate::profile::ProfileSample;
+        use crate::report::collapsed::tests::frame;
+        let mut p = Profile::default();
+        let baseline = p.intern_tiered(frame("hot", Jit), Some("tier1 (baseline)".into()));
+        let optimized = p.intern_tiered(frame("hot", Jit), Some("tier2 (optimized)".into()));
+        let untiered = p.intern(frame("hot", Jit));
+        assert_ne!(baseline, optimized);
+        assert_ne!(baseline, untiered);
+        assert_eq!(p.tier(optimized), Some("tier2 (optimized)"));
+        assert_eq!(p.tier(untiered), None);
+        for (time, (id, weight)) in [(baseline, 1), (optimized, 3), (untiered, 2)]
+            .into_iter()
+            .enumerate()
+        {
+            p.samples.push(ProfileSample {
+                pid: 1,
+                tid: 1,
+                time: time as u64,
+                cpu: 0,
+                weight,
+                stack: vec![id],
+            });
+        }
+        let c = function_costs(&p);
+        assert_eq!(cost(&c, "hot_[j] [tier1 (baseline)]").self_weight, 1);
+        assert_eq!(cost(&c, "hot_[j] [tier2 (optimized)]").self_weight, 3);
+        assert_eq!(cost(&c, "hot_[j]").self_weight, 2);
     }
 
     #[test]

@@ -366,7 +366,12 @@ impl JitIndex {
     /// Frames for `addr`, innermost first: inlined functions from DEBUG_INFO2, then the body.
     /// `lines` adds file:line where the runtime gave them.
     pub fn frames(&self, pid: u32, addr: u64, t: u64) -> Option<Vec<Frame>> {
-        let code = self.lookup(pid, addr, t)?;
+        self.lookup(pid, addr, t)
+            .map(|code| Self::code_frames(code, addr))
+    }
+
+    /// Frames for `addr` inside `code` (found by [`JitIndex::lookup`]), innermost first.
+    pub fn code_frames(code: &JitCode, addr: u64) -> Vec<Frame> {
         let module = Some(code.source.to_string());
         let mut frames = Vec::new();
         let offset = (addr - code.start) as u32;
@@ -421,6 +426,6 @@ impl JitIndex {
             file: outer_line.as_ref().and_then(|l| l.0.clone()),
             line: outer_line.as_ref().map(|l| l.1).filter(|&l| l > 0),
         });
-        Some(frames)
+        frames
     }
 }

@@ -227,9 +227,14 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                 let exact = i == 0 && s.stack.user_first_exact;
                 // JIT code lives in anonymous memory; the index knows what was there when.
                 let probe = if exact { addr } else { addr.wrapping_sub(1) };
-                if let Some(frames) = jit.frames(s.pid, probe, s.time) {
+                if let Some(code) = jit.lookup(s.pid, probe, s.time) {
+                    let frames = jit_index::JitIndex::code_frames(code, probe);
                     for frame in frames.into_iter().rev() {
-                        stack.push(profile.intern(frame));
+                        // The tier belongs to the compiled body, not to what is inlined in it.
+                        let tier = (frame.kind == FrameKind::Jit)
+                            .then(|| code.tier.clone())
+                            .flatten();
+                        stack.push(profile.intern_tiered(frame, tier));
                     }
                     continue;
                 }
