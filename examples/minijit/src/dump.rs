@@ -47,7 +47,11 @@ impl JitDump {
             .create(true)
             .truncate(true)
             .open(&path)?;
-        let now = if arch_timestamp { tsc() } else { monotonic_ns() };
+        let now = if arch_timestamp {
+            tsc()
+        } else {
+            monotonic_ns()
+        };
         file.write_all(&jitdump_write::header(pid, now, arch_timestamp))?;
         // The marker: an executable mapping of the file, so the profiler sees an MMAP2 record
         // naming jit-<pid>.dump (perf's convention). Nothing ever executes it.
