@@ -320,3 +320,24 @@ pub fn enable_all(events: &Events) -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_common_failure_names_its_fix() {
+        let hint = |code| open_hint(&io::Error::from_raw_os_error(code));
+        assert!(hint(libc::EACCES).contains("sysctl kernel.perf_event_paranoid=1"));
+        assert!(hint(libc::EPERM).contains("CAP_PERFMON"));
+        assert!(hint(libc::ENOENT).contains("-e cpu-clock"));
+        assert!(hint(libc::EMFILE).contains("ulimit -n"));
+        let mlock = mmap_hint(&io::Error::from_raw_os_error(libc::EPERM));
+        assert!(mlock.contains("sysctl kernel.perf_event_mlock_kb="));
+    }
+
+    #[test]
+    fn cpu_list_parsing_falls_back_to_the_thread_count() {
+        assert!(!online_cpus().is_empty());
+    }
+}
