@@ -33,9 +33,8 @@ pub struct Events {
     cpus: Vec<i32>,
 }
 
-/// CPUs listed in /sys/devices/system/cpu/online ("0-3,5").
-pub fn online_cpus() -> Vec<i32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+/// CPUs in a kernel CPU list ("0-3,5").
+fn parse_cpu_list(text: &str) -> Vec<i32> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let mut ends = part.splitn(2, '-').map(|n| n.trim().parse::<i32>());
@@ -45,6 +44,13 @@ pub fn online_cpus() -> Vec<i32> {
             _ => {}
         }
     }
+    cpus
+}
+
+/// The online CPUs (/sys/devices/system/cpu/online), or 0..N when that cannot be read.
+pub fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = parse_cpu_list(&text);
     if cpus.is_empty() {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         cpus.extend(0..n as i32);
@@ -337,7 +343,10 @@ mod tests {
     }
 
     #[test]
-    fn cpu_list_parsing_falls_back_to_the_thread_count() {
-        assert!(!online_cpus().is_empty());
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,5\n"), [0, 1, 2, 3, 5]);
+        assert_eq!(parse_cpu_list("1"), [1]);
+        assert_eq!(parse_cpu_list("x,2-3"), [2, 3]);
+        assert!(parse_cpu_list("").is_empty());
     }
 }
