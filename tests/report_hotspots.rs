@@ -134,3 +134,72 @@ fn hotspots_split_and_frameless_caller_with_frame_pointers() {
 fn hotspots_split_and_frameless_caller_with_dwarf() {
     check("dwarf");
 }
+
+/// Self share per function from `perf report` on a perf recording of the same program.
+fn perf_self_shares(binary: &Path, dir: &Path) -> BTreeMap<String, f64> {
+    let data = dir.join("perf.data");
+    run(Command::new("perf")
+        .args(["record", "-q", "-F", "999", "-g", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(binary)
+        .arg("0.5"));
+    let text = run(Command::new("perf")
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+            "-i",
+        ])
+        .arg(&data));
+    let mut shares = BTreeMap::new();
+    for line in text.lines().filter(|l| l.contains("[.]")) {
+        let mut parts = line.trim().splitn(2, "%");
+        let (Some(pct), Some(rest)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(pct) = pct.trim().parse::<f64>() else {
+            continue;
+        };
+        let name = rest
+            .split("[.]")
+            .nth(1)
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        *shares.entry(name).or_default() += pct / 100.0;
+    }
+    shares
+}
+
+#[test]
+fn hotspots_time_split_matches_perf_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = build_hotspots(dir.path());
+    let perf = perf_self_shares(&binary, dir.path());
+    let ours = folded("fp");
+    for name in [A, B, LEAF] {
+        // perf report prints C++ names without their parameter lists.
+        let short = name.split('(').next().unwrap_or(name);
+        let theirs = perf
+            .get(short)
+            .copied()
+            .unwrap_or_else(|| panic!("perf report has no {name}: {perf:?}"));
+        let mine = self_share(&ours, name);
+        eprintln!(
+            "{name}: jprof {:.1}%, perf {:.1}%",
+            mine * 100.0,
+            theirs * 100.0
+        );
+        assert!(
+            (mine - theirs).abs() < 0.03,
+            "{name}: jprof {:.1}% vs perf report {:.1}%",
+            mine * 100.0,
+            theirs * 100.0
+        );
+    }
+}

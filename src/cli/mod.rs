@@ -74,8 +74,11 @@ pub struct RecordArgs {
     /// Keep the side files (e.g. Node's jit-PID.dump) jprof made the runtime write.
     #[arg(long)]
     pub keep_side_files: bool,
+    /// Attach to this running process (all its threads) instead of launching a command.
+    #[arg(short, long, conflicts_with = "command")]
+    pub pid: Option<u32>,
     /// The command to run, after `--`.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "pid")]
     pub command: Vec<String>,
 }
 
@@ -101,7 +104,10 @@ pub struct ReportArgs {
 impl From<RecordArgs> for RecordConfig {
     fn from(a: RecordArgs) -> Self {
         RecordConfig {
-            target: Target::Launch(a.command),
+            target: match a.pid {
+                Some(pid) => Target::Pid(pid),
+                None => Target::Launch(a.command),
+            },
             frequency_hz: a.frequency,
             output: a.output,
             duration: a.duration.map(std::time::Duration::from_secs_f64),

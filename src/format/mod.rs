@@ -5,6 +5,7 @@ pub mod jitdump;
 pub mod jitdump_write;
 pub mod perf;
 pub mod perf_map;
+pub mod perf_write;
 pub mod procfs;
 pub mod recording;
 

@@ -2,6 +2,7 @@
 //! and child it creates), with the cycles → cpu-clock fallback and errors that say the fix.
 
 use std::io;
+use std::os::fd::OwnedFd;
 
 use crate::error::Error;
 use crate::format::perf::sample_type as st;
@@ -22,13 +23,18 @@ const RING_PAGES_DWARF: usize = 2048;
 
 /// The opened, mapped events and the configuration they were opened with.
 pub struct Events {
+    /// One ring per online CPU.
     pub rings: Vec<PerfMmap>,
+    /// Events of further threads, writing into the rings.
+    redirected: Vec<OwnedFd>,
+    opened_tids: Vec<i32>,
     pub config: EventConfig,
+    attr: abi::perf_event_attr,
+    cpus: Vec<i32>,
 }
 
-/// CPUs listed in /sys/devices/system/cpu/online ("0-3,5").
-pub fn online_cpus() -> Vec<i32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+/// CPUs in a kernel CPU list ("0-3,5").
+fn parse_cpu_list(text: &str) -> Vec<i32> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let mut ends = part.splitn(2, '-').map(|n| n.trim().parse::<i32>());
@@ -38,6 +44,13 @@ pub fn online_cpus() -> Vec<i32> {
             _ => {}
         }
     }
+    cpus
+}
+
+/// The online CPUs (/sys/devices/system/cpu/online), or 0..N when that cannot be read.
+pub fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = parse_cpu_list(&text);
     if cpus.is_empty() {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         cpus.extend(0..n as i32);
@@ -137,16 +150,22 @@ fn mmap_hint(err: &io::Error) -> String {
     }
 }
 
-/// Opens and maps one event per online CPU for `pid`. Tries cycles, then cpu-clock when the
-/// PMU is absent; tries with kernel frames, then without when the kernel refuses them.
+/// Opens and maps one event per online CPU for each of `tids` (the launched child, or every
+/// thread of an attached process; `inherit` covers the threads they create later). One ring
+/// per CPU: the other threads' events on that CPU write into it (SET_OUTPUT). Tries cycles,
+/// then cpu-clock when the PMU is absent; tries with kernel frames, then without when the
+/// kernel refuses them.
 pub fn open(
-    pid: i32,
+    tids: &[i32],
     event: EventChoice,
     frequency_hz: u64,
     call_graph: CallGraph,
     launch: bool,
 ) -> Result<Events, Error> {
     let cpus = online_cpus();
+    let Some(&pid) = tids.first() else {
+        return Err(Error::Usage("no thread to profile".into()));
+    };
     let mut notes = Vec::new();
     let mut chosen = event;
     let mut kernel = true;
@@ -204,8 +223,27 @@ pub fn open(
         })?;
         rings.push(map(fd)?);
     }
-    let attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
-    let config = EventConfig {
+    let mut events = Events {
+        rings,
+        redirected: Vec::new(),
+        opened_tids: vec![pid],
+        config: EventConfig {
+            event: String::new(),
+            event_note: None,
+            frequency_hz,
+            sample_type: 0,
+            regs_user_mask: 0,
+            stack_user_bytes: 0,
+            call_graph: String::new(),
+            kernel_callchains: kernel,
+            clockid: libc::CLOCK_MONOTONIC,
+        },
+        attr: attr_for(chosen, frequency_hz, call_graph, kernel, launch),
+        cpus: cpus.clone(),
+    };
+    events.add_threads(&tids[1..])?;
+    let attr = events.attr;
+    events.config = EventConfig {
         event: match chosen {
             EventChoice::Cycles => "cycles".into(),
             EventChoice::CpuClock => "cpu-clock".into(),
@@ -222,11 +260,93 @@ pub fn open(
         kernel_callchains: kernel,
         clockid: libc::CLOCK_MONOTONIC,
     };
-    Ok(Events { rings, config })
+    Ok(events)
+}
+
+impl Events {
+    /// Opens the events for more threads (attach mode), sending their records into the
+    /// existing per-CPU rings. A thread that exited meanwhile is skipped.
+    pub fn add_threads(&mut self, tids: &[i32]) -> Result<(), Error> {
+        for &tid in tids {
+            if self.opened_tids.contains(&tid) {
+                continue;
+            }
+            for (i, &cpu) in self.cpus.iter().enumerate() {
+                let mut attr = self.attr;
+                let fd = match perf_event::open(&mut attr, tid, cpu) {
+                    Ok(fd) => fd,
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => break,
+                    Err(e) => {
+                        return Err(Error::Perf {
+                            what: format!("perf_event_open for thread {tid} on CPU {cpu}"),
+                            hint: open_hint(&e),
+                            source: e,
+                        })
+                    }
+                };
+                perf_event::set_output(&fd, self.rings[i].fd()).map_err(|e| Error::Perf {
+                    what: "redirecting a thread's events into the CPU's ring".into(),
+                    hint: "the kernel refused PERF_EVENT_IOC_SET_OUTPUT".into(),
+                    source: e,
+                })?;
+                self.redirected.push(fd);
+            }
+            self.opened_tids.push(tid);
+        }
+        Ok(())
+    }
+
+    pub fn thread_count(&self) -> usize {
+        self.opened_tids.len()
+    }
+
+    /// Every event fd (ring owners and redirected ones).
+    fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings
+            .iter()
+            .map(|r| r.fd())
+            .chain(self.redirected.iter())
+    }
 }
 
 pub fn disable_all(events: &Events) {
-    for ring in &events.rings {
-        let _ = perf_event::disable(ring.fd());
+    for fd in events.all_fds() {
+        let _ = perf_event::disable(fd);
+    }
+}
+
+/// Starts sampling (attach mode; in launch mode exec enables the events).
+pub fn enable_all(events: &Events) -> Result<(), Error> {
+    for fd in events.all_fds() {
+        perf_event::enable(fd).map_err(|e| Error::Perf {
+            what: "enabling the perf event".into(),
+            hint: open_hint(&e),
+            source: e,
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_common_failure_names_its_fix() {
+        let hint = |code| open_hint(&io::Error::from_raw_os_error(code));
+        assert!(hint(libc::EACCES).contains("sysctl kernel.perf_event_paranoid=1"));
+        assert!(hint(libc::EPERM).contains("CAP_PERFMON"));
+        assert!(hint(libc::ENOENT).contains("-e cpu-clock"));
+        assert!(hint(libc::EMFILE).contains("ulimit -n"));
+        let mlock = mmap_hint(&io::Error::from_raw_os_error(libc::EPERM));
+        assert!(mlock.contains("sysctl kernel.perf_event_mlock_kb="));
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,5\n"), [0, 1, 2, 3, 5]);
+        assert_eq!(parse_cpu_list("1"), [1]);
+        assert_eq!(parse_cpu_list("x,2-3"), [2, 3]);
+        assert!(parse_cpu_list("").is_empty());
     }
 }

@@ -2,6 +2,7 @@
 //! rings while it runs, and write the recording. The ring reader (this thread) never touches the
 //! disk: batches go over a bounded crossbeam channel to the writer thread.
 
+mod attach;
 mod events;
 mod host;
 mod runtimes;
@@ -30,6 +31,8 @@ pub use events::online_cpus;
 pub enum Target {
     /// Run this command line.
     Launch(Vec<String>),
+    /// Attach to this running process (all its threads).
+    Pid(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,42 +76,80 @@ const POLL_INTERVAL_MS: u16 = 20;
 /// After `--duration`, how long the target gets to exit after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(5);
 
+/// The process being profiled.
+enum Profiled {
+    /// Launched by jprof: held before exec until released.
+    Child(child::SuspendedChild),
+    /// Attached to: it is not ours to signal or wait for.
+    Attached(i32),
+}
+
+impl Profiled {
+    fn pid(&self) -> i32 {
+        match self {
+            Profiled::Child(c) => c.pid,
+            Profiled::Attached(pid) => *pid,
+        }
+    }
+
+    fn abandon(self) {
+        if let Profiled::Child(c) = self {
+            c.abandon();
+        }
+    }
+}
+
 /// Records as configured; returns the exit code to give the shell (the target's).
 pub fn run(config: &RecordConfig) -> Result<i32> {
-    let argv = match &config.target {
-        Target::Launch(argv) if !argv.is_empty() => argv.clone(),
-        Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
-    };
     if config.frequency_hz == 0 {
         return Err(Error::Usage("-F must be at least 1 Hz".into()));
     }
+    let (argv, setup) = match &config.target {
+        Target::Launch(argv) if !argv.is_empty() => (argv.clone(), runtimes::prepare(argv)),
+        Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
+        Target::Pid(pid) => (
+            attach::command_line(*pid)?,
+            runtimes::RuntimeSetup::default(),
+        ),
+    };
 
-    let setup = runtimes::prepare(&argv);
     let calibration = Calibration::start();
     let wall_start = Instant::now();
-    let mut target = child::spawn_suspended(&argv, &setup.env).map_err(|source| Error::Spawn {
-        command: argv.join(" "),
-        source,
-    })?;
-    let opened = events::open(
-        target.pid,
-        config.event,
-        config.frequency_hz,
-        config.call_graph,
-        true,
-    );
+    let (mut profiled, opened) = match &config.target {
+        Target::Launch(_) => {
+            let child =
+                child::spawn_suspended(&argv, &setup.env).map_err(|source| Error::Spawn {
+                    command: argv.join(" "),
+                    source,
+                })?;
+            let opened = events::open(
+                &[child.pid],
+                config.event,
+                config.frequency_hz,
+                config.call_graph,
+                true,
+            );
+            (Profiled::Child(child), opened)
+        }
+        Target::Pid(pid) => {
+            let pid = *pid as i32;
+            let opened = attach::open_events(pid, config);
+            (Profiled::Attached(pid), opened)
+        }
+    };
     let mut events = match opened {
         Ok(ev) => ev,
         Err(e) => {
-            target.abandon();
+            profiled.abandon();
             return Err(e);
         }
     };
+    let attached = matches!(profiled, Profiled::Attached(_));
     let meta = Meta {
         jprof_version: env!("CARGO_PKG_VERSION").to_string(),
         command: argv.clone(),
-        attached_pid: None,
-        target_pid: Some(target.pid as u32),
+        attached_pid: attached.then_some(profiled.pid() as u32),
+        target_pid: Some(profiled.pid() as u32),
         host: host::facts(),
         event: events.config.clone(),
         start_unix_ns: host::unix_now_ns(),
@@ -116,7 +157,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let out = match writer::ChunkWriter::create(&config.output, &meta) {
         Ok(out) => out,
         Err(e) => {
-            target.abandon();
+            profiled.abandon();
             return Err(e);
         }
     };
@@ -139,14 +180,25 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         })
         .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
 
-    if let Err(source) = target.release() {
+    let started = match &mut profiled {
+        Profiled::Child(child) => child.release().map_err(|source| Error::Spawn {
+            command: argv.join(" "),
+            source,
+        }),
+        Profiled::Attached(pid) => {
+            // What existed before the events were opened is not reported by the kernel.
+            let existing = attach::synthesize(*pid as u32, &layout);
+            let sent = tx
+                .send(existing)
+                .map_err(|_| Error::Other("the writer thread stopped".into()));
+            sent.and_then(|()| events::enable_all(&events))
+        }
+    };
+    if let Err(e) = started {
         drop(tx);
         let _ = writer_thread.join();
         let _ = std::fs::remove_file(&config.output);
-        return Err(Error::Spawn {
-            command: argv.join(" "),
-            source,
-        });
+        return Err(e);
     }
 
     // The ring reader loop.
@@ -169,41 +221,67 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         if !batch.is_empty() && tx.try_send(batch).is_err() {
             dropped_batches += 1;
         }
-        for (flag, sig, why) in [
-            (
-                &interrupt,
-                libc::SIGINT,
-                "Ctrl-C (SIGINT forwarded to the target)",
-            ),
-            (
-                &terminate,
-                libc::SIGTERM,
-                "SIGTERM (forwarded to the target)",
-            ),
-        ] {
-            if flag.swap(false, Ordering::SeqCst) {
-                child::send_signal(target.pid, sig);
-                stopped_by = why.into();
+        let now = Instant::now();
+        match &profiled {
+            Profiled::Child(child) => {
+                for (flag, sig, why) in [
+                    (
+                        &interrupt,
+                        libc::SIGINT,
+                        "Ctrl-C (SIGINT forwarded to the target)",
+                    ),
+                    (
+                        &terminate,
+                        libc::SIGTERM,
+                        "SIGTERM (forwarded to the target)",
+                    ),
+                ] {
+                    if flag.swap(false, Ordering::SeqCst) {
+                        child::send_signal(child.pid, sig);
+                        stopped_by = why.into();
+                    }
+                }
+                match child::try_wait(child.pid) {
+                    Ok(Some(exit)) => break Some(exit),
+                    Ok(None) => {}
+                    Err(e) => {
+                        return Err(Error::Other(format!("waiting for the target failed: {e}")))
+                    }
+                }
+                if deadline.is_some_and(|d| now >= d) && term_sent_at.is_none() {
+                    stopped_by = format!(
+                        "--duration {:.1}s reached (SIGTERM sent to the target)",
+                        config.duration.unwrap_or_default().as_secs_f64()
+                    );
+                    events::disable_all(&events);
+                    child::send_signal(child.pid, libc::SIGTERM);
+                    term_sent_at = Some(now);
+                }
+                if term_sent_at.is_some_and(|t| now.duration_since(t) > TERM_GRACE) {
+                    child::send_signal(child.pid, libc::SIGKILL);
+                }
             }
-        }
-        match child::try_wait(target.pid) {
-            Ok(Some(exit)) => break exit,
-            Ok(None) => {}
-            Err(e) => return Err(Error::Other(format!("waiting for the target failed: {e}"))),
-        }
-        if let Some(d) = deadline {
-            let now = Instant::now();
-            if now >= d && term_sent_at.is_none() {
-                stopped_by = format!(
-                    "--duration {:.1}s reached (SIGTERM sent to the target)",
-                    config.duration.unwrap_or_default().as_secs_f64()
-                );
-                events::disable_all(&events);
-                child::send_signal(target.pid, libc::SIGTERM);
-                term_sent_at = Some(now);
-            }
-            if term_sent_at.is_some_and(|t| now.duration_since(t) > TERM_GRACE) {
-                child::send_signal(target.pid, libc::SIGKILL);
+            Profiled::Attached(pid) => {
+                // The target is not ours: signals stop the recording, not the target.
+                if interrupt.swap(false, Ordering::SeqCst) {
+                    stopped_by = "Ctrl-C (the target keeps running)".into();
+                    break None;
+                }
+                if terminate.swap(false, Ordering::SeqCst) {
+                    stopped_by = "SIGTERM (the target keeps running)".into();
+                    break None;
+                }
+                if deadline.is_some_and(|d| now >= d) {
+                    stopped_by = format!(
+                        "--duration {:.1}s reached (the target keeps running)",
+                        config.duration.unwrap_or_default().as_secs_f64()
+                    );
+                    break None;
+                }
+                if !attach::alive(*pid) {
+                    stopped_by = "the target exited".into();
+                    break None;
+                }
             }
         }
     };
@@ -216,6 +294,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         dropped_batches += 1;
     }
     drop(tx);
+    drop(events);
     let wall = wall_start.elapsed();
     let (result, calibration, side) = writer_thread
         .join()
@@ -227,9 +306,9 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let mut summary = counters.finish();
     summary.dropped_batches = dropped_batches;
     summary.wall_duration_ns = wall.as_nanos() as u64;
-    summary.exit_code = Some(exit.shell_code());
+    summary.exit_code = exit.map(ChildExit::shell_code);
     summary.stopped_by = stopped_by;
-    if let Some(note) = &events.config.event_note {
+    if let Some(note) = &meta.event.event_note {
         summary.notes.push(note.clone());
     }
     summary.notes.extend(side.notes());
@@ -244,15 +323,14 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             .push(format!("{runtime} detected: set {}", vars.join(" ")));
         if !config.keep_side_files {
             let cwd = std::env::current_dir().unwrap_or_default();
-            let by_pid = side.jitdump_paths();
-            for (pid, jitdumps) in by_pid {
+            for (pid, jitdumps) in side.jitdump_paths() {
                 for file in runtimes::created_files(runtime, pid, &jitdumps, &cwd) {
                     let _ = std::fs::remove_file(file);
                 }
             }
         }
     }
-    if let ChildExit::Signal(s) = exit {
+    if let Some(ChildExit::Signal(s)) = exit {
         summary
             .notes
             .push(format!("the target was killed by signal {s}"));
@@ -272,7 +350,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     drop(out);
 
     summary::print(&config.output, &meta, &summary, &clock);
-    Ok(exit.shell_code())
+    Ok(exit.map_or(0, ChildExit::shell_code))
 }
 
 fn embed_symbols(path: &std::path::Path) -> Result<()> {

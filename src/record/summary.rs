@@ -32,11 +32,10 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches
     );
     eprintln!("  clock: {}", clock.describe());
-    eprintln!(
-        "  stopped by: {}; target exit code {}",
-        s.stopped_by,
-        s.exit_code.map_or("?".into(), |c| c.to_string())
-    );
+    match s.exit_code {
+        Some(code) => eprintln!("  stopped by: {}; target exit code {code}", s.stopped_by),
+        None => eprintln!("  stopped by: {}", s.stopped_by),
+    }
     for note in &s.notes {
         eprintln!("  note: {note}");
     }

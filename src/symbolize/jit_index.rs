@@ -208,6 +208,9 @@ impl JitIndex {
                 stamps.push((offset, read_at));
                 bytes.extend_from_slice(data);
             }
+            if kind == SideKind::JITDUMP {
+                index.complete_from_disk(&path, &mut bytes);
+            }
             match kind {
                 SideKind::JITDUMP => index.add_jitdump(pid, &path, &bytes, &clock),
                 SideKind::PERF_MAP => index.add_perf_map(pid, &path, &bytes, &stamps),
@@ -215,6 +218,23 @@ impl JitIndex {
             }
         }
         index
+    }
+
+    /// Runtimes buffer their jitdump writes (V8 flushes 2 MB at a time), so a recording of a
+    /// process that outlived it may hold only a prefix of records that were already stamped.
+    /// When the file on disk still starts with the stored bytes, the rest is read from there;
+    /// every record carries its own timestamp, so later records cannot misplace earlier samples.
+    fn complete_from_disk(&mut self, path: &str, bytes: &mut Vec<u8>) {
+        let Ok(disk) = std::fs::read(path) else {
+            return;
+        };
+        if disk.len() > bytes.len() && disk.starts_with(bytes) {
+            let added = disk.len() - bytes.len();
+            bytes.extend_from_slice(&disk[bytes.len()..]);
+            self.notes.push(format!(
+                "{path}: {added} bytes the runtime had not yet flushed during recording were read from disk"
+            ));
+        }
     }
 
     /// Adds one jitdump's records (`bytes` = the file from offset 0).

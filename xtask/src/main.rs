@@ -3,6 +3,7 @@
 
 mod bench;
 mod fuzz;
+mod svg_check;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,9 @@ tasks:
                            jprof record/report vs perf record/perf script + inferno, side by side
                            (medians of N alternated runs, default 5; S scales the workload, default 1)
   fuzz [SECS] [--stable]   fuzz the recording reader for SECS seconds (default 60); uses cargo-fuzz on
-                           nightly, or a deterministic stable-toolchain fallback";
+                           nightly, or a deterministic stable-toolchain fallback
+  svg-check [SVG]          open a flame graph (default target/demo/flamegraph.svg) in headless
+                           Chromium and fail unless it renders as SVG";
 
 fn main() -> std::process::ExitCode {
     match run_task() {
@@ -40,6 +43,7 @@ fn run_task() -> Result<()> {
         Some("demo") => demo(),
         Some("bench") => bench::run(rest),
         Some("fuzz") => fuzz::run(rest),
+        Some("svg-check") => svg_check::run(rest),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -1,0 +1,134 @@
+//! Encoding the perf records jprof synthesizes when it attaches to a running process (the kernel
+//! reports only what happens after the events are opened): COMM and MMAP2, with the `sample_id`
+//! trailer of the recording's layout so they parse and sort like kernel records.
+
+use super::perf::{misc, sample_type, RecordKind, SampleId, SampleLayout};
+
+fn record(kind: RecordKind, misc: u16, body: &[u8]) -> Vec<u8> {
+    let size = 8 + body.len();
+    let mut r = Vec::with_capacity(size);
+    r.extend(kind.0.to_le_bytes());
+    r.extend(misc.to_le_bytes());
+    r.extend((size as u16).to_le_bytes());
+    r.extend(body);
+    r
+}
+
+/// NUL-terminated and padded to 8 bytes, like the kernel's strings.
+fn padded_str(out: &mut Vec<u8>, s: &str) {
+    out.extend(s.as_bytes());
+    let len = (s.len() + 1).div_ceil(8) * 8;
+    out.resize(out.len() + len - s.len(), 0);
+}
+
+fn trailer(out: &mut Vec<u8>, layout: &SampleLayout, id: &SampleId) {
+    if !layout.sample_id_all {
+        return;
+    }
+    let t = layout.sample_type;
+    if t & sample_type::TID != 0 {
+        out.extend(id.pid.to_le_bytes());
+        out.extend(id.tid.to_le_bytes());
+    }
+    if t & sample_type::TIME != 0 {
+        out.extend(id.time.unwrap_or(0).to_le_bytes());
+    }
+    if t & sample_type::ID != 0 {
+        out.extend(0u64.to_le_bytes());
+    }
+    if t & sample_type::STREAM_ID != 0 {
+        out.extend(0u64.to_le_bytes());
+    }
+    if t & sample_type::CPU != 0 {
+        out.extend(id.cpu.unwrap_or(0).to_le_bytes());
+        out.extend(0u32.to_le_bytes());
+    }
+    if t & sample_type::IDENTIFIER != 0 {
+        out.extend(0u64.to_le_bytes());
+    }
+}
+
+pub fn comm(layout: &SampleLayout, pid: u32, tid: u32, name: &str, time: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(pid.to_le_bytes());
+    b.extend(tid.to_le_bytes());
+    padded_str(&mut b, name);
+    let id = SampleId {
+        pid,
+        tid,
+        time: Some(time),
+        cpu: None,
+    };
+    trailer(&mut b, layout, &id);
+    record(RecordKind::COMM, misc::USER, &b)
+}
+
+/// An MMAP2 of a file mapping (no device/inode information: jprof opens files by path).
+#[allow(clippy::too_many_arguments)]
+pub fn mmap2(
+    layout: &SampleLayout,
+    pid: u32,
+    addr: u64,
+    len: u64,
+    pgoff: u64,
+    prot: u32,
+    filename: &str,
+    time: u64,
+) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(pid.to_le_bytes());
+    b.extend(pid.to_le_bytes());
+    for v in [addr, len, pgoff] {
+        b.extend(v.to_le_bytes());
+    }
+    b.extend([0u8; 24]); // maj, min, ino, ino_generation
+    b.extend(prot.to_le_bytes());
+    b.extend(2u32.to_le_bytes()); // MAP_PRIVATE
+    padded_str(&mut b, filename);
+    let id = SampleId {
+        pid,
+        tid: pid,
+        time: Some(time),
+        cpu: None,
+    };
+    trailer(&mut b, layout, &id);
+    record(RecordKind::MMAP2, misc::USER, &b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::perf::{Record, RecordIter};
+
+    const LAYOUT: SampleLayout = SampleLayout {
+        sample_type: sample_type::IP | sample_type::TID | sample_type::TIME | sample_type::CPU,
+        regs_user_mask: 0,
+        sample_id_all: true,
+    };
+
+    #[test]
+    fn synthesized_records_parse_back() {
+        let mut buf = comm(&LAYOUT, 10, 11, "worker-thread", 500);
+        buf.extend(mmap2(
+            &LAYOUT,
+            10,
+            0x4000,
+            0x1000,
+            0x2000,
+            5,
+            "/usr/bin/x",
+            600,
+        ));
+        let records: Vec<_> = RecordIter::new(&buf)
+            .map(|r| LAYOUT.parse(&r.unwrap()).unwrap())
+            .collect();
+        assert!(
+            matches!(&records[0], Record::Comm { pid: 10, tid: 11, comm, id, .. }
+            if comm == "worker-thread" && id.time == Some(500))
+        );
+        assert!(
+            matches!(&records[1], Record::Mmap2 { addr: 0x4000, len: 0x1000, pgoff: 0x2000, filename, id, .. }
+            if filename == "/usr/bin/x" && id.time == Some(600))
+        );
+    }
+}
