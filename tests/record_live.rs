@@ -186,7 +186,7 @@ fn duration_stops_the_recording() {
         .output()
         .expect("run jprof");
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        started.elapsed() < Duration::from_secs(15),
         "took {:?}",
         started.elapsed()
     );
