@@ -79,10 +79,10 @@ impl Scan {
                 self.first_time = Some(self.first_time.map_or(s.time, |t| t.min(s.time)));
                 self.last_time = self.last_time.max(s.time);
             }
-            Record::Mmap2 { pid, filename, .. } | Record::Mmap { pid, filename, .. } => {
-                if jitdump::is_jitdump_path(filename).is_some() {
-                    self.jitdumps.insert((*pid, filename.clone()));
-                }
+            Record::Mmap2 { pid, filename, .. } | Record::Mmap { pid, filename, .. }
+                if jitdump::is_jitdump_path(filename).is_some() =>
+            {
+                self.jitdumps.insert((*pid, filename.clone()));
             }
             Record::Comm { pid, .. } | Record::Fork { pid, .. } => {
                 self.processes.insert(*pid);
@@ -117,10 +117,26 @@ pub fn import_bytes(path: &Path, file: &[u8], options: &ImportOptions) -> Result
             path.display()
         ))
     };
+    let parsed = PerfFileReader::parse_file(std::io::Cursor::new(input));
+    let without_features;
+    let parsed = match parsed {
+        // The records are whole but what follows them is not: read them without it.
+        Err(e) if data.stopped.is_none() => {
+            let end = data.offset + data.readable_size;
+            notes.push(format!(
+                "{}: the feature sections after byte offset {end} are damaged or cut off \
+                 ({e}); the records were read without them (no host facts, no event name)",
+                path.display()
+            ));
+            without_features = perf_header::readable_prefix(file, &data);
+            PerfFileReader::parse_file(std::io::Cursor::new(&without_features[..]))
+        }
+        other => other,
+    };
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = PerfFileReader::parse_file(std::io::Cursor::new(input)).map_err(unreadable)?;
+    } = parsed.map_err(unreadable)?;
 
     let attrs = perf_file.event_attributes().to_vec();
     let Some(first) = attrs.first() else {

@@ -154,7 +154,7 @@ mod tests {
         let f = file(&records);
         for cut in 104..104 + records.len() {
             let d = check(&f[..cut]).unwrap();
-            let e = d.stopped.expect("a cut file is reported");
+            let e = d.stopped.clone().expect("a cut file is reported");
             assert!(e.offset <= cut, "cut {cut}: {e}");
             assert!(d.readable_size <= cut - 104);
             assert!([0, 24, 40].contains(&d.readable_size));
