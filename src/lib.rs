@@ -12,6 +12,7 @@ compile_error!("jprof is Linux-only: it is built on perf_event_open");
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod import;
 pub mod profile;
 pub mod record;
 pub mod recording;

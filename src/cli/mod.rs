@@ -27,7 +27,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording and write a flame graph, folded stacks or a text summary.
     #[command(
-        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234"
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
     Report(ReportArgs),
 }
@@ -84,9 +84,12 @@ pub struct RecordArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Input recording.
+    /// Input recording: a jprof.data, or a perf.data from `perf record -k 1 -g`.
     #[arg(short, long, default_value = "jprof.data")]
     pub input: PathBuf,
+    /// For a perf.data: also look for its jitdumps and perf-PID.map files in DIR (repeatable).
+    #[arg(long = "search-dir", value_name = "DIR")]
+    pub search_dirs: Vec<PathBuf>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = FormatArg::Flamegraph)]
     pub format: FormatArg,
@@ -137,6 +140,7 @@ impl From<ReportArgs> for ReportConfig {
             output: a.output,
             tid: a.tid,
             comm: a.comm,
+            search_dirs: a.search_dirs,
         }
     }
 }

@@ -10,6 +10,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::import;
 use crate::recording::Recording;
 use crate::symbolize::{self, ResolveOptions};
 
@@ -32,6 +33,8 @@ pub struct ReportConfig {
     pub output: Option<PathBuf>,
     pub tid: Option<u32>,
     pub comm: Option<String>,
+    /// Where the side files of an imported perf.data are looked for by file name.
+    pub search_dirs: Vec<PathBuf>,
 }
 
 /// How many functions the text tables list.
@@ -95,7 +98,14 @@ pub fn labels(recording: &Recording) -> flamegraph::Labels {
 
 /// Runs `jprof report`.
 pub fn run(config: &ReportConfig) -> Result<()> {
-    let recording = Recording::open(&config.input)?;
+    let recording = if import::is_perf_data(&config.input) {
+        let options = import::ImportOptions {
+            search_dirs: config.search_dirs.clone(),
+        };
+        import::import(&config.input, &options)?
+    } else {
+        Recording::open(&config.input)?
+    };
     let options = ResolveOptions {
         tid: config.tid,
         comm: config.comm.clone(),

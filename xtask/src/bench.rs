@@ -21,15 +21,21 @@ macro_rules! argv {
     ($($arg:expr),* $(,)?) => { vec![$(OsString::from(&$arg)),*] };
 }
 
+/// `jprof report -i perf.data` against `perf inject --jit` + `perf script` + inferno.
+mod import;
+
 struct Options {
     runs: usize,
     scale: String,
+    /// Only the perf.data import comparison (`--import-only`).
+    import_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
     let mut options = Options {
         runs: 5,
         scale: "1".into(),
+        import_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -46,7 +52,10 @@ fn parse(args: &[String]) -> Result<Options> {
                 }
             }
             "--scale" => options.scale = value("--scale")?,
-            other => bail!("bench: unknown argument {other:?} (try --runs N, --scale S)"),
+            "--import-only" => options.import_only = true,
+            other => {
+                bail!("bench: unknown argument {other:?} (try --runs N, --scale S, --import-only)")
+            }
         }
     }
     Ok(options)
@@ -220,6 +229,11 @@ pub fn run(args: &[String]) -> Result<()> {
     let options = parse(args)?;
     check_tools()?;
     let jprof = build_jprof()?;
+    if options.import_only {
+        let table = import::compare(&jprof, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     let example = build_example()?;
     let dir = target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -289,12 +303,14 @@ pub fn run(args: &[String]) -> Result<()> {
         ),
     })?;
 
-    let table = render(
+    let mut table = render(
         &options,
         &record,
         &report,
         (file_mib(&jprof_data), file_mib(&perf_data)),
     );
+    table.push('\n');
+    table.push_str(&import::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;

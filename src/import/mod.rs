@@ -1,0 +1,437 @@
+//! `jprof report -i perf.data`: turns a perf.data written by `perf record -k 1 -g` into an
+//! in-memory jprof [`Recording`], so the usual symbolizer and writers run on it unchanged. The
+//! kernel records are copied byte for byte (read with the `linux-perf-data` crate); the
+//! jitdumps its MMAP records name and the perf maps of its processes are found on disk and
+//! stored as side files, which replaces `perf inject --jit`. See `docs/perf-data-import.md`.
+
+pub mod perf_header;
+pub mod side_files;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use linux_perf_data::linux_perf_event_reader::{
+    AttrFlags, ClockId, PerfClock, PerfEventAttr, SampleFormat, SamplingPolicy,
+};
+use linux_perf_data::{PerfFileReader, PerfFileRecord};
+
+use crate::error::{Error, Result};
+use crate::format::jitdump;
+use crate::format::perf::{sample_type, RawRecord, Record, RecordKind};
+use crate::format::recording::{
+    encode_chunk, encode_side_piece, file_header, ChunkKind, SideKind, SidePiece,
+};
+use crate::format::Cursor;
+use crate::recording::{EventConfig, HostFacts, Meta, Recording, Summary};
+use crate::timeline::ClockConversion;
+
+use side_files::{candidates, list, perf_map_path, read_first, SideFile};
+
+/// How to import a perf.data.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Directories where side files are looked for by file name when they are not at the path
+    /// the recording names (e.g. the files were copied from another machine).
+    pub search_dirs: Vec<PathBuf>,
+}
+
+/// Whether the file starts like a perf.data (either byte order, so a big-endian file gets a
+/// clear refusal instead of "not a jprof recording").
+pub fn is_perf_data(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && (&magic == perf_header::MAGIC || &magic == perf_header::MAGIC_BIG_ENDIAN)
+}
+
+/// Reads a perf.data file and its side files into a recording.
+pub fn import(path: &Path, options: &ImportOptions) -> Result<Recording> {
+    let file = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    import_bytes(path, &file, options)
+}
+
+/// What the scan of the records found.
+#[derive(Default)]
+struct Scan {
+    samples: u64,
+    lost_records: u64,
+    lost_samples: u64,
+    threads: BTreeSet<u32>,
+    processes: BTreeSet<u32>,
+    /// (pid, recorded path) of every jitdump marker mapping.
+    jitdumps: BTreeSet<(u32, String)>,
+    first_time: Option<u64>,
+    last_time: u64,
+    /// Records of events whose layout differs from the first event's, by event index.
+    skipped: BTreeMap<usize, u64>,
+    undecodable: u64,
+}
+
+impl Scan {
+    fn note_record(&mut self, record: &Record<'_>) {
+        match record {
+            Record::Sample(s) => {
+                self.samples += 1;
+                self.threads.insert(s.tid);
+                self.processes.insert(s.pid);
+                self.first_time = Some(self.first_time.map_or(s.time, |t| t.min(s.time)));
+                self.last_time = self.last_time.max(s.time);
+            }
+            Record::Mmap2 { pid, filename, .. } | Record::Mmap { pid, filename, .. }
+                if jitdump::is_jitdump_path(filename).is_some() =>
+            {
+                self.jitdumps.insert((*pid, filename.clone()));
+            }
+            Record::Comm { pid, .. } | Record::Fork { pid, .. } => {
+                self.processes.insert(*pid);
+            }
+            Record::Lost { lost, .. } => self.lost_records += lost,
+            Record::LostSamples { lost, .. } => self.lost_samples += lost,
+            _ => {}
+        }
+    }
+}
+
+/// The same as [`import`], for a file already in memory; `path` names it in messages.
+pub fn import_bytes(path: &Path, file: &[u8], options: &ImportOptions) -> Result<Recording> {
+    let data = perf_header::check(file).map_err(|e| Error::parse(path, e))?;
+    let mut notes = Vec::new();
+    let patched;
+    let input: &[u8] = match &data.stopped {
+        Some(e) => {
+            notes.push(format!(
+                "{} is truncated or damaged ({e}); the records before byte offset {} were read",
+                path.display(),
+                data.offset + data.readable_size
+            ));
+            patched = perf_header::readable_prefix(file, &data);
+            &patched
+        }
+        None => file,
+    };
+    let unreadable = |e: linux_perf_data::Error| {
+        Error::Other(format!(
+            "{}: not a readable perf.data file: {e}",
+            path.display()
+        ))
+    };
+    let parsed = PerfFileReader::parse_file(std::io::Cursor::new(input));
+    let without_features;
+    let parsed = match parsed {
+        // The records are whole but what follows them is not: read them without it.
+        Err(e) if data.stopped.is_none() => {
+            let end = data.offset + data.readable_size;
+            notes.push(format!(
+                "{}: the feature sections after byte offset {end} are damaged or cut off \
+                 ({e}); the records were read without them (no host facts, no event name)",
+                path.display()
+            ));
+            without_features = perf_header::readable_prefix(file, &data);
+            PerfFileReader::parse_file(std::io::Cursor::new(&without_features[..]))
+        }
+        other => other,
+    };
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = parsed.map_err(unreadable)?;
+
+    let attrs = perf_file.event_attributes().to_vec();
+    let Some(first) = attrs.first() else {
+        return Err(Error::Other(format!(
+            "{}: the perf.data describes no event",
+            path.display()
+        )));
+    };
+    let event = event_config(&first.attr, first.name.as_deref(), path)?;
+    let layout = event.layout();
+    let same_layout: Vec<bool> = attrs
+        .iter()
+        .map(|a| {
+            a.attr.sample_format.bits() == event.sample_type
+                && a.attr.sample_regs_user == event.regs_user_mask
+                && a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL)
+        })
+        .collect();
+
+    // The kernel records, re-encoded exactly as the kernel wrote them (header + body).
+    let mut records = Vec::with_capacity(input.len());
+    let mut scan = Scan::default();
+    loop {
+        match record_iter.next_record(&mut perf_file) {
+            Ok(Some(PerfFileRecord::EventRecord { attr_index, record })) => {
+                if !same_layout.get(attr_index).copied().unwrap_or(false) {
+                    *scan.skipped.entry(attr_index).or_default() += 1;
+                    continue;
+                }
+                let body = record.data.as_slice();
+                let Ok(size) = u16::try_from(body.len() + 8) else {
+                    scan.undecodable += 1;
+                    continue;
+                };
+                let start = records.len();
+                records.extend_from_slice(&record.record_type.0.to_le_bytes());
+                records.extend_from_slice(&record.misc.to_le_bytes());
+                records.extend_from_slice(&size.to_le_bytes());
+                records.extend_from_slice(&body);
+                let raw = RawRecord {
+                    kind: RecordKind(record.record_type.0),
+                    misc: record.misc,
+                    body: &records[start + 8..],
+                    offset: start,
+                };
+                match layout.parse(&raw) {
+                    Ok(r) => scan.note_record(&r),
+                    Err(_) => scan.undecodable += 1,
+                }
+            }
+            Ok(Some(PerfFileRecord::UserRecord(_))) => {}
+            Ok(None) => break,
+            Err(e) => {
+                notes.push(format!(
+                    "{}: reading the records stopped early ({e}); the records before were used",
+                    path.display()
+                ));
+                break;
+            }
+        }
+    }
+    for (index, count) in &scan.skipped {
+        let name = attrs.get(*index).and_then(|a| a.name.as_deref());
+        notes.push(format!(
+            "{count} records of event {} were skipped: its sample layout differs from the \
+             first event's ({})",
+            name.unwrap_or("?"),
+            event.event
+        ));
+    }
+    if scan.undecodable > 0 {
+        notes.push(format!(
+            "{} records of the perf.data could not be decoded",
+            scan.undecodable
+        ));
+    }
+
+    let monotonic = event.clockid == ClockId::Monotonic as i32 && uses_clockid(&first.attr);
+    let mut side = find_side_files(&scan, options, &mut notes);
+    if !monotonic && side.iter().any(|f| f.kind == SideKind::JITDUMP) {
+        notes.push(
+            "the perf.data was recorded without `-k 1` (its timestamps are not \
+             CLOCK_MONOTONIC), so jitdump times cannot be matched with samples: the JIT \
+             code is used regardless of time (the last code loaded at an address wins)"
+                .to_string(),
+        );
+        for f in side.iter_mut().filter(|f| f.kind == SideKind::JITDUMP) {
+            zero_jitdump_times(&mut f.bytes);
+        }
+    }
+
+    let meta = meta(&perf_file, event);
+    let summary = Summary {
+        samples: scan.samples,
+        lost_records: scan.lost_records,
+        lost_samples: scan.lost_samples,
+        threads: scan.threads.len() as u64,
+        processes: scan.processes.len() as u64,
+        start_time: scan.first_time.unwrap_or(0),
+        end_time: scan.last_time,
+        wall_duration_ns: scan.last_time.saturating_sub(scan.first_time.unwrap_or(0)),
+        stopped_by: "imported from perf.data".to_string(),
+        notes,
+        ..Default::default()
+    };
+    let bytes = assemble(&meta, &records, &side, &summary)?;
+    Recording::from_bytes(path.to_path_buf(), bytes)
+}
+
+/// The jitdumps the records name and the perf maps of the processes seen.
+fn find_side_files(scan: &Scan, options: &ImportOptions, notes: &mut Vec<String>) -> Vec<SideFile> {
+    let dirs = &options.search_dirs;
+    let mut found = Vec::new();
+    for (pid, recorded) in &scan.jitdumps {
+        let places = candidates(Path::new(recorded), dirs);
+        match read_first(SideKind::JITDUMP, *pid, &places, notes) {
+            Some(f) => found.push(f),
+            None => notes.push(format!(
+                "the jitdump of pid {pid} was not found at {}: its JIT frames show as \
+                 [unknown] (pass --search-dir with the directory that holds it)",
+                list(&places)
+            )),
+        }
+    }
+    let mut maps = 0;
+    for &pid in &scan.processes {
+        let places = candidates(&perf_map_path(pid), dirs);
+        if let Some(mut f) = read_first(SideKind::PERF_MAP, pid, &places, notes) {
+            // A map is complete at rest; its last line may just lack the newline.
+            if f.bytes.last().is_some_and(|&b| b != b'\n') {
+                f.bytes.push(b'\n');
+            }
+            found.push(f);
+            maps += 1;
+        }
+    }
+    if scan.jitdumps.is_empty() && maps == 0 && !scan.processes.is_empty() {
+        let pids: Vec<String> = scan.processes.iter().map(u32::to_string).collect();
+        let mut places = vec![PathBuf::from("/tmp")];
+        places.extend(dirs.iter().cloned());
+        notes.push(format!(
+            "no jitdump is named in the perf.data and no perf-PID.map was found for pid {} \
+             in {}: JIT code, if any, shows as [unknown]",
+            pids.join(", "),
+            list(&places)
+        ));
+    }
+    found
+}
+
+fn uses_clockid(attr: &PerfEventAttr) -> bool {
+    attr.flags.contains(AttrFlags::USE_CLOCKID)
+}
+
+/// The Linux clockid of the sample timestamps, or -1 for perf's default clock.
+fn clockid(attr: &PerfEventAttr) -> i32 {
+    match attr.clock {
+        PerfClock::ClockId(id) if uses_clockid(attr) => id as i32,
+        _ => -1,
+    }
+}
+
+/// The event configuration in jprof's terms. Refuses sample layouts the perf record parser
+/// cannot decode.
+fn event_config(attr: &PerfEventAttr, name: Option<&str>, path: &Path) -> Result<EventConfig> {
+    let bits = attr.sample_format.bits();
+    let unsupported = bits & (sample_type::READ | sample_type::RAW | sample_type::BRANCH_STACK);
+    if unsupported != 0 {
+        return Err(Error::Other(format!(
+            "{}: its samples carry {:?}, which jprof does not read; record with \
+             `perf record -k 1 -g` (no -b, no group reads, no tracepoints)",
+            path.display(),
+            SampleFormat::from_bits_truncate(unsupported)
+        )));
+    }
+    if !attr.flags.contains(AttrFlags::SAMPLE_ID_ALL) {
+        return Err(Error::Other(format!(
+            "{}: recorded without sample_id_all (a perf older than Linux 2.6.38?); jprof \
+             needs the timestamps of mmap and comm records",
+            path.display()
+        )));
+    }
+    let dwarf = attr.sample_format.contains(SampleFormat::STACK_USER)
+        && attr.sample_format.contains(SampleFormat::REGS_USER);
+    Ok(EventConfig {
+        event: name.unwrap_or("perf event").to_string(),
+        event_note: Some("imported from perf.data".to_string()),
+        frequency_hz: match attr.sampling_policy {
+            SamplingPolicy::Frequency(hz) => hz,
+            _ => 0,
+        },
+        sample_type: bits,
+        regs_user_mask: attr.sample_regs_user,
+        stack_user_bytes: attr.sample_stack_user,
+        call_graph: if dwarf { "dwarf" } else { "fp" }.to_string(),
+        kernel_callchains: !attr.flags.contains(AttrFlags::EXCLUDE_CALLCHAIN_KERNEL),
+        clockid: clockid(attr),
+    })
+}
+
+/// META from the perf.data's feature sections (absent ones stay empty).
+fn meta(perf_file: &linux_perf_data::PerfFile, event: EventConfig) -> Meta {
+    let text = |r: std::result::Result<Option<&str>, linux_perf_data::Error>| {
+        r.ok().flatten().unwrap_or_default().to_string()
+    };
+    let cmdline: Vec<String> = perf_file
+        .cmdline()
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    // `perf record ... -- cmd args`: the profiled command is what follows `--`.
+    let command = match cmdline.iter().position(|a| a == "--") {
+        Some(i) => cmdline[i + 1..].to_vec(),
+        None => cmdline,
+    };
+    Meta {
+        jprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        command,
+        attached_pid: None,
+        target_pid: None,
+        host: HostFacts {
+            hostname: text(perf_file.hostname()),
+            kernel_release: text(perf_file.os_release()),
+            arch: text(perf_file.arch()),
+            cpus: perf_file
+                .nr_cpus()
+                .ok()
+                .flatten()
+                .map_or(0, |n| n.nr_cpus_online),
+            ..Default::default()
+        },
+        event,
+        start_unix_ns: 0,
+    }
+}
+
+/// The recording's bytes: header, META, the records, the side files, CLOCK, SUMMARY, END.
+fn assemble(meta: &Meta, records: &[u8], side: &[SideFile], summary: &Summary) -> Result<Vec<u8>> {
+    let json = |what: &str, v: serde_json::Result<Vec<u8>>| {
+        v.map_err(|e| Error::Other(format!("encoding {what}: {e}")))
+    };
+    let side_len: usize = side.iter().map(|f| f.bytes.len() + 64).sum();
+    let mut out = Vec::with_capacity(records.len() + side_len + 4096);
+    out.extend_from_slice(&file_header());
+    out.extend(encode_chunk(
+        ChunkKind::META,
+        &json("META", serde_json::to_vec(meta))?,
+    ));
+    out.extend(encode_chunk(ChunkKind::PERF_RECORDS, records));
+    for f in side {
+        let path = f.path.to_string_lossy();
+        let piece = SidePiece {
+            kind: f.kind,
+            pid: f.pid,
+            read_at: 0,
+            offset: 0,
+            path: &path,
+            data: &f.bytes,
+        };
+        out.extend(encode_chunk(
+            ChunkKind::SIDE_FILE,
+            &encode_side_piece(&piece),
+        ));
+    }
+    let clock = ClockConversion::default();
+    out.extend(encode_chunk(
+        ChunkKind::CLOCK,
+        &json("CLOCK", serde_json::to_vec(&clock))?,
+    ));
+    out.extend(encode_chunk(
+        ChunkKind::SUMMARY,
+        &json("SUMMARY", serde_json::to_vec(summary))?,
+    ));
+    out.extend(encode_chunk(ChunkKind::END, &[]));
+    Ok(out)
+}
+
+/// Sets every record timestamp of a jitdump to 0, so each address resolves to the last code
+/// loaded there whatever the sample's time. Zero is the same in both byte orders.
+fn zero_jitdump_times(bytes: &mut [u8]) {
+    let Ok(header) = jitdump::parse_header(bytes) else {
+        return;
+    };
+    let mut pos = header.records_start();
+    while pos + 16 <= bytes.len() {
+        let mut c = Cursor::with_endian(&bytes[pos + 4..pos + 8], pos + 4, header.endian);
+        let Ok(total) = c.u32() else { return };
+        let total = total as usize;
+        if total < 16 || total > bytes.len() - pos {
+            return;
+        }
+        bytes[pos + 8..pos + 16].fill(0);
+        pos += total;
+    }
+}
