@@ -312,6 +312,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         summary.notes.push(note.clone());
     }
     summary.notes.extend(side.notes());
+    summary.notes.extend(setup.notes.iter().cloned());
     if let Some(runtime) = setup.runtime {
         let vars: Vec<String> = setup
             .env
