@@ -37,7 +37,9 @@ pub struct MethodInfo {
 impl MethodInfo {
     /// The line of `bci`: the entry with the greatest start at or before it.
     pub fn line_at(&self, bci: i32) -> u32 {
-        let i = self.lines.partition_point(|&(start, _)| start <= i64::from(bci));
+        let i = self
+            .lines
+            .partition_point(|&(start, _)| start <= i64::from(bci));
         let entry = if i == 0 {
             self.lines.first()
         } else {
@@ -47,7 +49,11 @@ impl MethodInfo {
     }
 
     fn first_line(&self) -> u32 {
-        self.lines.iter().map(|&(_, l)| l.max(0) as u32).min().unwrap_or(0)
+        self.lines
+            .iter()
+            .map(|&(_, l)| l.max(0) as u32)
+            .min()
+            .unwrap_or(0)
     }
 }
 
@@ -186,7 +192,11 @@ pub fn build<M: Copy + Eq + Hash>(
         let line = leaf_info.line_at(leaf_bci);
         let file_name = leaf_info.file.clone().unwrap_or_default();
         let file = functions.table[index as usize].1;
-        if tables.lines.last().is_none_or(|l| (l.1, l.2) != (file, line)) {
+        if tables
+            .lines
+            .last()
+            .is_none_or(|l| (l.1, l.2) != (file, line))
+        {
             tables.lines.push((start, file, line));
         }
         if tables

@@ -195,7 +195,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("jprof-agent-dump-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let clock = Clock::detect();
-        let dump = Dump::create(&[dir.clone()], 4242, clock).unwrap();
+        let dump = Dump::create(std::slice::from_ref(&dir), 4242, clock).unwrap();
         for i in 0..3u64 {
             let index = dump.next_index();
             let load = jitdump_write::CodeLoad {

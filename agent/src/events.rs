@@ -102,9 +102,11 @@ pub fn compiled_method_load(
 }
 
 pub fn compiled_method_unload(agent: &Agent, method: MethodId, code_addr: u64) {
-    agent.dump.write_unload(code_addr, method.raw(), |code_index| {
-        jitdump_write::code_unload(0, code_addr, code_index)
-    });
+    agent
+        .dump
+        .write_unload(code_addr, method.raw(), |code_index| {
+            jitdump_write::code_unload(0, code_addr, code_index)
+        });
 }
 
 /// HotSpot's names: "Interpreter" for the template interpreter; everything else is a stub,

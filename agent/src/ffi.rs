@@ -305,7 +305,8 @@ fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcStack<MethodI
             let inline = unsafe { &*record.cast::<InlineRecord>() };
             if !inline.pcinfo.is_null() && inline.numpcs > 0 {
                 // SAFETY: `pcinfo` points at `numpcs` PCStackInfo entries.
-                let pcs = unsafe { std::slice::from_raw_parts(inline.pcinfo, inline.numpcs as usize) };
+                let pcs =
+                    unsafe { std::slice::from_raw_parts(inline.pcinfo, inline.numpcs as usize) };
                 for pc in pcs {
                     let n = pc.numstackframes.max(0) as usize;
                     let mut frames = Vec::with_capacity(n);
@@ -415,7 +416,8 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
         // SAFETY: live env, `potential` is a 16-byte jvmtiCapabilities.
         unsafe { f(env, &mut potential) };
     }
-    let wanted = CAN_GET_SOURCE_FILE_NAME | CAN_GET_LINE_NUMBERS | CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS;
+    let wanted =
+        CAN_GET_SOURCE_FILE_NAME | CAN_GET_LINE_NUMBERS | CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS;
     let mut caps = [potential[0] & wanted, 0, 0, 0];
     let add = table_fn!(env, 142, CapabilitiesFn).ok_or("AddCapabilities missing")?;
     // SAFETY: live env; `caps` is a valid jvmtiCapabilities with only potential bits set.
@@ -450,7 +452,8 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
     callbacks[slot(EVENT_COMPILED_METHOD_LOAD)] = on_compiled_method_load as *const c_void;
     callbacks[slot(EVENT_COMPILED_METHOD_UNLOAD)] = on_compiled_method_unload as *const c_void;
     callbacks[slot(EVENT_DYNAMIC_CODE_GENERATED)] = on_dynamic_code_generated as *const c_void;
-    let set_callbacks = table_fn!(env, 122, SetEventCallbacksFn).ok_or("SetEventCallbacks missing")?;
+    let set_callbacks =
+        table_fn!(env, 122, SetEventCallbacksFn).ok_or("SetEventCallbacks missing")?;
     // SAFETY: the array has the layout of jvmtiEventCallbacks' first CALLBACK_SLOTS fields
     // (one function pointer per event from 50); the VM copies it.
     let err = unsafe {
@@ -463,7 +466,8 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
     if err != JVMTI_ERROR_NONE {
         return Err(format!("SetEventCallbacks failed ({err})"));
     }
-    let enable = table_fn!(env, 2, SetEventNotificationModeFn).ok_or("SetEventNotificationMode missing")?;
+    let enable =
+        table_fn!(env, 2, SetEventNotificationModeFn).ok_or("SetEventNotificationMode missing")?;
     for event in [
         EVENT_VM_INIT,
         EVENT_VM_DEATH,
