@@ -46,7 +46,15 @@ pub fn find_agent() -> Option<PathBuf> {
 fn java_setup(agent: Option<PathBuf>) -> RuntimeSetup {
     let mut notes = Vec::new();
     let flags = match &agent {
-        Some(path) if path.is_file() => format!("-agentpath:{} {JAVA_FLAGS}", path.display()),
+        Some(path) if path.is_file() => {
+            let option = format!("-agentpath:{}", path.display());
+            // HotSpot splits JAVA_TOOL_OPTIONS on white space but honours double quotes.
+            if option.contains(char::is_whitespace) {
+                format!("\"{option}\" {JAVA_FLAGS}")
+            } else {
+                format!("{option} {JAVA_FLAGS}")
+            }
+        }
         Some(path) => {
             notes.push(format!(
                 "JPROF_AGENT={} is not a file: Java JIT frames will not be named",
@@ -127,6 +135,20 @@ mod tests {
         assert!(value.contains(&format!("-agentpath:{}", agent.display())));
         assert!(value.ends_with(JAVA_FLAGS));
         assert!(setup.notes.is_empty());
+    }
+
+    #[test]
+    fn an_agent_path_with_spaces_is_quoted() {
+        let dir = std::env::temp_dir().join(format!("jprof runtimes {}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let agent = dir.join(AGENT_FILE);
+        std::fs::write(&agent, b"").unwrap();
+        let value = java_setup(Some(agent.clone())).env[0].1.clone();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            value.starts_with(&format!("\"-agentpath:{}\" ", agent.display())),
+            "{value}"
+        );
     }
 
     #[test]
