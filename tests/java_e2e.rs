@@ -120,6 +120,11 @@ fn demo_classes() -> tempfile::TempDir {
 
 /// `jprof record` in `work` (where the agent writes its jitdump), then the folded stacks.
 fn record(work: &Path, args: &[&str], command: &[&str]) -> (Output, Vec<(Vec<String>, u64)>) {
+    let out = record_only(work, args, command);
+    (out, folded(work))
+}
+
+fn record_only(work: &Path, args: &[&str], command: &[&str]) -> Output {
     agent();
     let data = work.join("java.data");
     let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
@@ -134,6 +139,12 @@ fn record(work: &Path, args: &[&str], command: &[&str]) -> (Output, Vec<(Vec<Str
         .expect("run jprof record");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "jprof record failed: {stderr}");
+    out
+}
+
+/// The folded stacks of `work/java.data`: (frames root first, weight).
+fn folded(work: &Path) -> Vec<(Vec<String>, u64)> {
+    let data = work.join("java.data");
     let folded = work.join("java.folded");
     let report = Command::new(env!("CARGO_BIN_EXE_jprof"))
         .args(["report", "-f", "collapsed", "-i"])
@@ -148,8 +159,7 @@ fn record(work: &Path, args: &[&str], command: &[&str]) -> (Output, Vec<(Vec<Str
         String::from_utf8_lossy(&report.stderr)
     );
     let text = std::fs::read_to_string(&folded).expect("folded output");
-    let stacks = text
-        .lines()
+    text.lines()
         .filter_map(|l| l.rsplit_once(' '))
         .map(|(stack, n)| {
             (
@@ -157,8 +167,7 @@ fn record(work: &Path, args: &[&str], command: &[&str]) -> (Output, Vec<(Vec<Str
                 n.parse().expect("count"),
             )
         })
-        .collect();
-    (out, stacks)
+        .collect()
 }
 
 fn jitdumps(dir: &Path) -> Vec<PathBuf> {
@@ -450,4 +459,75 @@ fn jdk17_stress_many_methods_unloading_and_exit() {
 #[test]
 fn jdk25_stress_many_methods_unloading_and_exit() {
     stress_run("25");
+}
+
+/// `jprof record -p` on a JVM started with no flags: the agent is loaded through the HotSpot
+/// attach protocol and replays the compiled code, the summary says how to get full stacks, the
+/// JVM keeps running after jprof stops, and a second session on the same JVM works too.
+fn attach_run(jdk_name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = demo_classes();
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut jvm = Command::new(&java)
+        .current_dir(work.path())
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .args(["-cp"])
+        .arg(classes.path())
+        .args(["demo.App", "14"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the JVM");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = jvm.id().to_string();
+    for session in 0..2 {
+        if let Some(status) = jvm.try_wait().expect("wait") {
+            let out = jvm.wait_with_output().expect("JVM output");
+            panic!(
+                "JDK {jdk_name}: the JVM exited before session {session}: {status:?} {} {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let out = record_only(work.path(), &["-p", &pid, "--duration", "2"], &[]);
+        assert!(
+            jvm.try_wait().expect("wait").is_none(),
+            "JDK {jdk_name}: the JVM stopped during session {session}"
+        );
+        let stacks = folded(work.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("loaded jprof's JVMTI agent"),
+            "session {session}: {stderr}"
+        );
+        assert!(
+            stderr.contains("without -XX:+PreserveFramePointer"),
+            "{stderr}"
+        );
+        let has = |suffix: &str| {
+            total(&stacks, |s| {
+                s.iter()
+                    .any(|f| f == &format!("demo.matrix.Matrix.{suffix}"))
+            })
+        };
+        assert!(
+            has("multiply_[j]") > 0 && has("dot_[i]") > 0,
+            "JDK {jdk_name} session {session}: no named Java frames"
+        );
+        assert!(jitdumps(work.path()).is_empty(), "jitdump left behind");
+    }
+    let done = jvm.wait_with_output().expect("JVM output");
+    assert!(done.status.success(), "JVM exit: {:?}", done.status);
+    assert!(String::from_utf8_lossy(&done.stdout).contains("rounds"));
+}
+
+#[test]
+fn jdk17_attach_to_a_running_jvm() {
+    attach_run("17");
+}
+
+#[test]
+fn jdk25_attach_to_a_running_jvm() {
+    attach_run("25");
 }

@@ -8,7 +8,7 @@
 //! - CompiledMethodUnload: jprof's CODE_UNLOAD, when the address still holds that method.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use jprof::format::jitdump::TierKind;
 use jprof::format::jitdump_write::{self, CodeLoad};
@@ -20,8 +20,18 @@ use crate::ffi::{Jvmti, MethodId};
 
 pub struct Agent {
     pub jvmti: Jvmti,
-    dump: Arc<Dump>,
+    /// Replaced when the agent is attached again (a new jprof session).
+    current: Mutex<Arc<Dump>>,
     pid: u32,
+}
+
+impl Agent {
+    fn dump(&self) -> Arc<Dump> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 /// Where the jitdump goes: `dir=PATH` in the agent options, else `$JPROF_JITDUMP_DIR`, else
@@ -43,7 +53,21 @@ pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
     let pid = std::process::id();
     let dump = Dump::create(&dump_dirs(options), pid, Clock::detect())
         .map_err(|e| format!("cannot create the jitdump: {e}"))?;
-    Ok(Agent { jvmti, dump, pid })
+    Ok(Agent {
+        jvmti,
+        current: Mutex::new(dump),
+        pid,
+    })
+}
+
+/// A second attach to the same VM (a new jprof session): the old file is closed and a fresh
+/// `jit-<pid>.dump` started, which the caller fills by replaying the VM's code.
+pub fn restart(agent: &Agent, options: &str) -> Result<(), String> {
+    let mut current = agent.current.lock().unwrap_or_else(|e| e.into_inner());
+    current.close();
+    *current = Dump::create(&dump_dirs(options), agent.pid, Clock::detect())
+        .map_err(|e| format!("cannot create the jitdump: {e}"))?;
+    Ok(())
 }
 
 fn tid() -> u32 {
@@ -86,7 +110,8 @@ pub fn compiled_method_load(
             &tables.lines,
         ));
     }
-    let code_index = agent.dump.next_index();
+    let dump = agent.dump();
+    let code_index = dump.next_index();
     let load = CodeLoad {
         pid: agent.pid,
         tid: tid(),
@@ -96,14 +121,12 @@ pub fn compiled_method_load(
         code,
     };
     records.extend(jitdump_write::code_load(0, &load));
-    agent
-        .dump
-        .write_load(code_addr, method.raw(), code_index, records);
+    dump.write_load(code_addr, method.raw(), code_index, records);
 }
 
 pub fn compiled_method_unload(agent: &Agent, method: MethodId, code_addr: u64) {
     agent
-        .dump
+        .dump()
         .write_unload(code_addr, method.raw(), |code_index| {
             jitdump_write::code_unload(0, code_addr, code_index)
         });
@@ -121,25 +144,26 @@ fn tier_of(name: &str) -> (TierKind, &'static str) {
 
 pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code: &[u8]) {
     let (kind, tier) = tier_of(name);
+    let dump = agent.dump();
     let mut records = jitdump_write::jit_tier(0, address, kind, tier);
     let load = CodeLoad {
         pid: agent.pid,
         tid: tid(),
         code_addr: address,
-        code_index: agent.dump.next_index(),
+        code_index: dump.next_index(),
         name,
         code,
     };
     records.extend(jitdump_write::code_load(0, &load));
-    agent.dump.write(records);
+    dump.write(records);
 }
 
 pub fn flush(agent: &Agent) {
-    agent.dump.flush();
+    agent.dump().flush();
 }
 
 pub fn close(agent: &Agent) {
-    agent.dump.close();
+    agent.dump().close();
 }
 
 #[cfg(test)]

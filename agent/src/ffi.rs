@@ -403,6 +403,25 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
     if vm.is_null() {
         return Err("no JavaVM".into());
     }
+    let options = if options.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the VM passes the `=...` part of -agentpath as a NUL-terminated string.
+        unsafe { CStr::from_ptr(options) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    if let Some(agent) = AGENT.get() {
+        // Attached again: the env, capabilities and callbacks are in place; start a new file.
+        if !live {
+            return Err("the agent is already loaded in this VM".into());
+        }
+        events::restart(agent, &options)?;
+        agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
+        agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
+        events::flush(agent);
+        return Ok(());
+    }
     let get_env = table_fn!(vm, 7, GetEnvFn).ok_or("JNI GetEnv missing")?;
     let mut env: *mut c_void = std::ptr::null_mut();
     // SAFETY: `vm` is the JavaVM the VM passed to Agent_OnLoad/OnAttach.
@@ -432,14 +451,6 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
         source_files: caps[0] & CAN_GET_SOURCE_FILE_NAME != 0,
     };
 
-    let options = if options.is_null() {
-        String::new()
-    } else {
-        // SAFETY: the VM passes the `=...` part of -agentpath as a NUL-terminated string.
-        unsafe { CStr::from_ptr(options) }
-            .to_string_lossy()
-            .into_owned()
-    };
     let agent = events::start(jvmti, &options)?;
     if AGENT.set(agent).is_err() {
         return Err("the agent is already loaded in this VM".into());

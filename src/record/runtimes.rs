@@ -19,6 +19,9 @@ const JAVA_FLAGS: &str =
 /// The agent's file name, as cargo builds it next to jprof.
 pub const AGENT_FILE: &str = "libjprof_agent.so";
 
+/// The end of the summary note saying the agent was attached to a running JVM.
+pub const LOADED: &str = "loaded jprof's JVMTI agent";
+
 /// What jprof adds for the recognised runtime.
 #[derive(Debug, Default)]
 pub struct RuntimeSetup {
@@ -121,6 +124,144 @@ pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf], cwd: &Path) 
     files
 }
 
+/// Whether `pid` runs a HotSpot JVM (libjvm.so is mapped).
+fn is_hotspot(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("/libjvm.so")))
+}
+
+/// The pid inside the target's PID namespace (the last `NStgid` field), which names its
+/// attach files.
+fn namespace_pid(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("NStgid:"))
+                .and_then(|v| v.split_whitespace().last()?.parse().ok())
+        })
+        .unwrap_or(pid)
+}
+
+/// Sends one HotSpot attach request (protocol 1: version and exactly four arguments) and
+/// returns the reply text.
+fn attach_request(socket: &Path, args: [&str; 4]) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    let mut request = b"1\0".to_vec();
+    for a in args {
+        request.extend_from_slice(a.as_bytes());
+        request.push(0);
+    }
+    stream.write_all(&request)?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+/// Whether a `load` reply means the agent's Agent_OnAttach returned 0: the first line is the
+/// request's result; JDK 9+ adds `return code: N`, and JDK 21+ reports a load failure as
+/// result 0 with a message instead.
+fn load_succeeded(reply: &str) -> bool {
+    let mut lines = reply.lines().map(str::trim);
+    if lines.next() != Some("0") {
+        return false;
+    }
+    let rest: Vec<&str> = lines.filter(|l| !l.is_empty()).collect();
+    match rest.first() {
+        None => true,
+        Some(l) => l.strip_prefix("return code:").map(str::trim) == Some("0") || *l == "0",
+    }
+}
+
+/// Loads jprof's agent into the running HotSpot JVM `pid` with the HotSpot attach protocol
+/// (the `.attach_pid` trigger file, SIGQUIT, the `.java_pid` socket, `load`), so it replays
+/// the JVM's compiled code into a jitdump jprof's recorder picks up. Returns notes for the
+/// summary; not a JVM or no agent gives no attempt or a note saying why.
+pub fn attach_java(pid: u32) -> Vec<String> {
+    if !is_hotspot(pid) {
+        return Vec::new();
+    }
+    let Some(agent) = find_agent() else {
+        return vec![format!(
+            "HotSpot JVM: {AGENT_FILE} was not found next to jprof (or set JPROF_AGENT): Java JIT frames will not be named"
+        )];
+    };
+    // The JVM accepts attach connections only from its own effective uid (or root).
+    // A /proc/<pid> directory belongs to the process's effective uid.
+    let uid_of = |dir: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir).map(|m| m.uid())
+    };
+    if let (Ok(euid), Ok(owner)) = (uid_of("/proc/self"), uid_of(&format!("/proc/{pid}"))) {
+        if euid != 0 && owner != euid {
+            return vec![format!(
+                "HotSpot JVM {pid} runs as uid {owner}: only that user or root can load jprof's agent; Java JIT frames will not be named"
+            )];
+        }
+    }
+    let nspid = namespace_pid(pid);
+    let tmp = PathBuf::from(format!("/proc/{pid}/root/tmp"));
+    let socket = tmp.join(format!(".java_pid{nspid}"));
+    let is_socket = |p: &Path| {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+    };
+    if !is_socket(&socket) {
+        // The JVM starts its attach listener on SIGQUIT only if this trigger file exists (in
+        // its working directory or its tmp directory); otherwise SIGQUIT prints a thread dump.
+        let candidates = [
+            PathBuf::from(format!("/proc/{pid}/cwd/.attach_pid{nspid}")),
+            tmp.join(format!(".attach_pid{nspid}")),
+        ];
+        let Some(trigger) = candidates
+            .into_iter()
+            .find(|p| std::fs::write(p, b"").is_ok())
+        else {
+            return vec![format!(
+                "HotSpot JVM {pid}: cannot create its attach trigger file; Java JIT frames will not be named"
+            )];
+        };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGQUIT,
+        );
+        let mut waited = std::time::Duration::ZERO;
+        let mut step = std::time::Duration::from_millis(20);
+        while !is_socket(&socket) && waited < std::time::Duration::from_secs(6) {
+            std::thread::sleep(step);
+            waited += step;
+            step = (step + std::time::Duration::from_millis(20))
+                .min(std::time::Duration::from_millis(200));
+        }
+        let _ = std::fs::remove_file(&trigger);
+        if !is_socket(&socket) {
+            return vec![format!(
+                "HotSpot JVM {pid}: its attach listener did not start (started with -XX:+DisableAttachMechanism?); Java JIT frames will not be named"
+            )];
+        }
+    }
+    let mut notes = Vec::new();
+    let agent_arg = agent.display().to_string();
+    match attach_request(&socket, ["load", &agent_arg, "true", ""]) {
+        Ok(reply) if load_succeeded(&reply) => notes.push(format!("HotSpot JVM {pid}: {LOADED}")),
+        Ok(reply) => notes.push(format!(
+            "HotSpot JVM {pid}: loading {AGENT_FILE} failed: {}",
+            reply.trim().replace('\n', " ")
+        )),
+        Err(e) => notes.push(format!("HotSpot JVM {pid}: attach failed: {e}")),
+    }
+    if let Ok(flags) = attach_request(&socket, ["jcmd", "VM.flags", "", ""]) {
+        if !flags.contains("-XX:+PreserveFramePointer") {
+            notes.push(format!(
+                "HotSpot JVM {pid} runs without -XX:+PreserveFramePointer: stacks through compiled Java code may be truncated (start it with that flag, or with `jprof record -- java ...`)"
+            ));
+        }
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +299,16 @@ mod tests {
         assert!(setup.notes[0].contains(AGENT_FILE));
         let missing = java_setup(Some(PathBuf::from("/nonexistent/agent.so")));
         assert!(missing.notes[0].contains("not a file"));
+    }
+
+    #[test]
+    fn attach_replies() {
+        assert!(load_succeeded("0\nreturn code: 0\n"));
+        assert!(load_succeeded("0\n0\n"));
+        assert!(load_succeeded("0\n"));
+        assert!(!load_succeeded("0\nreturn code: -1\n"));
+        assert!(!load_succeeded("0\nFailed to load agent library\n"));
+        assert!(!load_succeeded("101\n"));
     }
 
     #[test]
