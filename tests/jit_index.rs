@@ -226,3 +226,69 @@ fn monotonic_and_tsc_jitdumps_resolve_on_the_sample_clock() {
         assert!(from.abs_diff(m2) < 1_000, "arch {arch}: {from} vs {m2}");
     }
 }
+
+/// HotSpot-style trees: the same callee inlined from several call sites, so a call that covers
+/// the address is followed by siblings (and their children) that do not.
+#[test]
+fn inline_call_followed_by_siblings_still_resolves() {
+    let mut f = w::header(PID, 0, false);
+    let call = |depth, function, call_line, range| w::Inline {
+        depth,
+        function,
+        call_line,
+        range,
+    };
+    f.extend(w::debug_info2(
+        900,
+        &["Outer.java"],
+        &["Outer.run", "Outer.dot", "Outer.mul"],
+        &[(0, 0, 10), (1, 0, 20), (2, 0, 30)],
+        &[
+            call(0, 1, 11, (0x00, 0x10)),
+            call(1, 2, 21, (0x04, 0x04)),
+            call(0, 1, 12, (0x10, 0x10)),
+            call(0, 1, 13, (0x20, 0x10)),
+            call(1, 2, 22, (0x28, 0x04)),
+        ],
+        &[(0, 0, 20), (0x04, 0, 30), (0x08, 0, 20), (0x30, 0, 14)],
+    ));
+    f.extend(load(1_000, 0x8000, "Lpkg/Outer;run()V", 0x40));
+    let mut index = JitIndex::default();
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+    let at = |addr| -> Vec<(String, Option<u32>)> {
+        index
+            .frames(PID, addr, 2_000)
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.name, f.line))
+            .collect()
+    };
+    let names = |frames: &[(String, Option<u32>)]| -> Vec<String> {
+        frames.iter().map(|f| f.0.clone()).collect()
+    };
+    assert_eq!(
+        names(&at(0x8005)),
+        ["Outer.mul", "Outer.dot", "pkg.Outer.run"]
+    );
+    let second = at(0x8012);
+    assert_eq!(names(&second), ["Outer.dot", "pkg.Outer.run"]);
+    assert_eq!(second[1].1, Some(12), "call site line of the second call");
+    // Offset 0x2a is in the third dot's range and its mul child.
+    assert_eq!(
+        names(&at(0x802a)),
+        ["Outer.mul", "Outer.dot", "pkg.Outer.run"]
+    );
+    assert_eq!(at(0x8032).len(), 1);
+}
+
+/// jprof's CODE_UNLOAD ends the body at that address from its time on.
+#[test]
+fn unload_ends_the_code() {
+    let mut f = w::header(PID, 0, false);
+    f.extend(load(1_000, 0x9000, "Lpkg/A;f()V", 0x40));
+    f.extend(w::code_unload(3_000, 0x9000, 1_000));
+    let mut index = JitIndex::default();
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+    assert!(index.lookup(PID, 0x9010, 2_000).is_some());
+    assert!(index.lookup(PID, 0x9010, 3_500).is_none());
+}

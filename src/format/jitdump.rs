@@ -28,6 +28,8 @@ impl RecordId {
     pub const SAMPLY_JIT_TIER: Self = Self(827_346_260);
     /// samply extension: a source (or bytecode/IR listing) file embedded in the dump.
     pub const SAMPLY_EMBEDDED_SOURCE: Self = Self(827_346_261);
+    /// jprof extension ("JPR1"): the code at an address was unloaded (see docs/formats.md).
+    pub const JPROF_CODE_UNLOAD: Self = Self(827_478_090);
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,6 +203,11 @@ pub enum RecordBody {
         code_addr: u64,
         path: String,
         content: Vec<u8>,
+    },
+    /// jprof's CODE_UNLOAD: the body loaded at `code_addr` (with `code_index`) is gone.
+    CodeUnload {
+        code_addr: u64,
+        code_index: u64,
     },
     /// A record id jprof does not interpret (skipped by its size).
     Unknown(RecordId),
@@ -377,6 +384,10 @@ fn parse_body(id: RecordId, c: &mut Cursor<'_>) -> Result<RecordBody, ParseError
                 content: c.bytes(content_size)?.to_vec(),
             }
         }
+        RecordId::JPROF_CODE_UNLOAD => RecordBody::CodeUnload {
+            code_addr: c.u64()?,
+            code_index: c.u64()?,
+        },
         other => RecordBody::Unknown(other),
     })
 }

@@ -162,6 +162,14 @@ pub fn debug_info2(
     record(RecordId::SAMPLY_DEBUG_INFO2, timestamp, &b)
 }
 
+/// jprof's CODE_UNLOAD (docs/formats.md).
+pub fn code_unload(timestamp: u64, code_addr: u64, code_index: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(16);
+    b.extend(code_addr.to_le_bytes());
+    b.extend(code_index.to_le_bytes());
+    record(RecordId::JPROF_CODE_UNLOAD, timestamp, &b)
+}
+
 pub fn close(timestamp: u64) -> Vec<u8> {
     record(RecordId::CODE_CLOSE, timestamp, &[])
 }

@@ -201,6 +201,19 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         return Err(e);
     }
 
+    // A HotSpot JVM gets jprof's agent through the attach protocol, off the reader loop (the
+    // JVM takes a moment to start its attach listener).
+    let java_attach = match &profiled {
+        Profiled::Attached(pid) => {
+            let pid = *pid as u32;
+            std::thread::Builder::new()
+                .name("jprof-attach".into())
+                .spawn(move || runtimes::attach_java(pid))
+                .ok()
+        }
+        Profiled::Child(_) => None,
+    };
+
     // The ring reader loop.
     let deadline = config.duration.map(|d| Instant::now() + d);
     let mut dropped_batches = 0u64;
@@ -312,6 +325,18 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         summary.notes.push(note.clone());
     }
     summary.notes.extend(side.notes());
+    summary.notes.extend(setup.notes.iter().cloned());
+    let attach_notes = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
+    let agent_attached = attach_notes.iter().any(|n| n.ends_with(runtimes::LOADED));
+    summary.notes.extend(attach_notes);
+    if agent_attached && !config.keep_side_files {
+        // The agent stays in the JVM; the file it writes is only for this recording.
+        for (_, jitdumps) in side.jitdump_paths() {
+            for file in jitdumps {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+    }
     if let Some(runtime) = setup.runtime {
         let vars: Vec<String> = setup
             .env

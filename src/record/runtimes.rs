@@ -1,12 +1,26 @@
 //! Runtime-specific set-up so `jprof record -- <runtime> ...` works with no flags: environment
 //! variables that make the runtime write the JIT side files jprof reads, and the clean-up of the
 //! files it made only because jprof asked.
+//!
+//! Node: `NODE_OPTIONS` with V8's perf flags. Java (HotSpot): `JAVA_TOOL_OPTIONS` with jprof's
+//! JVMTI agent (`libjprof_agent.so`, found by [`find_agent`]), frame pointers in compiled code,
+//! and debug info at non-safepoints for precise inline attribution (docs/java.md).
 
 use std::path::{Path, PathBuf};
 
 /// V8 flags for Node: a jitdump with unwinding info, and interpreter frames on the native stack
 /// (so Ignition frames show as JS functions rather than one interpreter frame).
 const NODE_FLAGS: &str = "--perf-prof --perf-prof-unwinding-info --interpreted-frames-native-stack";
+
+/// HotSpot flags: RBP-chained compiled frames, and PC descriptors beyond safepoints.
+const JAVA_FLAGS: &str =
+    "-XX:+PreserveFramePointer -XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints";
+
+/// The agent's file name, as cargo builds it next to jprof.
+pub const AGENT_FILE: &str = "libjprof_agent.so";
+
+/// The end of the summary note saying the agent was attached to a running JVM.
+pub const LOADED: &str = "loaded jprof's JVMTI agent";
 
 /// What jprof adds for the recognised runtime.
 #[derive(Debug, Default)]
@@ -15,6 +29,54 @@ pub struct RuntimeSetup {
     pub runtime: Option<&'static str>,
     /// Variables to set in the target's environment.
     pub env: Vec<(String, String)>,
+    /// Things the user should know (for the summary), e.g. a missing agent.
+    pub notes: Vec<String>,
+}
+
+/// jprof's JVMTI agent: `$JPROF_AGENT`, else next to the jprof executable, else one directory
+/// up (test binaries run from `target/<profile>/deps/`).
+pub fn find_agent() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("JPROF_AGENT").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [dir.join(AGENT_FILE), dir.join("..").join(AGENT_FILE)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+fn java_setup(agent: Option<PathBuf>) -> RuntimeSetup {
+    let mut notes = Vec::new();
+    let flags = match &agent {
+        Some(path) if path.is_file() => {
+            let option = format!("-agentpath:{}", path.display());
+            // HotSpot splits JAVA_TOOL_OPTIONS on white space but honours double quotes.
+            if option.contains(char::is_whitespace) {
+                format!("\"{option}\" {JAVA_FLAGS}")
+            } else {
+                format!("{option} {JAVA_FLAGS}")
+            }
+        }
+        Some(path) => {
+            notes.push(format!(
+                "JPROF_AGENT={} is not a file: Java JIT frames will not be named",
+                path.display()
+            ));
+            JAVA_FLAGS.to_string()
+        }
+        None => {
+            notes.push(format!(
+                "{AGENT_FILE} was not found next to jprof (or set JPROF_AGENT): Java JIT frames will not be named"
+            ));
+            JAVA_FLAGS.to_string()
+        }
+    };
+    RuntimeSetup {
+        runtime: Some("java"),
+        env: vec![extend_var("JAVA_TOOL_OPTIONS", &flags)],
+        notes,
+    }
 }
 
 fn program_name(argv: &[String]) -> &str {
@@ -37,13 +99,16 @@ pub fn prepare(argv: &[String]) -> RuntimeSetup {
         "node" | "nodejs" => RuntimeSetup {
             runtime: Some("node"),
             env: vec![extend_var("NODE_OPTIONS", NODE_FLAGS)],
+            notes: Vec::new(),
         },
+        "java" => java_setup(find_agent()),
         _ => RuntimeSetup::default(),
     }
 }
 
 /// Files a runtime wrote only because jprof enabled them, for process `pid`: the jitdump (its
-/// bytes are in the recording) and, for Node, the V8 log `--perf-prof` opens as a side effect.
+/// bytes are in the recording; for Java the agent's) and, for Node, the V8 log `--perf-prof`
+/// opens as a side effect.
 pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf], cwd: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = jitdumps.to_vec();
     if runtime == "node" {
@@ -57,4 +122,200 @@ pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf], cwd: &Path) 
         }
     }
     files
+}
+
+/// Whether `pid` runs a HotSpot JVM (libjvm.so is mapped).
+fn is_hotspot(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("/libjvm.so")))
+}
+
+/// The pid inside the target's PID namespace (the last `NStgid` field), which names its
+/// attach files.
+fn namespace_pid(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("NStgid:"))
+                .and_then(|v| v.split_whitespace().last()?.parse().ok())
+        })
+        .unwrap_or(pid)
+}
+
+/// Sends one HotSpot attach request (protocol 1: version and exactly four arguments) and
+/// returns the reply text.
+fn attach_request(socket: &Path, args: [&str; 4]) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    let mut request = b"1\0".to_vec();
+    for a in args {
+        request.extend_from_slice(a.as_bytes());
+        request.push(0);
+    }
+    stream.write_all(&request)?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+/// Whether a `load` reply means the agent's Agent_OnAttach returned 0: the first line is the
+/// request's result; JDK 9+ adds `return code: N`, and JDK 21+ reports a load failure as
+/// result 0 with a message instead.
+fn load_succeeded(reply: &str) -> bool {
+    let mut lines = reply.lines().map(str::trim);
+    if lines.next() != Some("0") {
+        return false;
+    }
+    let rest: Vec<&str> = lines.filter(|l| !l.is_empty()).collect();
+    match rest.first() {
+        None => true,
+        Some(l) => l.strip_prefix("return code:").map(str::trim) == Some("0") || *l == "0",
+    }
+}
+
+/// Loads jprof's agent into the running HotSpot JVM `pid` with the HotSpot attach protocol
+/// (the `.attach_pid` trigger file, SIGQUIT, the `.java_pid` socket, `load`), so it replays
+/// the JVM's compiled code into a jitdump jprof's recorder picks up. Returns notes for the
+/// summary; not a JVM or no agent gives no attempt or a note saying why.
+pub fn attach_java(pid: u32) -> Vec<String> {
+    if !is_hotspot(pid) {
+        return Vec::new();
+    }
+    let Some(agent) = find_agent() else {
+        return vec![format!(
+            "HotSpot JVM: {AGENT_FILE} was not found next to jprof (or set JPROF_AGENT): Java JIT frames will not be named"
+        )];
+    };
+    // The JVM accepts attach connections only from its own effective uid (or root).
+    // A /proc/<pid> directory belongs to the process's effective uid.
+    let uid_of = |dir: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir).map(|m| m.uid())
+    };
+    if let (Ok(euid), Ok(owner)) = (uid_of("/proc/self"), uid_of(&format!("/proc/{pid}"))) {
+        if euid != 0 && owner != euid {
+            return vec![format!(
+                "HotSpot JVM {pid} runs as uid {owner}: only that user or root can load jprof's agent; Java JIT frames will not be named"
+            )];
+        }
+    }
+    let nspid = namespace_pid(pid);
+    let tmp = PathBuf::from(format!("/proc/{pid}/root/tmp"));
+    let socket = tmp.join(format!(".java_pid{nspid}"));
+    let is_socket = |p: &Path| {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+    };
+    if !is_socket(&socket) {
+        // The JVM starts its attach listener on SIGQUIT only if this trigger file exists (in
+        // its working directory or its tmp directory); otherwise SIGQUIT prints a thread dump.
+        let candidates = [
+            PathBuf::from(format!("/proc/{pid}/cwd/.attach_pid{nspid}")),
+            tmp.join(format!(".attach_pid{nspid}")),
+        ];
+        let Some(trigger) = candidates
+            .into_iter()
+            .find(|p| std::fs::write(p, b"").is_ok())
+        else {
+            return vec![format!(
+                "HotSpot JVM {pid}: cannot create its attach trigger file; Java JIT frames will not be named"
+            )];
+        };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGQUIT,
+        );
+        let mut waited = std::time::Duration::ZERO;
+        let mut step = std::time::Duration::from_millis(20);
+        while !is_socket(&socket) && waited < std::time::Duration::from_secs(6) {
+            std::thread::sleep(step);
+            waited += step;
+            step = (step + std::time::Duration::from_millis(20))
+                .min(std::time::Duration::from_millis(200));
+        }
+        let _ = std::fs::remove_file(&trigger);
+        if !is_socket(&socket) {
+            return vec![format!(
+                "HotSpot JVM {pid}: its attach listener did not start (started with -XX:+DisableAttachMechanism?); Java JIT frames will not be named"
+            )];
+        }
+    }
+    let mut notes = Vec::new();
+    let agent_arg = agent.display().to_string();
+    match attach_request(&socket, ["load", &agent_arg, "true", ""]) {
+        Ok(reply) if load_succeeded(&reply) => notes.push(format!("HotSpot JVM {pid}: {LOADED}")),
+        Ok(reply) => notes.push(format!(
+            "HotSpot JVM {pid}: loading {AGENT_FILE} failed: {}",
+            reply.trim().replace('\n', " ")
+        )),
+        Err(e) => notes.push(format!("HotSpot JVM {pid}: attach failed: {e}")),
+    }
+    if let Ok(flags) = attach_request(&socket, ["jcmd", "VM.flags", "", ""]) {
+        if !flags.contains("-XX:+PreserveFramePointer") {
+            notes.push(format!(
+                "HotSpot JVM {pid} runs without -XX:+PreserveFramePointer: stacks through compiled Java code may be truncated (start it with that flag, or with `jprof record -- java ...`)"
+            ));
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_gets_the_agent_and_the_hotspot_flags() {
+        let agent = std::env::current_exe().unwrap();
+        let setup = java_setup(Some(agent.clone()));
+        assert_eq!(setup.runtime, Some("java"));
+        let (name, value) = &setup.env[0];
+        assert_eq!(name, "JAVA_TOOL_OPTIONS");
+        assert!(value.contains(&format!("-agentpath:{}", agent.display())));
+        assert!(value.ends_with(JAVA_FLAGS));
+        assert!(setup.notes.is_empty());
+    }
+
+    #[test]
+    fn an_agent_path_with_spaces_is_quoted() {
+        let dir = std::env::temp_dir().join(format!("jprof runtimes {}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let agent = dir.join(AGENT_FILE);
+        std::fs::write(&agent, b"").unwrap();
+        let value = java_setup(Some(agent.clone())).env[0].1.clone();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            value.starts_with(&format!("\"-agentpath:{}\" ", agent.display())),
+            "{value}"
+        );
+    }
+
+    #[test]
+    fn java_without_the_agent_says_so() {
+        let setup = java_setup(None);
+        assert!(!setup.env[0].1.contains("-agentpath"));
+        assert!(setup.notes[0].contains(AGENT_FILE));
+        let missing = java_setup(Some(PathBuf::from("/nonexistent/agent.so")));
+        assert!(missing.notes[0].contains("not a file"));
+    }
+
+    #[test]
+    fn attach_replies() {
+        assert!(load_succeeded("0\nreturn code: 0\n"));
+        assert!(load_succeeded("0\n0\n"));
+        assert!(load_succeeded("0\n"));
+        assert!(!load_succeeded("0\nreturn code: -1\n"));
+        assert!(!load_succeeded("0\nFailed to load agent library\n"));
+        assert!(!load_succeeded("101\n"));
+    }
+
+    #[test]
+    fn runtimes_are_recognised_by_program_name() {
+        let argv = |a: &str| vec![a.to_string(), "x".to_string()];
+        assert_eq!(prepare(&argv("/usr/bin/java")).runtime, Some("java"));
+        assert_eq!(prepare(&argv("node")).runtime, Some("node"));
+        assert_eq!(prepare(&argv("javac")).runtime, None);
+    }
 }

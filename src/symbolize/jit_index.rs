@@ -317,6 +317,16 @@ impl JitIndex {
                         from_jitdump: true,
                     });
                 }
+                RecordBody::CodeUnload { code_addr, .. } => {
+                    if let Some(gone) = process
+                        .code
+                        .iter_mut()
+                        .rev()
+                        .find(|c| c.start == code_addr && c.until.is_none() && c.from <= t)
+                    {
+                        gone.until = Some(t);
+                    }
+                }
                 RecordBody::CodeMove {
                     old_code_addr,
                     new_code_addr,
@@ -398,16 +408,25 @@ impl JitIndex {
         let mut outer_line = None;
         if let Some(debug) = &code.debug {
             if let Some(info) = &debug.info2 {
-                // The deepest chain of inline calls whose ranges cover the offset.
+                // The deepest chain of inline calls whose ranges cover the offset. Calls are in
+                // DFS order: a call's parent is the latest call one level up, and it counts only
+                // if that parent (and so every ancestor) covers the offset too. The first such
+                // chain wins; later siblings do not undo it.
                 let mut chain: Vec<&jitdump::InlineCall2> = Vec::new();
+                let mut path_covers: Vec<bool> = Vec::new();
                 for call in &info.inline_calls {
-                    chain.truncate(call.depth as usize);
-                    if chain.len() == call.depth as usize
+                    let depth = call.depth as usize;
+                    if depth > path_covers.len() {
+                        continue;
+                    }
+                    path_covers.truncate(depth);
+                    let covers = path_covers.last().is_none_or(|&c| c)
                         && call
                             .ranges
                             .iter()
-                            .any(|&(s, n)| offset >= s && offset - s < n)
-                    {
+                            .any(|&(s, n)| offset >= s && offset - s < n);
+                    path_covers.push(covers);
+                    if covers && chain.len() == depth {
                         chain.push(call);
                     }
                 }

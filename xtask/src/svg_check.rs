@@ -26,7 +26,12 @@ pub fn run(args: &[String]) -> Result<()> {
         .with_context(|| format!("{} (run `cargo xtask demo` first)", svg.display()))?;
     let browser = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
         .context("no Chromium found: `apt-get install chromium`")?;
     let profile = tempfile_dir()?;
     let out = Command::new(browser)
@@ -47,9 +52,15 @@ pub fn run(args: &[String]) -> Result<()> {
     // Every frame is a <g> with a <title> tooltip.
     let frames = dom.matches("<title>").count();
     if !dom.contains("<svg") || frames < 3 {
-        bail!("{browser} did not render {} as a flame graph ({frames} frames)", svg.display());
+        bail!(
+            "{browser} did not render {} as a flame graph ({frames} frames)",
+            svg.display()
+        );
     }
-    println!("{}: rendered by {browser} as SVG with {frames} frames", svg.display());
+    println!(
+        "{}: rendered by {browser} as SVG with {frames} frames",
+        svg.display()
+    );
     Ok(())
 }
 

@@ -1,0 +1,230 @@
+//! The jitdump file: created with its header and the executable marker mapping jprof's
+//! recorder discovers, then appended to by every event. Compiler threads build their records
+//! outside the lock and only copy them into a `BufWriter` under it; the buffer is flushed every
+//! [`FLUSH_RECORDS`] writes, when a write comes [`FLUSH_AFTER`] after the last flush, by a small
+//! background thread when writes stop, and at VM death — never fsync'd, so no thread waits on
+//! the disk for long. Timestamps are stamped under the lock, so file order is time order.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use jprof::format::jitdump_write;
+
+use crate::clock::Clock;
+use crate::ffi;
+
+const FLUSH_RECORDS: usize = 64;
+const FLUSH_AFTER: Duration = Duration::from_millis(50);
+
+struct State {
+    out: Option<BufWriter<File>>,
+    unflushed: usize,
+    last_flush: Instant,
+    /// Live compiled code by start address: (owner method, code index), to match unloads.
+    live: HashMap<u64, (usize, u64)>,
+}
+
+pub struct Dump {
+    clock: Clock,
+    state: Mutex<State>,
+    next_index: AtomicU64,
+}
+
+/// Sets the timestamp of every record in `records` (a run of complete jitdump records).
+fn restamp(records: &mut [u8], timestamp: u64) {
+    let mut at = 0;
+    while records.len() - at >= 16 {
+        let size = records[at + 4..at + 8]
+            .try_into()
+            .map(u32::from_le_bytes)
+            .unwrap_or(0) as usize;
+        records[at + 8..at + 16].copy_from_slice(&timestamp.to_le_bytes());
+        if size < 16 {
+            break;
+        }
+        at += size;
+    }
+}
+
+impl Dump {
+    /// Creates `jit-<pid>.dump` in the first of `dirs` where the file and its marker mapping
+    /// can be made (a `noexec` mount refuses the mapping).
+    pub fn create(dirs: &[PathBuf], pid: u32, clock: Clock) -> Result<Arc<Dump>, String> {
+        let mut errors = Vec::new();
+        for dir in dirs {
+            let path = dir.join(format!("jit-{pid}.dump"));
+            match Self::open(&path, pid, clock) {
+                Ok(file) => {
+                    let dump = Arc::new(Dump {
+                        clock,
+                        state: Mutex::new(State {
+                            out: Some(BufWriter::with_capacity(256 * 1024, file)),
+                            unflushed: 0,
+                            last_flush: Instant::now(),
+                            live: HashMap::new(),
+                        }),
+                        next_index: AtomicU64::new(1),
+                    });
+                    Self::start_flusher(&dump);
+                    return Ok(dump);
+                }
+                Err(e) => errors.push(format!("{}: {e}", path.display())),
+            }
+        }
+        Err(errors.join("; "))
+    }
+
+    fn open(path: &Path, pid: u32, clock: Clock) -> std::io::Result<File> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        file.write_all(&jitdump_write::header(pid, clock.now(), clock.is_tsc()))?;
+        if let Err(e) = ffi::map_marker(&file) {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+        Ok(file)
+    }
+
+    /// Flushes writes that would otherwise wait for the next event.
+    fn start_flusher(dump: &Arc<Dump>) {
+        let weak = Arc::downgrade(dump);
+        let _ = std::thread::Builder::new()
+            .name("jprof-jitdump".into())
+            .spawn(move || loop {
+                std::thread::sleep(FLUSH_AFTER);
+                let Some(dump) = weak.upgrade() else { break };
+                let mut state = dump.lock();
+                if state.out.is_none() {
+                    break;
+                }
+                if state.unflushed > 0 {
+                    Self::flush_locked(&mut state);
+                }
+            });
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves the state usable: records are whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn flush_locked(state: &mut State) {
+        if let Some(out) = &mut state.out {
+            if out.flush().is_err() {
+                // Disk full or similar: stop writing rather than leave a torn stream behind.
+                state.out = None;
+            }
+        }
+        state.unflushed = 0;
+        state.last_flush = Instant::now();
+    }
+
+    fn append(&self, state: &mut State, mut records: Vec<u8>) {
+        restamp(&mut records, self.clock.now());
+        let Some(out) = &mut state.out else { return };
+        if out.write_all(&records).is_err() {
+            state.out = None;
+            return;
+        }
+        state.unflushed += 1;
+        if state.unflushed >= FLUSH_RECORDS || state.last_flush.elapsed() >= FLUSH_AFTER {
+            Self::flush_locked(state);
+        }
+    }
+
+    /// Writes the records of one code load with code index `index`. `owner` identifies the
+    /// method for a later unload.
+    pub fn write_load(&self, code_addr: u64, owner: usize, index: u64, records: Vec<u8>) {
+        let mut state = self.lock();
+        state.live.insert(code_addr, (owner, index));
+        self.append(&mut state, records);
+    }
+
+    /// Writes an unload record if `owner`'s code still starts at `code_addr`: HotSpot posts
+    /// unloads late, and the address may already hold newer code, which must stay.
+    pub fn write_unload(&self, code_addr: u64, owner: usize, build: impl FnOnce(u64) -> Vec<u8>) {
+        let mut state = self.lock();
+        match state.live.get(&code_addr) {
+            Some(&(o, index)) if o == owner => {
+                state.live.remove(&code_addr);
+                self.append(&mut state, build(index));
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes records not tied to compiled code (generated stubs).
+    pub fn write(&self, records: Vec<u8>) {
+        let mut state = self.lock();
+        self.append(&mut state, records);
+    }
+
+    /// A fresh CODE_LOAD index (perf names its ELF files by it), from 1.
+    pub fn next_index(&self) -> u64 {
+        self.next_index.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn flush(&self) {
+        Self::flush_locked(&mut self.lock());
+    }
+
+    /// Flushes and stops writing (VM death / unload); later events are dropped.
+    pub fn close(&self) {
+        let mut state = self.lock();
+        Self::flush_locked(&mut state);
+        state.out = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jprof::format::jitdump::{self, RecordBody};
+
+    #[test]
+    fn records_reach_the_file_with_increasing_timestamps() {
+        let dir = std::env::temp_dir().join(format!("jprof-agent-dump-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let clock = Clock::detect();
+        let dump = Dump::create(std::slice::from_ref(&dir), 4242, clock).unwrap();
+        for i in 0..3u64 {
+            let index = dump.next_index();
+            let load = jitdump_write::CodeLoad {
+                pid: 4242,
+                tid: 1,
+                code_addr: 0x1000 * (i + 1),
+                code_index: index,
+                name: "demo.A.f",
+                code: &[0x90; 5],
+            };
+            let records = jitdump_write::code_load(0, &load);
+            dump.write_load(0x1000 * (i + 1), i as usize, index, records);
+        }
+        // Only the matching owner unloads.
+        dump.write_unload(0x1000, 7, |_| jitdump_write::close(0));
+        dump.close();
+        let bytes = std::fs::read(dir.join("jit-4242.dump")).unwrap();
+        let header = jitdump::parse_header(&bytes).unwrap();
+        assert_eq!(header.pid, 4242);
+        assert_eq!(header.arch_timestamp(), clock.is_tsc());
+        let batch = jitdump::parse_records(&bytes, &header, 0);
+        assert!(batch.error.is_none());
+        assert_eq!(batch.records.len(), 3);
+        let stamps: Vec<u64> = batch.records.iter().map(|r| r.timestamp).collect();
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]) && stamps[0] > 0);
+        assert!(matches!(
+            batch.records[2].body,
+            RecordBody::CodeLoad { code_index: 3, .. }
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

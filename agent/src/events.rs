@@ -1,0 +1,187 @@
+//! JVMTI events → jitdump records. Everything here is safe Rust over data `ffi` already copied
+//! out of the VM.
+//!
+//! - CompiledMethodLoad: DEBUG_INFO (line per PC), SAMPLY DEBUG_INFO2 (inline tree), CODE_LOAD
+//!   named `pkg.Class.method`. No JIT_TIER: HotSpot does not say which compiler (C1 or C2) made
+//!   an nmethod through JVMTI (docs/java.md).
+//! - DynamicCodeGenerated: JIT_TIER (interpreter or stub) + CODE_LOAD with the VM's name.
+//! - CompiledMethodUnload: jprof's CODE_UNLOAD, when the address still holds that method.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use jprof::format::jitdump::TierKind;
+use jprof::format::jitdump_write::{self, CodeLoad};
+
+use crate::clock::Clock;
+use crate::debug::{self, PcStack};
+use crate::dump::Dump;
+use crate::ffi::{Jvmti, MethodId};
+
+pub struct Agent {
+    pub jvmti: Jvmti,
+    /// Replaced when the agent is attached again (a new jprof session).
+    current: Mutex<Arc<Dump>>,
+    pid: u32,
+}
+
+impl Agent {
+    fn dump(&self) -> Arc<Dump> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// Where the jitdump goes: `dir=PATH` in the agent options, else `$JPROF_JITDUMP_DIR`, else
+/// the working directory; `/tmp` if none of those takes it.
+fn dump_dirs(options: &str) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = options.split(',').find_map(|o| o.strip_prefix("dir=")) {
+        dirs.push(PathBuf::from(dir));
+    } else if let Some(dir) = std::env::var_os("JPROF_JITDUMP_DIR").filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(dir));
+    } else if let Ok(cwd) = std::env::current_dir() {
+        dirs.push(cwd);
+    }
+    dirs.push(PathBuf::from("/tmp"));
+    dirs
+}
+
+pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
+    let pid = std::process::id();
+    let dump = Dump::create(&dump_dirs(options), pid, Clock::detect())
+        .map_err(|e| format!("cannot create the jitdump: {e}"))?;
+    Ok(Agent {
+        jvmti,
+        current: Mutex::new(dump),
+        pid,
+    })
+}
+
+/// A second attach to the same VM (a new jprof session): the old file is closed and a fresh
+/// `jit-<pid>.dump` started, which the caller fills by replaying the VM's code.
+pub fn restart(agent: &Agent, options: &str) -> Result<(), String> {
+    let mut current = agent.current.lock().unwrap_or_else(|e| e.into_inner());
+    current.close();
+    *current = Dump::create(&dump_dirs(options), agent.pid, Clock::detect())
+        .map_err(|e| format!("cannot create the jitdump: {e}"))?;
+    Ok(())
+}
+
+fn tid() -> u32 {
+    nix::unistd::gettid().as_raw() as u32
+}
+
+pub fn compiled_method_load(
+    agent: &Agent,
+    method: MethodId,
+    code_addr: u64,
+    code: &[u8],
+    pcs: &[PcStack<MethodId>],
+) {
+    let code_size = code.len() as u32;
+    let tables = debug::build(method, code_size, pcs, |m| agent.jvmti.method_info(m));
+    let name = tables
+        .functions
+        .first()
+        .and_then(|f| tables.names.get(f.0 as usize))
+        .cloned()
+        .unwrap_or_default();
+    let mut records = Vec::new();
+    if !tables.line_entries.is_empty() {
+        let entries: Vec<(u64, i32, &str)> = tables
+            .line_entries
+            .iter()
+            .map(|(offset, line, file)| (code_addr + u64::from(*offset), *line, file.as_str()))
+            .collect();
+        records.extend(jitdump_write::debug_info(0, code_addr, &entries));
+    }
+    if !tables.inlines.is_empty() || !tables.lines.is_empty() {
+        let files: Vec<&str> = tables.files.iter().map(String::as_str).collect();
+        let names: Vec<&str> = tables.names.iter().map(String::as_str).collect();
+        records.extend(jitdump_write::debug_info2(
+            0,
+            &files,
+            &names,
+            &tables.functions,
+            &tables.inlines,
+            &tables.lines,
+        ));
+    }
+    let dump = agent.dump();
+    let code_index = dump.next_index();
+    let load = CodeLoad {
+        pid: agent.pid,
+        tid: tid(),
+        code_addr,
+        code_index,
+        name: &name,
+        code,
+    };
+    records.extend(jitdump_write::code_load(0, &load));
+    dump.write_load(code_addr, method.raw(), code_index, records);
+}
+
+pub fn compiled_method_unload(agent: &Agent, method: MethodId, code_addr: u64) {
+    agent
+        .dump()
+        .write_unload(code_addr, method.raw(), |code_index| {
+            jitdump_write::code_unload(0, code_addr, code_index)
+        });
+}
+
+/// HotSpot's names: "Interpreter" for the template interpreter; everything else is a stub,
+/// adapter or runtime blob.
+fn tier_of(name: &str) -> (TierKind, &'static str) {
+    if name == "Interpreter" {
+        (TierKind::INTERPRETER, "template interpreter")
+    } else {
+        (TierKind::STUB, "")
+    }
+}
+
+pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code: &[u8]) {
+    let (kind, tier) = tier_of(name);
+    let dump = agent.dump();
+    let mut records = jitdump_write::jit_tier(0, address, kind, tier);
+    let load = CodeLoad {
+        pid: agent.pid,
+        tid: tid(),
+        code_addr: address,
+        code_index: dump.next_index(),
+        name,
+        code,
+    };
+    records.extend(jitdump_write::code_load(0, &load));
+    dump.write(records);
+}
+
+pub fn flush(agent: &Agent) {
+    agent.dump().flush();
+}
+
+pub fn close(agent: &Agent) {
+    agent.dump().close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_dir_precedence() {
+        assert_eq!(
+            dump_dirs("dir=/x/y,other"),
+            [PathBuf::from("/x/y"), PathBuf::from("/tmp")]
+        );
+        assert_eq!(dump_dirs("").last(), Some(&PathBuf::from("/tmp")));
+    }
+
+    #[test]
+    fn interpreter_and_stubs() {
+        assert_eq!(tier_of("Interpreter").0, TierKind::INTERPRETER);
+        assert_eq!(tier_of("StubRoutines (1)").0, TierKind::STUB);
+    }
+}

@@ -1,0 +1,580 @@
+//! Every `unsafe` line of the agent: hand-written JVMTI bindings (only the functions called, at
+//! their 1-based numbers in jdk/include/jvmti.h; the slot in the table is number − 1), the
+//! exported `Agent_OnLoad` / `Agent_OnAttach` / `Agent_OnUnload`, the event callbacks (each
+//! decodes the VM's pointers into owned Rust data and hands it to `events`, inside
+//! `catch_unwind` so no panic ever unwinds into the JVM), the jitdump marker mmap and rdtsc.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use crate::debug::{MethodInfo, PcStack};
+use crate::events::{self, Agent};
+use crate::names;
+
+type Jint = i32;
+type JvmtiError = c_int;
+const JVMTI_ERROR_NONE: JvmtiError = 0;
+const JNI_OK: Jint = 0;
+/// `JVMTI_VERSION_1_2` (jvmti.h): every HotSpot since JDK 7 provides it.
+const JVMTI_VERSION_1_2: Jint = 0x3001_0200;
+const JVMTI_ENABLE: c_int = 1;
+
+/// Event numbers (jvmtiEvent in jvmti.h).
+const EVENT_VM_INIT: c_int = 50;
+const EVENT_VM_DEATH: c_int = 51;
+const EVENT_COMPILED_METHOD_LOAD: c_int = 68;
+const EVENT_COMPILED_METHOD_UNLOAD: c_int = 69;
+const EVENT_DYNAMIC_CODE_GENERATED: c_int = 70;
+/// jvmtiEventCallbacks has one slot per event from 50 (VMInit) to 86 in JDK 17 (88 in JDK 21+);
+/// SetEventCallbacks takes the size, so the JDK 17 length works on every version.
+const CALLBACK_SLOTS: usize = 37;
+
+/// jvmtiCapabilities is a 128-bit bitfield (LSB first on x86_64): the bits the agent adds.
+const CAN_GET_SOURCE_FILE_NAME: u32 = 1 << 11;
+const CAN_GET_LINE_NUMBERS: u32 = 1 << 12;
+const CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS: u32 = 1 << 27;
+
+/// jvmticmlr.h.
+const JVMTI_CMLR_INLINE_INFO: c_int = 2;
+const JVMTI_CMLR_MAJOR_VERSION_1: Jint = 1;
+
+/// `jvmtiEnv` / `JavaVM`: a pointer to a function table.
+#[repr(C)]
+pub struct FunctionTable {
+    functions: *const *const c_void,
+}
+
+type RawEnv = *mut FunctionTable;
+type JMethodId = *mut c_void;
+type JClass = *mut c_void;
+
+#[repr(C)]
+struct LineNumberEntry {
+    start_location: i64,
+    line_number: Jint,
+}
+
+#[repr(C)]
+struct CmlrHeader {
+    kind: c_int,
+    major: Jint,
+    minor: Jint,
+    next: *const CmlrHeader,
+}
+
+#[repr(C)]
+struct PcStackInfo {
+    pc: *const c_void,
+    numstackframes: Jint,
+    methods: *const JMethodId,
+    bcis: *const Jint,
+}
+
+#[repr(C)]
+struct InlineRecord {
+    header: CmlrHeader,
+    numpcs: Jint,
+    pcinfo: *const PcStackInfo,
+}
+
+/// Reads function number `$n` of a JVMTI (or JNI invoke) table as `$ty`; `None` if the slot is
+/// empty.
+macro_rules! table_fn {
+    ($env:expr, $n:expr, $ty:ty) => {{
+        // SAFETY: `$env` is a live env the VM gave us; every table in jvmti.h/jni.h has more
+        // than `$n` pointer-sized slots, and the slot holds a function of type `$ty` (the
+        // signature copied from the header) or null.
+        unsafe {
+            let slot = *(*$env).functions.add($n - 1);
+            if slot.is_null() {
+                None
+            } else {
+                Some(std::mem::transmute::<*const c_void, $ty>(slot))
+            }
+        }
+    }};
+}
+
+type GetEnvFn = unsafe extern "C" fn(*mut FunctionTable, *mut *mut c_void, Jint) -> Jint;
+type SetEventNotificationModeFn =
+    unsafe extern "C" fn(RawEnv, c_int, c_int, *mut c_void, ...) -> JvmtiError;
+type DeallocateFn = unsafe extern "C" fn(RawEnv, *mut u8) -> JvmtiError;
+type GetClassSignatureFn =
+    unsafe extern "C" fn(RawEnv, JClass, *mut *mut c_char, *mut *mut c_char) -> JvmtiError;
+type GetSourceFileNameFn = unsafe extern "C" fn(RawEnv, JClass, *mut *mut c_char) -> JvmtiError;
+type GetMethodNameFn = unsafe extern "C" fn(
+    RawEnv,
+    JMethodId,
+    *mut *mut c_char,
+    *mut *mut c_char,
+    *mut *mut c_char,
+) -> JvmtiError;
+type GetMethodDeclaringClassFn = unsafe extern "C" fn(RawEnv, JMethodId, *mut JClass) -> JvmtiError;
+type GetLineNumberTableFn =
+    unsafe extern "C" fn(RawEnv, JMethodId, *mut Jint, *mut *mut LineNumberEntry) -> JvmtiError;
+type SetEventCallbacksFn = unsafe extern "C" fn(RawEnv, *const c_void, Jint) -> JvmtiError;
+type GenerateEventsFn = unsafe extern "C" fn(RawEnv, c_int) -> JvmtiError;
+type CapabilitiesFn = unsafe extern "C" fn(RawEnv, *mut [u32; 4]) -> JvmtiError;
+
+/// A method of the running VM. Only the VM's callbacks create one, so JVMTI is never asked
+/// about a made-up id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MethodId(usize);
+
+impl MethodId {
+    /// For matching a load with its unload only; never passed back to JVMTI from there.
+    pub fn raw(self) -> usize {
+        self.0
+    }
+}
+
+/// The JVMTI environment. JVMTI functions may be called from any thread.
+pub struct Jvmti {
+    env: RawEnv,
+    lines: bool,
+    source_files: bool,
+}
+
+// SAFETY: a jvmtiEnv is usable from every thread (JVMTI spec, "Function Execution"); the
+// struct holds only the pointer and two flags.
+unsafe impl Send for Jvmti {}
+// SAFETY: as above; no interior mutability.
+unsafe impl Sync for Jvmti {}
+
+/// A string the VM allocated, given back with Deallocate when dropped.
+struct VmString<'a> {
+    jvmti: &'a Jvmti,
+    ptr: *mut c_char,
+}
+
+impl VmString<'_> {
+    fn text(&self) -> Option<String> {
+        if self.ptr.is_null() {
+            return None;
+        }
+        // SAFETY: JVMTI returns NUL-terminated modified-UTF-8 strings, alive until Deallocate.
+        Some(
+            unsafe { CStr::from_ptr(self.ptr) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
+impl Drop for VmString<'_> {
+    fn drop(&mut self) {
+        self.jvmti.deallocate(self.ptr.cast());
+    }
+}
+
+impl Jvmti {
+    fn deallocate(&self, ptr: *mut u8) {
+        if ptr.is_null() {
+            return;
+        }
+        if let Some(f) = table_fn!(self.env, 47, DeallocateFn) {
+            // SAFETY: `ptr` was allocated by this env (a JVMTI out-parameter) and is freed once.
+            unsafe { f(self.env, ptr) };
+        }
+    }
+
+    fn vm_string(&self, ptr: *mut c_char) -> VmString<'_> {
+        VmString { jvmti: self, ptr }
+    }
+
+    /// Name, source file and line table of `method`; `None` if the VM cannot tell (e.g. the
+    /// class is being unloaded).
+    pub fn method_info(&self, method: MethodId) -> Option<MethodInfo> {
+        let id = method.0 as JMethodId;
+        let get_name = table_fn!(self.env, 64, GetMethodNameFn)?;
+        let get_class = table_fn!(self.env, 65, GetMethodDeclaringClassFn)?;
+        let get_signature = table_fn!(self.env, 48, GetClassSignatureFn)?;
+        let mut name = std::ptr::null_mut();
+        // SAFETY: `id` came from the VM in this callback; out-pointers are valid locals; a
+        // null signature/generic pointer means "not wanted" (JVMTI spec).
+        let err = unsafe {
+            get_name(
+                self.env,
+                id,
+                &mut name,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        let name = self.vm_string(name);
+        if err != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let mut class: JClass = std::ptr::null_mut();
+        // SAFETY: as above; the class is a JNI local reference freed with the event's frame.
+        if unsafe { get_class(self.env, id, &mut class) } != JVMTI_ERROR_NONE || class.is_null() {
+            return None;
+        }
+        let mut signature = std::ptr::null_mut();
+        // SAFETY: `class` is the live reference just returned.
+        let err = unsafe { get_signature(self.env, class, &mut signature, std::ptr::null_mut()) };
+        let signature = self.vm_string(signature);
+        if err != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let signature = signature.text()?;
+        let mut info = MethodInfo {
+            name: names::method_name(&signature, &name.text()?),
+            ..MethodInfo::default()
+        };
+        if self.source_files {
+            if let Some(get_source) = table_fn!(self.env, 50, GetSourceFileNameFn) {
+                let mut source = std::ptr::null_mut();
+                // SAFETY: `class` is live; fails with ABSENT_INFORMATION when there is none.
+                let err = unsafe { get_source(self.env, class, &mut source) };
+                let source = self.vm_string(source);
+                if err == JVMTI_ERROR_NONE {
+                    info.file = source
+                        .text()
+                        .map(|file| names::source_path(&signature, &file));
+                }
+            }
+        }
+        if self.lines {
+            if let Some(get_lines) = table_fn!(self.env, 70, GetLineNumberTableFn) {
+                let mut count: Jint = 0;
+                let mut table: *mut LineNumberEntry = std::ptr::null_mut();
+                // SAFETY: `id` is live; fails for native/abstract methods, leaving table null.
+                let err = unsafe { get_lines(self.env, id, &mut count, &mut table) };
+                if err == JVMTI_ERROR_NONE && !table.is_null() && count > 0 {
+                    // SAFETY: JVMTI returned `count` entries at `table`, freed just below.
+                    let entries = unsafe { std::slice::from_raw_parts(table, count as usize) };
+                    info.lines = entries
+                        .iter()
+                        .map(|e| (e.start_location, e.line_number))
+                        .collect();
+                    info.lines.sort_unstable();
+                }
+                self.deallocate(table.cast());
+            }
+        }
+        Some(info)
+    }
+
+    fn generate_events(&self, event: c_int) {
+        if let Some(f) = table_fn!(self.env, 123, GenerateEventsFn) {
+            // SAFETY: live env; the event number is one of jvmti.h's.
+            unsafe { f(self.env, event) };
+        }
+    }
+}
+
+static AGENT: OnceLock<Agent> = OnceLock::new();
+
+/// Runs `f` on the agent, swallowing panics: nothing may unwind into the JVM.
+fn with_agent(f: impl FnOnce(&Agent)) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(agent) = AGENT.get() {
+            f(agent);
+        }
+    }));
+}
+
+/// Owned copy of `len` bytes of code at `addr`.
+fn copy_code(addr: *const c_void, len: Jint) -> Vec<u8> {
+    if addr.is_null() || len <= 0 {
+        return Vec::new();
+    }
+    // SAFETY: the VM just told us `[addr, addr + len)` holds code it installed; the code cache
+    // stays mapped for the VM's lifetime, and the bytes are only copied.
+    unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len as usize) }.to_vec()
+}
+
+/// The inline records of `compile_info` (a chain of jvmticmlr.h records), as owned data.
+fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcStack<MethodId>> {
+    let mut out = Vec::new();
+    let mut record = compile_info.cast::<CmlrHeader>();
+    // A bound on the chain, so a corrupt `next` cannot loop forever.
+    for _ in 0..64 {
+        if record.is_null() {
+            break;
+        }
+        // SAFETY: `compile_info` is null or a chain of records valid during the callback
+        // (jvmticmlr.h); each starts with the common header.
+        let header = unsafe { &*record };
+        if header.kind == JVMTI_CMLR_INLINE_INFO && header.major == JVMTI_CMLR_MAJOR_VERSION_1 {
+            // SAFETY: kind INLINE_INFO means the record is a jvmtiCompiledMethodLoadInlineRecord.
+            let inline = unsafe { &*record.cast::<InlineRecord>() };
+            if !inline.pcinfo.is_null() && inline.numpcs > 0 {
+                // SAFETY: `pcinfo` points at `numpcs` PCStackInfo entries.
+                let pcs =
+                    unsafe { std::slice::from_raw_parts(inline.pcinfo, inline.numpcs as usize) };
+                for pc in pcs {
+                    let n = pc.numstackframes.max(0) as usize;
+                    let mut frames = Vec::with_capacity(n);
+                    if n > 0 && !pc.methods.is_null() && !pc.bcis.is_null() {
+                        // SAFETY: both arrays have `numstackframes` entries.
+                        let (methods, bcis) = unsafe {
+                            (
+                                std::slice::from_raw_parts(pc.methods, n),
+                                std::slice::from_raw_parts(pc.bcis, n),
+                            )
+                        };
+                        for (m, bci) in methods.iter().zip(bcis) {
+                            frames.push((MethodId(*m as usize), *bci));
+                        }
+                    }
+                    let offset = (pc.pc as u64).wrapping_sub(code_addr);
+                    if let Ok(pc_offset) = u32::try_from(offset) {
+                        out.push(PcStack { pc_offset, frames });
+                    }
+                }
+            }
+        }
+        record = header.next;
+    }
+    out
+}
+
+unsafe extern "C" fn on_compiled_method_load(
+    _env: RawEnv,
+    method: JMethodId,
+    code_size: Jint,
+    code_addr: *const c_void,
+    _map_length: Jint,
+    _map: *const c_void,
+    compile_info: *const c_void,
+) {
+    with_agent(|agent| {
+        let code = copy_code(code_addr, code_size);
+        let pcs = pc_stacks(compile_info, code_addr as u64);
+        events::compiled_method_load(
+            agent,
+            MethodId(method as usize),
+            code_addr as u64,
+            &code,
+            &pcs,
+        );
+    });
+}
+
+unsafe extern "C" fn on_compiled_method_unload(
+    _env: RawEnv,
+    method: JMethodId,
+    code_addr: *const c_void,
+) {
+    with_agent(|agent| {
+        events::compiled_method_unload(agent, MethodId(method as usize), code_addr as u64)
+    });
+}
+
+unsafe extern "C" fn on_dynamic_code_generated(
+    _env: RawEnv,
+    name: *const c_char,
+    address: *const c_void,
+    length: Jint,
+) {
+    with_agent(|agent| {
+        let name = if name.is_null() {
+            "[HotSpot stub]".to_string()
+        } else {
+            // SAFETY: the VM passes a NUL-terminated name valid during the callback.
+            unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let code = copy_code(address, length);
+        events::dynamic_code_generated(agent, &name, address as u64, &code);
+    });
+}
+
+unsafe extern "C" fn on_vm_init(_env: RawEnv, _jni: *mut c_void, _thread: *mut c_void) {
+    with_agent(|agent| {
+        // Stubs generated before the live phase are not all posted; replaying them is cheap.
+        agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
+        events::flush(agent);
+    });
+}
+
+unsafe extern "C" fn on_vm_death(_env: RawEnv, _jni: *mut c_void) {
+    with_agent(events::close);
+}
+
+/// Sets up the env: capabilities, callbacks, events. `Err` says what failed.
+fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<(), String> {
+    if vm.is_null() {
+        return Err("no JavaVM".into());
+    }
+    let options = if options.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the VM passes the `=...` part of -agentpath as a NUL-terminated string.
+        unsafe { CStr::from_ptr(options) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    if let Some(agent) = AGENT.get() {
+        // Attached again: the env, capabilities and callbacks are in place; start a new file.
+        if !live {
+            return Err("the agent is already loaded in this VM".into());
+        }
+        events::restart(agent, &options)?;
+        agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
+        agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
+        events::flush(agent);
+        return Ok(());
+    }
+    let get_env = table_fn!(vm, 7, GetEnvFn).ok_or("JNI GetEnv missing")?;
+    let mut env: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `vm` is the JavaVM the VM passed to Agent_OnLoad/OnAttach.
+    if unsafe { get_env(vm, &mut env, JVMTI_VERSION_1_2) } != JNI_OK || env.is_null() {
+        return Err("JVMTI 1.2 is not available".into());
+    }
+    let env = env.cast::<FunctionTable>();
+
+    let mut potential = [0u32; 4];
+    if let Some(f) = table_fn!(env, 140, CapabilitiesFn) {
+        // SAFETY: live env, `potential` is a 16-byte jvmtiCapabilities.
+        unsafe { f(env, &mut potential) };
+    }
+    let wanted =
+        CAN_GET_SOURCE_FILE_NAME | CAN_GET_LINE_NUMBERS | CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS;
+    let mut caps = [potential[0] & wanted, 0, 0, 0];
+    let add = table_fn!(env, 142, CapabilitiesFn).ok_or("AddCapabilities missing")?;
+    // SAFETY: live env; `caps` is a valid jvmtiCapabilities with only potential bits set.
+    if caps[0] & CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS == 0
+        || unsafe { add(env, &mut caps) } != JVMTI_ERROR_NONE
+    {
+        return Err("the VM cannot generate CompiledMethodLoad events".into());
+    }
+    let jvmti = Jvmti {
+        env,
+        lines: caps[0] & CAN_GET_LINE_NUMBERS != 0,
+        source_files: caps[0] & CAN_GET_SOURCE_FILE_NAME != 0,
+    };
+
+    let agent = events::start(jvmti, &options)?;
+    if AGENT.set(agent).is_err() {
+        return Err("the agent is already loaded in this VM".into());
+    }
+
+    let mut callbacks = [std::ptr::null::<c_void>(); CALLBACK_SLOTS];
+    let slot = |event: c_int| (event - EVENT_VM_INIT) as usize;
+    callbacks[slot(EVENT_VM_INIT)] = on_vm_init as *const c_void;
+    callbacks[slot(EVENT_VM_DEATH)] = on_vm_death as *const c_void;
+    callbacks[slot(EVENT_COMPILED_METHOD_LOAD)] = on_compiled_method_load as *const c_void;
+    callbacks[slot(EVENT_COMPILED_METHOD_UNLOAD)] = on_compiled_method_unload as *const c_void;
+    callbacks[slot(EVENT_DYNAMIC_CODE_GENERATED)] = on_dynamic_code_generated as *const c_void;
+    let set_callbacks =
+        table_fn!(env, 122, SetEventCallbacksFn).ok_or("SetEventCallbacks missing")?;
+    // SAFETY: the array has the layout of jvmtiEventCallbacks' first CALLBACK_SLOTS fields
+    // (one function pointer per event from 50); the VM copies it.
+    let err = unsafe {
+        set_callbacks(
+            env,
+            callbacks.as_ptr().cast(),
+            std::mem::size_of_val(&callbacks) as Jint,
+        )
+    };
+    if err != JVMTI_ERROR_NONE {
+        return Err(format!("SetEventCallbacks failed ({err})"));
+    }
+    let enable =
+        table_fn!(env, 2, SetEventNotificationModeFn).ok_or("SetEventNotificationMode missing")?;
+    for event in [
+        EVENT_VM_INIT,
+        EVENT_VM_DEATH,
+        EVENT_COMPILED_METHOD_LOAD,
+        EVENT_COMPILED_METHOD_UNLOAD,
+        EVENT_DYNAMIC_CODE_GENERATED,
+    ] {
+        // SAFETY: live env; a null thread means all threads.
+        let err = unsafe { enable(env, JVMTI_ENABLE, event, std::ptr::null_mut()) };
+        if err != JVMTI_ERROR_NONE {
+            return Err(format!("enabling event {event} failed ({err})"));
+        }
+    }
+    if live {
+        // Attached to a running VM: replay what was compiled and generated before us.
+        if let Some(agent) = AGENT.get() {
+            agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
+            agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
+            events::flush(agent);
+        }
+    }
+    Ok(())
+}
+
+/// `-agentpath:libjprof_agent.so[=dir=PATH]`. Never stops the VM from starting: a failure is
+/// reported on stderr and the VM runs without the agent.
+#[no_mangle]
+pub extern "C" fn Agent_OnLoad(
+    vm: *mut FunctionTable,
+    options: *const c_char,
+    _reserved: *mut c_void,
+) -> Jint {
+    let result = catch_unwind(AssertUnwindSafe(|| init(vm, options, false)));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("jprof agent: not active: {e}"),
+        Err(_) => eprintln!("jprof agent: not active: internal error"),
+    }
+    JNI_OK
+}
+
+/// Dynamic attach (`load` command): the attaching tool gets a non-zero code on failure.
+#[no_mangle]
+pub extern "C" fn Agent_OnAttach(
+    vm: *mut FunctionTable,
+    options: *const c_char,
+    _reserved: *mut c_void,
+) -> Jint {
+    match catch_unwind(AssertUnwindSafe(|| init(vm, options, true))) {
+        Ok(Ok(())) => JNI_OK,
+        Ok(Err(e)) => {
+            eprintln!("jprof agent: attach failed: {e}");
+            -1
+        }
+        Err(_) => -1,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn Agent_OnUnload(_vm: *mut FunctionTable) {
+    with_agent(events::close);
+}
+
+/// The jitdump marker: an executable private mapping of the file's first page, which the
+/// kernel reports to perf as an MMAP2 record. Deliberately never unmapped (perf's agent keeps
+/// it until exit too).
+pub fn map_marker(file: &File) -> std::io::Result<()> {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = if page > 0 { page as usize } else { 4096 };
+    // SAFETY: a fresh mapping chosen by the kernel over a valid fd; nothing is read through it.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            page,
+            libc::PROT_READ | libc::PROT_EXEC,
+            libc::MAP_PRIVATE,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The time-stamp counter.
+#[cfg(target_arch = "x86_64")]
+pub fn rdtsc() -> Option<u64> {
+    // SAFETY: rdtsc exists on every x86_64 CPU and has no memory effects.
+    #[allow(unused_unsafe)]
+    Some(unsafe { core::arch::x86_64::_rdtsc() })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub fn rdtsc() -> Option<u64> {
+    None
+}
