@@ -474,7 +474,7 @@ fn attach_run(jdk_name: &str) {
         .env_remove("JAVA_TOOL_OPTIONS")
         .args(["-cp"])
         .arg(classes.path())
-        .args(["demo.App", "14"])
+        .args(["demo.App", "25"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
