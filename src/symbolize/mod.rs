@@ -4,6 +4,7 @@
 //! the recording (`embedded`), ELF/DWARF files (`native`) and kallsyms (`kernel`). Rules:
 //! `docs/symbolization.md`.
 
+pub mod at_time;
 pub mod embedded;
 pub mod jit_index;
 pub mod kernel;
@@ -54,6 +55,64 @@ struct SampleStack {
     stack: AddressStack,
 }
 
+/// Applies a record that changes the process model (mappings, names, forks); false for
+/// any other record.
+fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
+    match record {
+        Record::Mmap2 {
+            pid,
+            addr,
+            len,
+            pgoff,
+            build_id,
+            filename,
+            ..
+        } => model.add_mapping(
+            *pid,
+            Mapping {
+                start: *addr,
+                end: addr.saturating_add(*len),
+                pgoff: *pgoff,
+                path: filename.as_str().into(),
+                build_id: build_id.as_deref().map(Into::into),
+            },
+        ),
+        Record::Mmap {
+            pid,
+            addr,
+            len,
+            pgoff,
+            filename,
+            ..
+        } => model.add_mapping(
+            *pid,
+            Mapping {
+                start: *addr,
+                end: addr.saturating_add(*len),
+                pgoff: *pgoff,
+                path: filename.as_str().into(),
+                build_id: None,
+            },
+        ),
+        Record::Comm {
+            pid,
+            tid,
+            comm,
+            exec,
+            ..
+        } => model.comm(*pid, *tid, comm, *exec),
+        Record::Fork {
+            pid,
+            ppid,
+            tid,
+            ptid,
+            ..
+        } => model.fork(*pid, *ppid, *tid, *ptid),
+        _ => return false,
+    }
+    true
+}
+
 /// Replays the records in time order through the process model and hands every sample's
 /// address stack to `visit`. User stacks come from `embedded` when it holds the unwinding
 /// results, else from unwinding here (DWARF mode, or fp mode's frameless-leaf fix).
@@ -69,56 +128,10 @@ fn walk(
     let mut model = ProcessModel::default();
     let mut unwinders = Unwinders::default();
     for timed in &ordered.records {
+        if update_model(&mut model, &timed.record) {
+            continue;
+        }
         match &timed.record {
-            Record::Mmap2 {
-                pid,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                filename,
-                ..
-            } => model.add_mapping(
-                *pid,
-                Mapping {
-                    start: *addr,
-                    end: addr.saturating_add(*len),
-                    pgoff: *pgoff,
-                    path: filename.as_str().into(),
-                    build_id: build_id.as_deref().map(Into::into),
-                },
-            ),
-            Record::Mmap {
-                pid,
-                addr,
-                len,
-                pgoff,
-                filename,
-                ..
-            } => model.add_mapping(
-                *pid,
-                Mapping {
-                    start: *addr,
-                    end: addr.saturating_add(*len),
-                    pgoff: *pgoff,
-                    path: filename.as_str().into(),
-                    build_id: None,
-                },
-            ),
-            Record::Comm {
-                pid,
-                tid,
-                comm,
-                exec,
-                ..
-            } => model.comm(*pid, *tid, comm, *exec),
-            Record::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-                ..
-            } => model.fork(*pid, *ppid, *tid, *ptid),
             Record::Sample(s) => {
                 model.note_thread(s.pid, s.tid);
                 let mut stack = split_callchain(s);
