@@ -34,7 +34,16 @@ pub fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
     .map_err(|e| Error::io(Path::new("<stdout>"), e))?;
     match ending {
         Ending::Complete => Ok(()),
-        Ending::Corrupt(e) => Err(Error::parse(path, e)),
+        Ending::Corrupt(e) => {
+            // The listing names offsets in hex; say where it broke off in both bases.
+            writeln!(
+                out,
+                "error at offset {} ({:#x}): expected {}",
+                e.offset, e.offset, e.expected
+            )
+            .map_err(|e| Error::io(Path::new("<stdout>"), e))?;
+            Err(Error::parse(path, e))
+        }
     }
 }
 
@@ -157,11 +166,7 @@ fn dump_record(r: &Record, size: Option<u32>, out: &mut dyn Write) -> io::Result
              new_code_addr={new_code_addr:#x} code_size={code_size:#x} code_index={code_index}"
         ),
         RecordBody::DebugInfo { code_addr, entries } => {
-            writeln!(
-                out,
-                " code_addr={code_addr:#x} entries={}",
-                entries.len()
-            )?;
+            writeln!(out, " code_addr={code_addr:#x} entries={}", entries.len())?;
             for e in entries {
                 writeln!(
                     out,
@@ -421,7 +426,9 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
             out,
             "meta: command {:?}, target pid {}, event {} at {} Hz, call graph {}, host {} ({})",
             m.command,
-            m.target_pid.or(m.attached_pid).map_or("?".into(), |p| p.to_string()),
+            m.target_pid
+                .or(m.attached_pid)
+                .map_or("?".into(), |p| p.to_string()),
             m.event.event,
             m.event.frequency_hz,
             m.event.call_graph,
@@ -464,10 +471,7 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
             )?;
         }
         Some(e) => return Ok(Ending::Corrupt(e)),
-        None if !finished => writeln!(
-            out,
-            "note: no END chunk (the recorder did not finish)"
-        )?,
+        None if !finished => writeln!(out, "note: no END chunk (the recorder did not finish)")?,
         None => {}
     }
     Ok(Ending::Complete)
@@ -480,9 +484,7 @@ fn truncated_at(bytes: &[u8], offset: usize) -> bool {
     };
     let mut c = Cursor::new(rest, offset);
     match (c.u32(), c.u32(), c.u64()) {
-        (Ok(_), Ok(_), Ok(len)) => {
-            len > (rest.len() - container::CHUNK_HEADER_LEN) as u64
-        }
+        (Ok(_), Ok(_), Ok(len)) => len > (rest.len() - container::CHUNK_HEADER_LEN) as u64,
         _ => true,
     }
 }

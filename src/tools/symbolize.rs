@@ -74,8 +74,8 @@ pub fn run(config: &SymbolizeConfig, out: &mut dyn Write) -> Result<()> {
     match &config.source {
         Source::Jitdump(path) => {
             let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            let header = crate::format::jitdump::parse_header(&bytes)
-                .map_err(|e| Error::parse(path, e))?;
+            let header =
+                crate::format::jitdump::parse_header(&bytes).map_err(|e| Error::parse(path, e))?;
             let pid = config.pid.unwrap_or(header.pid);
             let mut index = JitIndex::default();
             index.add_jitdump(
@@ -97,7 +97,11 @@ pub fn run(config: &SymbolizeConfig, out: &mut dyn Write) -> Result<()> {
         }
         Source::Recording(path) => {
             let recording = Recording::open(path)?;
-            let pid = match config.pid.or(recording.meta.target_pid).or(recording.meta.attached_pid) {
+            let pid = match config
+                .pid
+                .or(recording.meta.target_pid)
+                .or(recording.meta.attached_pid)
+            {
                 Some(pid) => pid,
                 None => {
                     return Err(Error::Usage(format!(
