@@ -1,7 +1,9 @@
 //! The symbolized profile: interned frames and samples with root-first stacks. Built by
 //! `symbolize::resolve` from a recording; consumed by the writers in `report/`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 /// What kind of code a frame is; drives the `_[k]`/`_[j]`/`_[i]` suffixes and colours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,7 +56,7 @@ pub struct ThreadInfo {
 #[derive(Debug, Default)]
 pub struct Profile {
     frames: Vec<Frame>,
-    index: HashMap<Frame, FrameId>,
+    index: FxHashMap<Frame, FrameId>,
     pub samples: Vec<ProfileSample>,
     pub threads: BTreeMap<u32, ThreadInfo>,
     /// Things the reader should know (unknown addresses, missing kernel symbols, ...).

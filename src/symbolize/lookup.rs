@@ -2,8 +2,10 @@
 //! on disk (binaries, vdso, /proc/kallsyms). Results are cached per (binary, offset); what
 //! could not be named is counted for the profile's notes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use super::embedded::EmbeddedIndex;
 use super::kernel::{self, KernelSymbols};
@@ -46,7 +48,7 @@ pub struct Symbolizer<'e> {
     /// Whether this machine's kallsyms and binaries may be used (same kernel release).
     kernel_from_disk: bool,
     kernel: Option<Arc<KernelSymbols>>,
-    cache: HashMap<(Arc<str>, u64), Named>,
+    cache: FxHashMap<(Arc<str>, u64), Named>,
     pub unknown: UnknownCounts,
 }
 
@@ -56,7 +58,7 @@ impl<'e> Symbolizer<'e> {
             embedded,
             kernel_from_disk,
             kernel: None,
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             unknown: UnknownCounts::default(),
         }
     }

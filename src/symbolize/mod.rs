@@ -6,6 +6,7 @@
 
 pub mod at_time;
 pub mod embedded;
+pub mod frame_cache;
 pub mod jit_index;
 pub mod kernel;
 pub mod lookup;
@@ -214,6 +215,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
+    let mut cache = frame_cache::FrameCache::default();
     let model = walk(
         recording,
         &ordered,
@@ -246,23 +248,45 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                     }
                     continue;
                 }
+                // Counted per frame inside, so it runs for every frame, cached or not.
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
-                for frame in user_frames(&found, addr) {
-                    stack.push(profile.intern(frame));
-                }
+                let key = match &found.path {
+                    Some(path) => (
+                        Some(frame_cache::SamePath(path.clone())),
+                        found.offset,
+                        found.shown_offset,
+                    ),
+                    None => (None, addr, addr),
+                };
+                let ids = cache.user.entry(key).or_insert_with(|| {
+                    user_frames(&found, addr)
+                        .into_iter()
+                        .map(|frame| profile.intern(frame))
+                        .collect()
+                });
+                stack.extend_from_slice(ids);
             }
             kernel_frames += s.stack.kernel.len() as u64;
             for (i, &addr) in s.stack.kernel.iter().enumerate().rev() {
-                let name = symbolizer
-                    .kernel(addr, i == 0)
-                    .unwrap_or_else(|| format!("[unknown] ({addr:#x})"));
-                stack.push(profile.intern(Frame {
-                    name,
+                let exact = i == 0;
+                if let Some(&(id, named)) = cache.kernel.get(&(addr, exact)) {
+                    if !named {
+                        symbolizer.unknown.kernel += 1;
+                    }
+                    stack.push(id);
+                    continue;
+                }
+                let name = symbolizer.kernel(addr, exact);
+                let named = name.is_some();
+                let id = profile.intern(Frame {
+                    name: name.unwrap_or_else(|| format!("[unknown] ({addr:#x})")),
                     kind: FrameKind::Kernel,
                     module: Some(KERNEL_MODULE.to_string()),
                     file: None,
                     line: None,
-                }));
+                });
+                cache.kernel.insert((addr, exact), (id, named));
+                stack.push(id);
             }
             profile.samples.push(ProfileSample {
                 pid: s.pid,
