@@ -434,7 +434,7 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
                 if found.frames.is_empty() {
                     continue;
                 }
-                hit.entry((path.to_string(), found.build_id.clone()))
+                hit.entry((path.to_string(), found.build_id.as_deref().map(str::to_string)))
                     .or_default()
                     .entry(found.offset)
                     .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
