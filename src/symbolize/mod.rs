@@ -132,52 +132,49 @@ fn walk(
         if update_model(&mut model, &timed.record) {
             continue;
         }
-        match &timed.record {
-            Record::Sample(s) => {
-                model.note_thread(s.pid, s.tid);
-                let mut stack = split_callchain(s);
-                let callchain_user = stack.user.clone();
-                let offset = timed.offset as u64;
-                match embedded.filter(|e| e.unwound) {
-                    Some(e) => {
-                        if let Some(user) = e.stacks.get(&offset) {
-                            stack.user = user.clone();
-                        }
-                    }
-                    None => {
-                        if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
-                            if dwarf {
-                                stack.user =
-                                    unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
-                            } else if stack.user.first() == Some(&regs.ip) {
-                                if let Some(ra) = unwinders.leaf_caller(
-                                    s.pid,
-                                    &model,
-                                    binaries,
-                                    regs,
-                                    s.stack_user,
-                                    &stack.user,
-                                ) {
-                                    stack.user.insert(1, ra);
-                                }
-                            }
+        let Record::Sample(s) = &timed.record else {
+            continue;
+        };
+        model.note_thread(s.pid, s.tid);
+        let mut stack = split_callchain(s);
+        let callchain_user = stack.user.clone();
+        let offset = timed.offset as u64;
+        match embedded.filter(|e| e.unwound) {
+            Some(e) => {
+                if let Some(user) = e.stacks.get(&offset) {
+                    stack.user = user.clone();
+                }
+            }
+            None => {
+                if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
+                    if dwarf {
+                        stack.user = unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
+                    } else if stack.user.first() == Some(&regs.ip) {
+                        if let Some(ra) = unwinders.leaf_caller(
+                            s.pid,
+                            &model,
+                            binaries,
+                            regs,
+                            s.stack_user,
+                            &stack.user,
+                        ) {
+                            stack.user.insert(1, ra);
                         }
                     }
                 }
-                let sample = SampleStack {
-                    offset,
-                    pid: s.pid,
-                    tid: s.tid,
-                    time: s.time,
-                    cpu: s.cpu,
-                    period: s.period,
-                    callchain_user,
-                    stack,
-                };
-                visit(&model, binaries, &sample);
             }
-            _ => {}
         }
+        let sample = SampleStack {
+            offset,
+            pid: s.pid,
+            tid: s.tid,
+            time: s.time,
+            cpu: s.cpu,
+            period: s.period,
+            callchain_user,
+            stack,
+        };
+        visit(&model, binaries, &sample);
     }
     model
 }
@@ -434,10 +431,13 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
                 if found.frames.is_empty() {
                     continue;
                 }
-                hit.entry((path.to_string(), found.build_id.as_deref().map(str::to_string)))
-                    .or_default()
-                    .entry(found.offset)
-                    .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
+                hit.entry((
+                    path.to_string(),
+                    found.build_id.as_deref().map(str::to_string),
+                ))
+                .or_default()
+                .entry(found.offset)
+                .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
             }
             for (i, &addr) in s.stack.kernel.iter().enumerate() {
                 let exact = i == 0;
