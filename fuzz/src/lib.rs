@@ -157,7 +157,12 @@ pub fn perf_map_parser(data: &[u8]) {
         assert!(batch.resume_at >= from && batch.resume_at <= data.len());
     }
     let mut index = jprof::symbolize::jit_index::JitIndex::default();
-    index.add_perf_map(7, "/tmp/perf-7.map", data, &[(0, 1), (data.len() as u64 / 2, 5)]);
+    index.add_perf_map(
+        7,
+        "/tmp/perf-7.map",
+        data,
+        &[(0, 1), (data.len() as u64 / 2, 5)],
+    );
     for e in batch.entries.iter().take(8) {
         let _ = index.frames(7, e.start, 3);
         let _ = index.frames(7, e.start.wrapping_add(e.size / 2), 9);

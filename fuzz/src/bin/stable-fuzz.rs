@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use jprof_fuzz::{jitdump_parser, perf_map_parser, recording_reader, wrap_records, JPROF_SAMPLE_TYPE};
+use jprof_fuzz::{
+    jitdump_parser, perf_map_parser, recording_reader, wrap_records, JPROF_SAMPLE_TYPE,
+};
 
 /// xorshift64*: deterministic and good enough to pick mutations.
 struct Rng(u64);
@@ -134,12 +136,14 @@ fn perf_map_input(rng: &mut Rng) -> Vec<u8> {
         let size = rng.next() >> (32 + rng.below(32));
         match rng.below(8) {
             0 => text.push_str(&format!("0x{start:016x} 0x{size:016x} Interpreter\n")),
-            1 => text.push_str(&format!("{start:X} {size:X} java/lang/String.hashCode()I\n")),
+            1 => text.push_str(&format!(
+                "{start:X} {size:X} java/lang/String.hashCode()I\n"
+            )),
             2 => text.push_str(&format!("{start:x}\t{size:x}\tJS:*main /app.js:1:1\r\n")),
             3 => text.push_str(&format!("  {start:x} {size:x}\n")),
-            4 => text.push_str("\n"),
+            4 => text.push('\n'),
             5 => text.push_str(&format!("0x {size:x} zz\n")),
-            6 => text.push_str(&format!("{start:x} {size:x} \u{{fffd}}name with spaces")),
+            6 => text.push_str(&format!("{start:x} {size:x} \u{fffd}name with spaces")),
             _ => text.push_str(&format!("{start:x} 0X{size:x} f\n")),
         }
     }
@@ -174,7 +178,10 @@ fn main() {
         .unwrap_or(0x006a_7072_6f66);
     let Some(&(_, generate, body)) = TARGETS.iter().find(|t| t.0 == target) else {
         let known: Vec<&str> = TARGETS.iter().map(|t| t.0).collect();
-        eprintln!("stable-fuzz: unknown target {target:?} (known: {})", known.join(", "));
+        eprintln!(
+            "stable-fuzz: unknown target {target:?} (known: {})",
+            known.join(", ")
+        );
         std::process::exit(2);
     };
     let deadline = Instant::now() + Duration::from_secs(seconds);
