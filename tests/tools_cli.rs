@@ -216,3 +216,61 @@ fn symbolize_rejects_bad_arguments() {
     let out = jprof(&["symbolize", "--jitdump", missing.to_str().unwrap(), "0x1"]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn symbolize_reads_jit_code_from_a_recordings_side_files() {
+    use jprof::format::recording::{encode_chunk, encode_side_piece, file_header};
+    use jprof::format::recording::{ChunkKind, SideKind, SidePiece};
+    use jprof::recording::{EventConfig, HostFacts, Meta};
+    let meta = Meta {
+        jprof_version: "test".into(),
+        command: vec!["java".into()],
+        attached_pid: None,
+        target_pid: Some(13732),
+        host: HostFacts::default(),
+        event: EventConfig {
+            event: "cpu-clock".into(),
+            event_note: None,
+            frequency_hz: 999,
+            sample_type: 0,
+            regs_user_mask: 0,
+            stack_user_bytes: 0,
+            call_graph: "fp".into(),
+            kernel_callchains: false,
+            clockid: 1,
+        },
+        start_unix_ns: 0,
+    };
+    let jit = std::fs::read(fixture("java/jit-13732.dump")).unwrap();
+    let mut file = file_header().to_vec();
+    file.extend(encode_chunk(
+        ChunkKind::META,
+        &serde_json::to_vec(&meta).unwrap(),
+    ));
+    file.extend(encode_chunk(
+        ChunkKind::SIDE_FILE,
+        &encode_side_piece(&SidePiece {
+            kind: SideKind::JITDUMP,
+            pid: 13732,
+            read_at: 0,
+            offset: 0,
+            path: "/tmp/jit-13732.dump",
+            data: &jit,
+        }),
+    ));
+    file.extend(encode_chunk(ChunkKind::END, b""));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.data");
+    std::fs::write(&path, &file).unwrap();
+    let input = path.to_str().unwrap();
+    // The pid comes from META.
+    let out = jprof(&["symbolize", "-i", input, "0x7f029541e590", "0x10"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "demo.matrix.Matrix.dot at demo/matrix/Matrix.java:29\n?? (0x10)\n"
+    );
+    // Another process has no such code.
+    let out = jprof(&["symbolize", "-i", input, "--pid", "1", "0x7f029541e590"]);
+    assert_eq!(stdout(&out), "?? (0x7f029541e590)\n");
+}
