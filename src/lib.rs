@@ -21,5 +21,6 @@ pub mod symbolize;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod timeline;
+pub mod tools;
 
 pub use error::{Error, Result};

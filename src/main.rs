@@ -8,6 +8,12 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Record(args) => jprof::record::run(&args.into()),
         Command::Report(args) => jprof::report::run(&args.into()).map(|()| 0),
+        Command::Dump(args) => {
+            jprof::tools::dump::run(&args.file, &mut std::io::stdout().lock()).map(|()| 0)
+        }
+        Command::Symbolize(args) => args.into_config().and_then(|config| {
+            jprof::tools::symbolize::run(&config, &mut std::io::stdout().lock()).map(|()| 0)
+        }),
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),

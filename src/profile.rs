@@ -1,7 +1,9 @@
 //! The symbolized profile: interned frames and samples with root-first stacks. Built by
 //! `symbolize::resolve` from a recording; consumed by the writers in `report/`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 /// What kind of code a frame is; drives the `_[k]`/`_[j]`/`_[i]` suffixes and colours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,9 +57,9 @@ pub struct ThreadInfo {
 pub struct Profile {
     frames: Vec<Frame>,
     /// Keyed by frame and JIT tier: the same JIT function at two tiers is two frames.
-    index: HashMap<(Frame, Option<String>), FrameId>,
+    index: FxHashMap<(Frame, Option<String>), FrameId>,
     /// The JIT tier of frames whose runtime named one ("Turbofan (optimized)", ...).
-    tiers: HashMap<FrameId, String>,
+    tiers: FxHashMap<FrameId, String>,
     pub samples: Vec<ProfileSample>,
     pub threads: BTreeMap<u32, ThreadInfo>,
     /// Things the reader should know (unknown addresses, missing kernel symbols, ...).

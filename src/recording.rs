@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::format::perf::{RawRecord, RecordIter, SampleLayout};
 use crate::format::recording::{parse_chunks, ChunkKind};
 use crate::format::ParseError;
+use crate::sys::mapped_file::MappedFile;
 use crate::timeline::ClockConversion;
 
 /// How the events were opened, enough to decode every record.
@@ -93,10 +94,27 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
+/// The bytes of a recording: mapped from its file, or owned (tests, fuzzing).
+enum Bytes {
+    Owned(Vec<u8>),
+    Mapped(MappedFile),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::Mapped(m) => m,
+        }
+    }
+}
+
 /// A loaded recording.
 pub struct Recording {
     pub path: PathBuf,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     chunks: Vec<(ChunkKind, usize, usize)>,
     pub meta: Meta,
     pub clock: Option<ClockConversion>,
@@ -108,12 +126,17 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// Maps the file (reading a large recording into memory first costs more than parsing it).
     pub fn open(path: &Path) -> Result<Self, Error> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        Self::from_bytes(path.to_path_buf(), bytes)
+        let mapped = MappedFile::open(path).map_err(|e| Error::io(path, e))?;
+        Self::load(path.to_path_buf(), Bytes::Mapped(mapped))
     }
 
     pub fn from_bytes(path: PathBuf, bytes: Vec<u8>) -> Result<Self, Error> {
+        Self::load(path, Bytes::Owned(bytes))
+    }
+
+    fn load(path: PathBuf, bytes: Bytes) -> Result<Self, Error> {
         let parsed = parse_chunks(&bytes).map_err(|e| Error::parse(&path, e))?;
         let chunks: Vec<_> = parsed
             .chunks

@@ -75,3 +75,96 @@ pub fn wrap_records(sample_type: u64, regs_user_mask: u64, records: &[u8]) -> Ve
     file.extend(encode_chunk(ChunkKind::PERF_RECORDS, records));
     file
 }
+
+/// Byte order chosen by a byte of the input.
+fn endian_of(b: u8) -> jprof::format::Endian {
+    if b & 1 == 0 {
+        jprof::format::Endian::Little
+    } else {
+        jprof::format::Endian::Big
+    }
+}
+
+/// The jitdump parser, fed three ways: the input as a whole file (header checks), the input as
+/// the records after a valid header (so the record bodies are reached without forging the
+/// magic), and the record stream from offsets the input chooses (a tailer resumes anywhere).
+/// The JIT index then builds from what was parsed and names a few addresses.
+pub fn jitdump_parser(data: &[u8]) {
+    use jprof::format::jitdump;
+    if let Ok(header) = jitdump::parse_header(data) {
+        let batch = jitdump::parse_records(data, &header, 0);
+        assert!(batch.resume_at <= data.len().max(header.records_start()));
+    }
+    let Some((&choice, records)) = data.split_first() else {
+        return;
+    };
+    let endian = endian_of(choice);
+    let mut file = jprof::format::jitdump_write::header(4242, 1, choice & 2 != 0);
+    if endian == jprof::format::Endian::Big {
+        // The writer emits little-endian; swap the header's fields for a big-endian file.
+        for field in [0..4, 4..8, 8..12, 12..16, 16..20, 20..24] {
+            file[field].reverse();
+        }
+        file[24..32].reverse();
+        file[32..40].reverse();
+    }
+    file.extend_from_slice(records);
+    if let Ok(header) = jitdump::parse_header(&file) {
+        let batch = jitdump::parse_records(&file, &header, 0);
+        assert!(batch.resume_at <= file.len());
+        for r in &batch.records {
+            assert!(r.offset < file.len());
+        }
+    }
+    for (i, window) in records.chunks(7).take(4).enumerate() {
+        let from = window.first().map_or(0, |&b| b as usize * (i + 1)) % (records.len() + 1);
+        let batch = jitdump::parse_record_stream(&records[from..], from, endian);
+        assert!(batch.resume_at >= from && batch.resume_at <= records.len());
+    }
+    let mut index = jprof::symbolize::jit_index::JitIndex::default();
+    let clock = jprof::timeline::ClockConversion::default();
+    index.add_jitdump(4242, "/tmp/jit-4242.dump", &file, &clock);
+    for addr in addresses(records) {
+        let _ = index.frames(4242, addr, u64::MAX);
+        let _ = index.frames(4242, addr, 0);
+    }
+}
+
+/// A few addresses taken from the input, so lookups hit the code it declared.
+fn addresses(data: &[u8]) -> Vec<u64> {
+    data.chunks_exact(8)
+        .take(8)
+        .map(|w| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            u64::from_le_bytes(b)
+        })
+        .collect()
+}
+
+/// The perf map parser from the start and from offsets the input chooses; then the JIT index
+/// built from the map names a few addresses.
+pub fn perf_map_parser(data: &[u8]) {
+    use jprof::format::perf_map;
+    let batch = perf_map::parse(data, 0);
+    assert!(batch.resume_at <= data.len());
+    for e in &batch.entries {
+        assert!(e.offset < data.len());
+    }
+    for &b in data.iter().take(4) {
+        let from = (b as usize * 7) % (data.len() + 1);
+        let batch = perf_map::parse(data, from);
+        assert!(batch.resume_at >= from && batch.resume_at <= data.len());
+    }
+    let mut index = jprof::symbolize::jit_index::JitIndex::default();
+    index.add_perf_map(
+        7,
+        "/tmp/perf-7.map",
+        data,
+        &[(0, 1), (data.len() as u64 / 2, 5)],
+    );
+    for e in batch.entries.iter().take(8) {
+        let _ = index.frames(7, e.start, 3);
+        let _ = index.frames(7, e.start.wrapping_add(e.size / 2), 9);
+    }
+}

@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::record::{CallGraph, EventChoice, RecordConfig, Target};
 use crate::report::{Format, ReportConfig};
+use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,6 +31,16 @@ pub enum Command {
         after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
     Report(ReportArgs),
+    /// List a jitdump (header and every record with its offset) or a recording's chunks.
+    #[command(
+        after_help = "Examples:\n  jprof dump /tmp/jit-1234.dump\n  jprof dump jprof.data | less"
+    )]
+    Dump(DumpArgs),
+    /// Name addresses, innermost frame first (addr2line for JIT code).
+    #[command(
+        after_help = "Examples:\n  jprof symbolize -i jprof.data 0x7f3a12345678\n  jprof symbolize -i jprof.data --pid 4242 --time 1.5 7f3a12345678 55d0c0de1234\n  jprof symbolize --jitdump /tmp/jit-1234.dump 0x7f0295412345"
+    )]
+    Symbolize(SymbolizeArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -102,6 +113,74 @@ pub struct ReportArgs {
     /// Only samples of threads with this name.
     #[arg(long)]
     pub comm: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// A jitdump (`jit-PID.dump`) or a jprof recording (`jprof.data`).
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["input", "jitdump"])))]
+pub struct SymbolizeArgs {
+    /// Name addresses from this recording (JIT side data, then native symbols).
+    #[arg(short, long)]
+    pub input: Option<PathBuf>,
+    /// Name addresses from this jitdump alone.
+    #[arg(long)]
+    pub jitdump: Option<PathBuf>,
+    /// The process (default: the recording's target, or the jitdump's pid).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Seconds after the recording's first sample (default: the end of the recording).
+    #[arg(long, value_name = "T")]
+    pub time: Option<f64>,
+    /// Print each address before its frames.
+    #[arg(short, long)]
+    pub addresses: bool,
+    /// Addresses in hex (`0x` optional).
+    #[arg(required = true, value_name = "ADDR")]
+    pub addrs: Vec<String>,
+}
+
+impl SymbolizeArgs {
+    /// The config, or a usage error for an address that is not hex or a bad --time.
+    pub fn into_config(self) -> crate::Result<SymbolizeConfig> {
+        let addresses = self
+            .addrs
+            .iter()
+            .map(|a| parse_address(a))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(crate::Error::Usage)?;
+        if self.time.is_some_and(|t| !t.is_finite() || t < 0.0) {
+            return Err(crate::Error::Usage(
+                "--time must be a number of seconds, 0 or more".into(),
+            ));
+        }
+        let source = match (self.input, self.jitdump) {
+            (Some(path), _) => Source::Recording(path),
+            (None, Some(path)) => Source::Jitdump(path),
+            (None, None) => {
+                return Err(crate::Error::Usage(
+                    "give a recording (-i FILE) or a jitdump (--jitdump FILE)".into(),
+                ))
+            }
+        };
+        if self.time.is_some() && matches!(source, Source::Jitdump(_)) {
+            return Err(crate::Error::Usage(
+                "--time needs a recording (-i); a jitdump alone is named at its latest state"
+                    .into(),
+            ));
+        }
+        Ok(SymbolizeConfig {
+            source,
+            pid: self.pid,
+            time: self.time,
+            show_addresses: self.addresses,
+            addresses,
+        })
+    }
 }
 
 impl From<RecordArgs> for RecordConfig {

@@ -2,8 +2,10 @@
 //! on disk (binaries, vdso, /proc/kallsyms). Results are cached per (binary, offset); what
 //! could not be named is counted for the profile's notes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use super::embedded::EmbeddedIndex;
 use super::kernel::{self, KernelSymbols};
@@ -16,7 +18,7 @@ pub struct UserLookup {
     /// The mapping's path, when the address is in a mapping.
     pub path: Option<Arc<str>>,
     /// Build id (hex) from the MMAP2 record, else from the binary on disk.
-    pub build_id: Option<String>,
+    pub build_id: Option<Arc<str>>,
     /// File offset of the looked-up address (`addr - 1` for return addresses).
     pub offset: u64,
     /// File offset of the address itself, for `[unknown] (module+0xoff)`.
@@ -39,14 +41,14 @@ pub struct UnknownCounts {
 }
 
 /// A binary's build id (hex) and the frames at one offset.
-type Named = (Option<String>, Arc<[NativeFrame]>);
+type Named = (Option<Arc<str>>, Arc<[NativeFrame]>);
 
 pub struct Symbolizer<'e> {
     embedded: Option<&'e EmbeddedIndex>,
     /// Whether this machine's kallsyms and binaries may be used (same kernel release).
     kernel_from_disk: bool,
     kernel: Option<Arc<KernelSymbols>>,
-    cache: HashMap<(Arc<str>, u64), Named>,
+    cache: FxHashMap<(Arc<str>, u64), Named>,
     pub unknown: UnknownCounts,
 }
 
@@ -56,7 +58,7 @@ impl<'e> Symbolizer<'e> {
             embedded,
             kernel_from_disk,
             kernel: None,
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             unknown: UnknownCounts::default(),
         }
     }
@@ -88,7 +90,8 @@ impl<'e> Symbolizer<'e> {
             Some(hit) => hit.clone(),
             None => {
                 let record_id = mapping.build_id.as_deref().map(hex);
-                let found = self.native(binaries, &mapping.path, record_id, offset);
+                let (id, frames) = self.native(binaries, &mapping.path, record_id, offset);
+                let found: Named = (id.map(Arc::from), frames);
                 self.cache.insert(key, found.clone());
                 found
             }
@@ -115,7 +118,7 @@ impl<'e> Symbolizer<'e> {
         path: &Arc<str>,
         record_id: Option<String>,
         offset: u64,
-    ) -> Named {
+    ) -> (Option<String>, Arc<[NativeFrame]>) {
         if let Some(e) = self.embedded {
             if let Some(b) = e.binary(path, record_id.as_deref()) {
                 if let Some(frames) = b.frames.get(&offset) {

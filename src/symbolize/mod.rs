@@ -4,7 +4,9 @@
 //! the recording (`embedded`), ELF/DWARF files (`native`) and kallsyms (`kernel`). Rules:
 //! `docs/symbolization.md`.
 
+pub mod at_time;
 pub mod embedded;
+pub mod frame_cache;
 pub mod jit_index;
 pub mod kernel;
 pub mod lookup;
@@ -54,6 +56,64 @@ struct SampleStack {
     stack: AddressStack,
 }
 
+/// Applies a record that changes the process model (mappings, names, forks); false for
+/// any other record.
+fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
+    match record {
+        Record::Mmap2 {
+            pid,
+            addr,
+            len,
+            pgoff,
+            build_id,
+            filename,
+            ..
+        } => model.add_mapping(
+            *pid,
+            Mapping {
+                start: *addr,
+                end: addr.saturating_add(*len),
+                pgoff: *pgoff,
+                path: filename.as_str().into(),
+                build_id: build_id.as_deref().map(Into::into),
+            },
+        ),
+        Record::Mmap {
+            pid,
+            addr,
+            len,
+            pgoff,
+            filename,
+            ..
+        } => model.add_mapping(
+            *pid,
+            Mapping {
+                start: *addr,
+                end: addr.saturating_add(*len),
+                pgoff: *pgoff,
+                path: filename.as_str().into(),
+                build_id: None,
+            },
+        ),
+        Record::Comm {
+            pid,
+            tid,
+            comm,
+            exec,
+            ..
+        } => model.comm(*pid, *tid, comm, *exec),
+        Record::Fork {
+            pid,
+            ppid,
+            tid,
+            ptid,
+            ..
+        } => model.fork(*pid, *ppid, *tid, *ptid),
+        _ => return false,
+    }
+    true
+}
+
 /// Replays the records in time order through the process model and hands every sample's
 /// address stack to `visit`. User stacks come from `embedded` when it holds the unwinding
 /// results, else from unwinding here (DWARF mode, or fp mode's frameless-leaf fix).
@@ -69,101 +129,52 @@ fn walk(
     let mut model = ProcessModel::default();
     let mut unwinders = Unwinders::default();
     for timed in &ordered.records {
-        match &timed.record {
-            Record::Mmap2 {
-                pid,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                filename,
-                ..
-            } => model.add_mapping(
-                *pid,
-                Mapping {
-                    start: *addr,
-                    end: addr.saturating_add(*len),
-                    pgoff: *pgoff,
-                    path: filename.as_str().into(),
-                    build_id: build_id.as_deref().map(Into::into),
-                },
-            ),
-            Record::Mmap {
-                pid,
-                addr,
-                len,
-                pgoff,
-                filename,
-                ..
-            } => model.add_mapping(
-                *pid,
-                Mapping {
-                    start: *addr,
-                    end: addr.saturating_add(*len),
-                    pgoff: *pgoff,
-                    path: filename.as_str().into(),
-                    build_id: None,
-                },
-            ),
-            Record::Comm {
-                pid,
-                tid,
-                comm,
-                exec,
-                ..
-            } => model.comm(*pid, *tid, comm, *exec),
-            Record::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-                ..
-            } => model.fork(*pid, *ppid, *tid, *ptid),
-            Record::Sample(s) => {
-                model.note_thread(s.pid, s.tid);
-                let mut stack = split_callchain(s);
-                let callchain_user = stack.user.clone();
-                let offset = timed.offset as u64;
-                match embedded.filter(|e| e.unwound) {
-                    Some(e) => {
-                        if let Some(user) = e.stacks.get(&offset) {
-                            stack.user = user.clone();
-                        }
-                    }
-                    None => {
-                        if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
-                            if dwarf {
-                                stack.user =
-                                    unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
-                            } else if stack.user.first() == Some(&regs.ip) {
-                                if let Some(ra) = unwinders.leaf_caller(
-                                    s.pid,
-                                    &model,
-                                    binaries,
-                                    regs,
-                                    s.stack_user,
-                                    &stack.user,
-                                ) {
-                                    stack.user.insert(1, ra);
-                                }
-                            }
+        if update_model(&mut model, &timed.record) {
+            continue;
+        }
+        let Record::Sample(s) = &timed.record else {
+            continue;
+        };
+        model.note_thread(s.pid, s.tid);
+        let mut stack = split_callchain(s);
+        let callchain_user = stack.user.clone();
+        let offset = timed.offset as u64;
+        match embedded.filter(|e| e.unwound) {
+            Some(e) => {
+                if let Some(user) = e.stacks.get(&offset) {
+                    stack.user = user.clone();
+                }
+            }
+            None => {
+                if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
+                    if dwarf {
+                        stack.user = unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
+                    } else if stack.user.first() == Some(&regs.ip) {
+                        if let Some(ra) = unwinders.leaf_caller(
+                            s.pid,
+                            &model,
+                            binaries,
+                            regs,
+                            s.stack_user,
+                            &stack.user,
+                        ) {
+                            stack.user.insert(1, ra);
                         }
                     }
                 }
-                let sample = SampleStack {
-                    offset,
-                    pid: s.pid,
-                    tid: s.tid,
-                    time: s.time,
-                    cpu: s.cpu,
-                    period: s.period,
-                    callchain_user,
-                    stack,
-                };
-                visit(&model, binaries, &sample);
             }
-            _ => {}
         }
+        let sample = SampleStack {
+            offset,
+            pid: s.pid,
+            tid: s.tid,
+            time: s.time,
+            cpu: s.cpu,
+            period: s.period,
+            callchain_user,
+            stack,
+        };
+        visit(&model, binaries, &sample);
     }
     model
 }
@@ -201,6 +212,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
+    let mut cache = frame_cache::FrameCache::default();
     let model = walk(
         recording,
         &ordered,
@@ -238,23 +250,45 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                     }
                     continue;
                 }
+                // Counted per frame inside, so it runs for every frame, cached or not.
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
-                for frame in user_frames(&found, addr) {
-                    stack.push(profile.intern(frame));
-                }
+                let key = match &found.path {
+                    Some(path) => (
+                        Some(frame_cache::SamePath(path.clone())),
+                        found.offset,
+                        found.shown_offset,
+                    ),
+                    None => (None, addr, addr),
+                };
+                let ids = cache.user.entry(key).or_insert_with(|| {
+                    user_frames(&found, addr)
+                        .into_iter()
+                        .map(|frame| profile.intern(frame))
+                        .collect()
+                });
+                stack.extend_from_slice(ids);
             }
             kernel_frames += s.stack.kernel.len() as u64;
             for (i, &addr) in s.stack.kernel.iter().enumerate().rev() {
-                let name = symbolizer
-                    .kernel(addr, i == 0)
-                    .unwrap_or_else(|| format!("[unknown] ({addr:#x})"));
-                stack.push(profile.intern(Frame {
-                    name,
+                let exact = i == 0;
+                if let Some(&(id, named)) = cache.kernel.get(&(addr, exact)) {
+                    if !named {
+                        symbolizer.unknown.kernel += 1;
+                    }
+                    stack.push(id);
+                    continue;
+                }
+                let name = symbolizer.kernel(addr, exact);
+                let named = name.is_some();
+                let id = profile.intern(Frame {
+                    name: name.unwrap_or_else(|| format!("[unknown] ({addr:#x})")),
                     kind: FrameKind::Kernel,
                     module: Some(KERNEL_MODULE.to_string()),
                     file: None,
                     line: None,
-                }));
+                });
+                cache.kernel.insert((addr, exact), (id, named));
+                stack.push(id);
             }
             profile.samples.push(ProfileSample {
                 pid: s.pid,
@@ -402,10 +436,13 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
                 if found.frames.is_empty() {
                     continue;
                 }
-                hit.entry((path.to_string(), found.build_id.clone()))
-                    .or_default()
-                    .entry(found.offset)
-                    .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
+                hit.entry((
+                    path.to_string(),
+                    found.build_id.as_deref().map(str::to_string),
+                ))
+                .or_default()
+                .entry(found.offset)
+                .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
             }
             for (i, &addr) in s.stack.kernel.iter().enumerate() {
                 let exact = i == 0;

@@ -2,8 +2,9 @@
 //! (copied on fork, cleared on exec), and per thread its process and name (COMM). Fed in
 //! time order; answers "which mapping holds this address in this process now".
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 /// One mapped file (or pseudo file such as `[vdso]`) range in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,8 +48,8 @@ pub struct Thread {
 
 #[derive(Debug, Default)]
 pub struct ProcessModel {
-    processes: HashMap<u32, Process>,
-    threads: HashMap<u32, Thread>,
+    processes: FxHashMap<u32, Process>,
+    threads: FxHashMap<u32, Thread>,
     next_generation: u64,
 }
 

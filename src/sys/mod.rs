@@ -3,4 +3,5 @@
 
 pub mod child;
 pub mod clock;
+pub mod mapped_file;
 pub mod perf_event;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::{available, build_example, build_jprof, describe, target_dir};
+use crate::{available, build_example, build_jprof, cargo, describe, target_dir};
 
 const GNU_TIME: &str = "/usr/bin/time";
 
@@ -311,11 +311,33 @@ pub fn run(args: &[String]) -> Result<()> {
     );
     table.push('\n');
     table.push_str(&import::compare(&jprof, options.runs)?);
+    table.push_str(&jitdump_throughput()?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
     eprintln!("written to {}", md.display());
     Ok(())
+}
+
+/// `cargo bench --bench jitdump_parse`: the jitdump parser over the Node fixture, in GB/s.
+fn jitdump_throughput() -> Result<String> {
+    eprintln!("== jitdump parse throughput (benches/jitdump_parse.rs)");
+    let mut cmd = cargo();
+    cmd.current_dir(crate::root())
+        .args(["bench", "--quiet", "--bench", "jitdump_parse"]);
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run `{}`", describe(&cmd)))?;
+    if !out.status.success() {
+        bail!("`{}` failed ({})", describe(&cmd), out.status);
+    }
+    let line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("jitdump parse_records:"))
+        .context("jitdump_parse printed no result line")?
+        .to_string();
+    Ok(format!("\n{line} (goal ≥ 1 GB/s)\n"))
 }
 
 fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64, f64)) -> String {

@@ -20,8 +20,9 @@ tasks:
   bench [--runs N] [--scale S]
                            jprof record/report vs perf record/perf script + inferno, side by side
                            (medians of N alternated runs, default 5; S scales the workload, default 1)
-  fuzz [SECS] [--stable]   fuzz the recording reader for SECS seconds (default 60); uses cargo-fuzz on
-                           nightly, or a deterministic stable-toolchain fallback
+  fuzz [SECS] [--stable]   fuzz every target (recording reader, jitdump, perf map) for SECS seconds
+                           each (default 60); uses cargo-fuzz on nightly, or a deterministic
+                           stable-toolchain fallback
   svg-check [SVG]          open a flame graph (default target/demo/flamegraph.svg) in headless
                            Chromium and fail unless it renders as SVG";
 

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use jprof_fuzz::{recording_reader, wrap_records, JPROF_SAMPLE_TYPE};
+use jprof_fuzz::{
+    jitdump_parser, perf_map_parser, recording_reader, wrap_records, JPROF_SAMPLE_TYPE,
+};
 
 /// xorshift64*: deterministic and good enough to pick mutations.
 struct Rng(u64);
@@ -81,6 +83,88 @@ fn input(rng: &mut Rng) -> Vec<u8> {
     }
 }
 
+/// A byte that is often a small number: lengths, counts and indexes are the interesting ones.
+fn small_byte(rng: &mut Rng) -> u8 {
+    match rng.below(4) {
+        0 => 0,
+        1 => rng.below(8) as u8,
+        _ => rng.next() as u8,
+    }
+}
+
+/// One input for `jitdump_parser`: a choice byte (endianness, TSC flag), then records with
+/// plausible prefixes (known ids, sizes mostly right) and bodies of small numbers and text.
+fn jitdump_input(rng: &mut Rng) -> Vec<u8> {
+    const IDS: [u32; 10] = [0, 1, 2, 3, 4, 827_346_259, 827_346_260, 827_346_261, 5, 77];
+    let mut data = vec![rng.next() as u8 & 2];
+    for _ in 0..rng.below(12) {
+        let id = IDS[rng.below(IDS.len())];
+        let body_len = match rng.below(3) {
+            0 => rng.below(24),
+            1 => rng.below(96),
+            _ => rng.below(400),
+        };
+        let total = match rng.below(8) {
+            0 => rng.below(40) as u32,
+            1 => rng.next() as u32,
+            _ => (16 + body_len) as u32,
+        };
+        data.extend_from_slice(&id.to_le_bytes());
+        data.extend_from_slice(&total.to_le_bytes());
+        data.extend_from_slice(&rng.next().to_le_bytes());
+        for _ in 0..body_len {
+            let b = match rng.below(6) {
+                0 => b'a' + rng.below(26) as u8,
+                1 => 0,
+                _ => small_byte(rng),
+            };
+            data.push(b);
+        }
+    }
+    if rng.below(4) == 0 {
+        let keep = rng.below(data.len() + 1);
+        data.truncate(keep);
+    }
+    data
+}
+
+/// One input for `perf_map_parser`: lines in every producer's style, with damage.
+fn perf_map_input(rng: &mut Rng) -> Vec<u8> {
+    let mut text = String::new();
+    for _ in 0..rng.below(30) {
+        let start = rng.next() >> rng.below(64);
+        let size = rng.next() >> (32 + rng.below(32));
+        match rng.below(8) {
+            0 => text.push_str(&format!("0x{start:016x} 0x{size:016x} Interpreter\n")),
+            1 => text.push_str(&format!(
+                "{start:X} {size:X} java/lang/String.hashCode()I\n"
+            )),
+            2 => text.push_str(&format!("{start:x}\t{size:x}\tJS:*main /app.js:1:1\r\n")),
+            3 => text.push_str(&format!("  {start:x} {size:x}\n")),
+            4 => text.push('\n'),
+            5 => text.push_str(&format!("0x {size:x} zz\n")),
+            6 => text.push_str(&format!("{start:x} {size:x} \u{fffd}name with spaces")),
+            _ => text.push_str(&format!("{start:x} 0X{size:x} f\n")),
+        }
+    }
+    let mut data = text.into_bytes();
+    for _ in 0..rng.below(3) {
+        if !data.is_empty() {
+            let i = rng.below(data.len());
+            data[i] = rng.next() as u8;
+        }
+    }
+    data
+}
+
+type Target = (&'static str, fn(&mut Rng) -> Vec<u8>, fn(&[u8]));
+
+const TARGETS: [Target; 3] = [
+    ("recording_reader", input, recording_reader),
+    ("jitdump_parser", jitdump_input, jitdump_parser),
+    ("perf_map_parser", perf_map_input, perf_map_parser),
+];
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let target = args
@@ -92,18 +176,22 @@ fn main() {
         .get(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x006a_7072_6f66);
-    if target != "recording_reader" {
-        eprintln!("stable-fuzz: unknown target {target:?} (known: recording_reader)");
+    let Some(&(_, generate, body)) = TARGETS.iter().find(|t| t.0 == target) else {
+        let known: Vec<&str> = TARGETS.iter().map(|t| t.0).collect();
+        eprintln!(
+            "stable-fuzz: unknown target {target:?} (known: {})",
+            known.join(", ")
+        );
         std::process::exit(2);
-    }
+    };
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut rng = Rng(seed | 1);
     let mut executions = 0u64;
     while Instant::now() < deadline {
         for _ in 0..1000 {
-            let data = input(&mut rng);
+            let data = generate(&mut rng);
             // A panic here aborts with the backtrace; rerun with the same seed to reproduce.
-            recording_reader(&data);
+            body(&data);
             executions += 1;
         }
     }

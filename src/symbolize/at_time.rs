@@ -1,0 +1,109 @@
+//! Names single addresses of a recording at one moment (`jprof symbolize`): the process model
+//! is replayed up to that moment, then the same sources `resolve` uses are asked in the same
+//! order — JIT side data, the embedded symbols, the binaries on disk, kallsyms.
+
+use super::embedded::EmbeddedIndex;
+use super::jit_index::JitIndex;
+use super::lookup::Symbolizer;
+use super::native::BinaryCache;
+use super::process::ProcessModel;
+use super::records::time_ordered;
+use super::{load_embedded, same_kernel, update_model, KERNEL_MODULE};
+use crate::format::perf::Record;
+use crate::profile::{Frame, FrameKind};
+use crate::recording::Recording;
+
+/// Addresses at or above this are kernel addresses on x86-64.
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// Everything needed to name addresses at one sample-clock time.
+pub struct AddressNamer {
+    jit: JitIndex,
+    embedded: Option<EmbeddedIndex>,
+    model: ProcessModel,
+    binaries: BinaryCache,
+    same_kernel: bool,
+    /// The sample-clock time addresses are named at.
+    pub time: u64,
+    /// Sample-clock time of the first sample (0 when there is none).
+    pub first_sample: u64,
+    /// Sample-clock time of the last record.
+    pub end: u64,
+}
+
+impl AddressNamer {
+    /// Replays the recording up to `seconds` after its first sample (`None`: to its end).
+    pub fn new(recording: &Recording, seconds: Option<f64>) -> Self {
+        let ordered = time_ordered(recording);
+        let first_sample = ordered
+            .records
+            .iter()
+            .find(|r| matches!(r.record, Record::Sample(_)))
+            .or(ordered.records.first())
+            .map_or(0, |r| r.time);
+        let end = ordered.records.last().map_or(0, |r| r.time);
+        let time = match seconds {
+            Some(s) => first_sample.saturating_add((s.max(0.0) * 1e9) as u64),
+            None => end,
+        };
+        let mut model = ProcessModel::default();
+        for timed in ordered.records.iter().take_while(|r| r.time <= time) {
+            update_model(&mut model, &timed.record);
+        }
+        let same_kernel = same_kernel(recording);
+        let mut notes = Vec::new();
+        Self {
+            jit: JitIndex::from_recording(recording),
+            embedded: load_embedded(recording, &mut notes),
+            model,
+            binaries: BinaryCache::new(same_kernel),
+            same_kernel,
+            time,
+            first_sample,
+            end,
+        }
+    }
+
+    /// Frames for `addr` in process `pid`, innermost first; empty when nothing names it.
+    pub fn frames(&mut self, pid: u32, addr: u64) -> Vec<Frame> {
+        let mut symbolizer = Symbolizer::new(self.embedded.as_ref(), self.same_kernel);
+        if addr >= KERNEL_START {
+            return symbolizer
+                .kernel(addr, true)
+                .map(|name| Frame {
+                    name,
+                    kind: FrameKind::Kernel,
+                    module: Some(KERNEL_MODULE.to_string()),
+                    file: None,
+                    line: None,
+                })
+                .into_iter()
+                .collect();
+        }
+        if let Some(frames) = self.jit.frames(pid, addr, self.time) {
+            return frames;
+        }
+        let found = symbolizer.user(&self.model, &mut self.binaries, pid, addr, true);
+        let module = found
+            .path
+            .as_deref()
+            .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+        let n = found.frames.len();
+        found
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Frame {
+                name: f.name.clone(),
+                kind: if i + 1 == n {
+                    FrameKind::Native
+                } else {
+                    FrameKind::Inlined
+                },
+                module: module.clone(),
+                file: f.file.clone(),
+                line: f.line,
+            })
+            .collect()
+    }
+}

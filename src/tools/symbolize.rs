@@ -1,0 +1,124 @@
+//! `jprof symbolize`: addr2line for JIT code. Names addresses from a recording (JIT side data,
+//! then native symbols through the process model at a chosen time) or from a jitdump alone.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::profile::Frame;
+use crate::recording::Recording;
+use crate::symbolize::at_time::AddressNamer;
+use crate::symbolize::jit_index::JitIndex;
+use crate::timeline::ClockConversion;
+
+/// Where the names come from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Recording(PathBuf),
+    Jitdump(PathBuf),
+}
+
+#[derive(Clone, Debug)]
+pub struct SymbolizeConfig {
+    pub source: Source,
+    /// The process; default: the recording's target, or the jitdump's own pid.
+    pub pid: Option<u32>,
+    /// Seconds from the recording's first sample; default: the end of the recording.
+    pub time: Option<f64>,
+    /// Print each address (`0x...`) on a line of its own before its frames.
+    pub show_addresses: bool,
+    pub addresses: Vec<u64>,
+}
+
+/// Reads an address in hex, with or without `0x`.
+pub fn parse_address(text: &str) -> std::result::Result<u64, String> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    u64::from_str_radix(digits, 16).map_err(|_| format!("{text:?} is not a hexadecimal address"))
+}
+
+/// One frame as a line: `name`, then ` at file:line` where known.
+pub fn frame_line(frame: &Frame) -> String {
+    match (&frame.file, frame.line) {
+        (Some(file), Some(line)) => format!("{} at {file}:{line}", frame.name),
+        (Some(file), None) => format!("{} at {file}", frame.name),
+        _ => frame.name.clone(),
+    }
+}
+
+fn print(
+    config: &SymbolizeConfig,
+    mut frames_of: impl FnMut(u64) -> Vec<Frame>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    for &addr in &config.addresses {
+        if config.show_addresses {
+            writeln!(out, "{addr:#x}")?;
+        }
+        let frames = frames_of(addr);
+        if frames.is_empty() {
+            writeln!(out, "?? ({addr:#x})")?;
+        }
+        for f in &frames {
+            writeln!(out, "{}", frame_line(f))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `jprof symbolize`, writing to `out`.
+pub fn run(config: &SymbolizeConfig, out: &mut dyn Write) -> Result<()> {
+    let stdout = |e| Error::io(Path::new("<stdout>"), e);
+    match &config.source {
+        Source::Jitdump(path) => {
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let header =
+                crate::format::jitdump::parse_header(&bytes).map_err(|e| Error::parse(path, e))?;
+            let pid = config.pid.unwrap_or(header.pid);
+            let mut index = JitIndex::default();
+            index.add_jitdump(
+                pid,
+                &path.to_string_lossy(),
+                &bytes,
+                &ClockConversion::default(),
+            );
+            for note in &index.notes {
+                eprintln!("jprof: note: {note}");
+            }
+            // Every body loaded at any time counts: the latest one at an address wins.
+            print(
+                config,
+                |addr| index.frames(pid, addr, u64::MAX).unwrap_or_default(),
+                out,
+            )
+            .map_err(stdout)
+        }
+        Source::Recording(path) => {
+            let recording = Recording::open(path)?;
+            let pid = match config
+                .pid
+                .or(recording.meta.target_pid)
+                .or(recording.meta.attached_pid)
+            {
+                Some(pid) => pid,
+                None => {
+                    return Err(Error::Usage(format!(
+                        "{} names no target process; give one with --pid",
+                        path.display()
+                    )))
+                }
+            };
+            let mut namer = AddressNamer::new(&recording, config.time);
+            if config.time.is_some() && namer.time > namer.end {
+                eprintln!(
+                    "jprof: note: --time is past the end of the recording ({:.3} s); using the \
+                     state at its end",
+                    namer.end.saturating_sub(namer.first_sample) as f64 / 1e9
+                );
+            }
+            print(config, |addr| namer.frames(pid, addr), out).map_err(stdout)
+        }
+    }
+}
