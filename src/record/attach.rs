@@ -44,8 +44,47 @@ pub fn command_line(pid: u32) -> Result<Vec<String>, Error> {
         .collect())
 }
 
+/// Whether this user may profile `pid` at all, decided before anything is opened so that jprof
+/// never half-attaches. perf_event_open on another process needs ptrace access to it; Yama's
+/// `ptrace_scope` and the process's owner decide that (root passes everything but scope 3).
+fn check_permission(pid: i32) -> Result<(), Error> {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let euid = nix::unistd::geteuid().as_raw();
+    let owner = std::fs::metadata(format!("/proc/{pid}"))
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .map_err(|e| Error::Usage(format!("cannot attach to process {pid}: {e}")))?;
+    permission_verdict(pid, euid, owner, scope).map_err(Error::Usage)
+}
+
+/// The rule of [`check_permission`], pure for testing: `Err` is the refusal to show.
+fn permission_verdict(pid: i32, euid: u32, owner: u32, scope: Option<u32>) -> Result<(), String> {
+    if scope == Some(3) {
+        return Err(format!(
+            "cannot attach to process {pid}: kernel.yama.ptrace_scope is 3, which forbids attaching to any process until reboot"
+        ));
+    }
+    if euid == 0 {
+        return Ok(());
+    }
+    if owner != euid {
+        return Err(format!(
+            "cannot attach to process {pid}: it belongs to uid {owner} and jprof runs as uid {euid}; run jprof as that user or as root"
+        ));
+    }
+    if scope.is_some_and(|s| s >= 1) {
+        return Err(format!(
+            "cannot attach to process {pid}: kernel.yama.ptrace_scope is {} (only a parent may attach); run jprof as root, give it CAP_SYS_PTRACE, or `sysctl kernel.yama.ptrace_scope=0`",
+            scope.unwrap_or(1)
+        ));
+    }
+    Ok(())
+}
+
 /// Opens events on every thread of `pid`, re-reading the thread list until it is stable.
 pub fn open_events(pid: i32, config: &RecordConfig) -> Result<Events, Error> {
+    check_permission(pid)?;
     let first = tids(pid);
     if first.is_empty() {
         return Err(Error::Usage(format!(
@@ -117,4 +156,25 @@ pub fn synthesize(pid: u32, layout: &SampleLayout) -> Vec<u8> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permission_verdict;
+
+    #[test]
+    fn ptrace_rules_are_checked_before_attaching() {
+        assert!(permission_verdict(7, 0, 1000, Some(1)).is_ok());
+        assert!(permission_verdict(7, 0, 0, Some(3))
+            .unwrap_err()
+            .contains("ptrace_scope is 3"));
+        assert!(permission_verdict(7, 1000, 1001, Some(0))
+            .unwrap_err()
+            .contains("uid 1001"));
+        assert!(permission_verdict(7, 1000, 1000, Some(1))
+            .unwrap_err()
+            .contains("CAP_SYS_PTRACE"));
+        assert!(permission_verdict(7, 1000, 1000, Some(0)).is_ok());
+        assert!(permission_verdict(7, 1000, 1000, None).is_ok());
+    }
 }
