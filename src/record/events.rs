@@ -163,19 +163,25 @@ pub fn open(
     launch: bool,
 ) -> Result<Events, Error> {
     let cpus = online_cpus();
-    let Some(&pid) = tids.first() else {
+    if tids.is_empty() {
         return Err(Error::Usage("no thread to profile".into()));
-    };
+    }
     let mut notes = Vec::new();
     let mut chosen = event;
     let mut kernel = true;
-    let probe = loop {
+    // The first thread that still exists owns the rings (an attached process's threads come
+    // and go while jprof opens its events).
+    let mut owner = 0;
+    let (probe, pid) = loop {
+        let pid = tids[owner];
         let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
         match perf_event::open(&mut attr, pid, cpus[0]) {
-            Ok(fd) => break fd,
+            Ok(fd) => break (fd, pid),
             Err(e) => {
                 let code = e.raw_os_error();
-                if chosen == EventChoice::Cycles
+                if code == Some(libc::ESRCH) && owner + 1 < tids.len() {
+                    owner += 1;
+                } else if chosen == EventChoice::Cycles
                     && matches!(
                         code,
                         Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
@@ -241,7 +247,7 @@ pub fn open(
         attr: attr_for(chosen, frequency_hz, call_graph, kernel, launch),
         cpus: cpus.clone(),
     };
-    events.add_threads(&tids[1..])?;
+    events.add_threads(tids)?;
     let attr = events.attr;
     events.config = EventConfig {
         event: match chosen {
