@@ -466,6 +466,8 @@ fn jdk25_stress_many_methods_unloading_and_exit() {
 /// JVM keeps running after jprof stops, and a second session on the same JVM works too.
 fn attach_run(jdk_name: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Build the agent before the JVM starts: the first build can outlast the JVM's run.
+    agent();
     let java = jdk(jdk_name);
     let classes = demo_classes();
     let work = tempfile::tempdir().expect("tempdir");
