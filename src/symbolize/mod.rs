@@ -37,6 +37,8 @@ pub struct ResolveOptions {
     pub tid: Option<u32>,
     /// Only samples whose thread name is this.
     pub comm: Option<String>,
+    /// Read lines and inlined frames from separate debug files (`/usr/lib/debug`) too.
+    pub debug_files: bool,
 }
 
 /// Module name shown for kernel frames.
@@ -207,7 +209,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let mut profile = Profile::default();
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
-    let mut binaries = BinaryCache::new(same_kernel);
+    let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
     let ordered = time_ordered(recording);
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
@@ -411,7 +413,7 @@ fn notes(
 /// recording machine: it unwinds and names with the binaries and kallsyms there.
 pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     let ordered = time_ordered(recording);
-    let mut binaries = BinaryCache::new(true);
+    let mut binaries = BinaryCache::new(true, true);
     let mut symbolizer = Symbolizer::new(None, true);
     let mut out = EmbeddedSymbols {
         version: embedded::VERSION,

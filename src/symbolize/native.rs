@@ -7,13 +7,14 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gimli::{EndianArcSlice, RunTimeEndian};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use thiserror::Error;
 
 use crate::format::procfs;
+use crate::sys::mapped_file::MappedFile;
 
 #[derive(Debug, Error)]
 pub enum LoadError {
@@ -60,26 +61,55 @@ pub struct UnwindSections {
 
 type Dwarf = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
 
-/// One ELF file's symbols, DWARF and unwind sections.
+/// A binary's bytes: mapped from disk (most of a large binary is never read), or owned
+/// (the vdso, copied from memory).
+enum Image {
+    Mapped(MappedFile),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Image {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Image::Mapped(m) => m,
+            Image::Owned(v) => v,
+        }
+    }
+}
+
+/// One ELF file's symbols, DWARF and unwind sections. The symbol table is read when the file
+/// is opened; DWARF and the unwind sections are read on first use, since many binaries are
+/// only named (no unwinding) and some only unwound.
 pub struct Binary {
     pub build_id: Option<Vec<u8>>,
     segments: Vec<Segment>,
     /// Sorted by address, one per address.
     symbols: Vec<Symbol>,
-    dwarf: Option<Dwarf>,
-    pub unwind: UnwindSections,
+    image: Image,
+    /// A separate debug file whose DWARF is used (see [`Binary::parse`]).
+    debug_image: Option<Image>,
+    dwarf: OnceLock<Option<Dwarf>>,
+    unwind: OnceLock<UnwindSections>,
 }
 
 impl Binary {
-    pub fn open(path: &Path) -> Result<Self, LoadError> {
-        let bytes = std::fs::read(path)?;
-        Self::parse(&bytes)
+    /// Opens an ELF file; `debug_files` as for [`Binary::parse`].
+    pub fn open(path: &Path, debug_files: bool) -> Result<Self, LoadError> {
+        Self::from_image(Image::Mapped(MappedFile::open(path)?), debug_files)
     }
 
     /// Parses an ELF image. When it has no DWARF but a build id, the separate debug file
-    /// `/usr/lib/debug/.build-id/xx/yyyy.debug` (Debian's -dbg packages) is used if present.
-    pub fn parse(bytes: &[u8]) -> Result<Self, LoadError> {
-        let obj = object::File::parse(bytes)?;
+    /// `/usr/lib/debug/.build-id/xx/yyyy.debug` (Debian's -dbg packages) is used if present:
+    /// its symbol table always, its DWARF (lines and inlined frames) only with `debug_files`,
+    /// as decompressing it costs more than the rest of a report.
+    pub fn parse(bytes: &[u8], debug_files: bool) -> Result<Self, LoadError> {
+        Self::from_image(Image::Owned(bytes.to_vec()), debug_files)
+    }
+
+    fn from_image(image: Image, debug_files: bool) -> Result<Self, LoadError> {
+        let obj = object::File::parse(&*image)?;
         let build_id = obj.build_id().ok().flatten().map(<[u8]>::to_vec);
         let segments = obj
             .segments()
@@ -94,37 +124,60 @@ impl Binary {
             .collect();
         let mut symbols = Vec::new();
         collect_symbols(&obj, &mut symbols);
-        let mut dwarf = load_dwarf(&obj);
-        if dwarf.is_none() {
-            if let Some(debug) = build_id.as_deref().and_then(read_debug_file) {
+        let mut debug_image = None;
+        if obj.section_by_name(".debug_info").is_none() {
+            if let Some(debug) = build_id.as_deref().and_then(open_debug_file) {
                 if let Ok(dobj) = object::File::parse(&*debug) {
-                    dwarf = load_dwarf(&dobj);
                     collect_symbols(&dobj, &mut symbols);
+                    if debug_files {
+                        debug_image = Some(debug);
+                    }
                 }
             }
         }
         finish_symbols(&mut symbols);
-        let section = |name: &str| {
-            let s = obj.section_by_name(name)?;
-            let data = s.uncompressed_data().ok()?;
-            Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
-        };
-        let unwind = UnwindSections {
-            text: section(".text"),
-            eh_frame: section(".eh_frame"),
-            eh_frame_hdr: section(".eh_frame_hdr"),
-            debug_frame: section(".debug_frame").map(|s| s.1),
-            got: obj
-                .section_by_name(".got")
-                .map(|s| s.address()..s.address() + s.size()),
-        };
         Ok(Self {
             build_id,
             segments,
             symbols,
-            dwarf,
-            unwind,
+            image,
+            debug_image,
+            dwarf: OnceLock::new(),
+            unwind: OnceLock::new(),
         })
+    }
+
+    /// The sections framehop needs, read on first use.
+    pub fn unwind(&self) -> &UnwindSections {
+        self.unwind.get_or_init(|| {
+            let Ok(obj) = object::File::parse(&*self.image) else {
+                return UnwindSections::default();
+            };
+            let section = |name: &str| {
+                let s = obj.section_by_name(name)?;
+                let data = s.uncompressed_data().ok()?;
+                Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
+            };
+            UnwindSections {
+                text: section(".text"),
+                eh_frame: section(".eh_frame"),
+                eh_frame_hdr: section(".eh_frame_hdr"),
+                debug_frame: section(".debug_frame").map(|s| s.1),
+                got: obj
+                    .section_by_name(".got")
+                    .map(|s| s.address()..s.address() + s.size()),
+            }
+        })
+    }
+
+    /// The DWARF of the file itself, else of its separate debug file; read on first use.
+    fn dwarf(&self) -> Option<&Dwarf> {
+        self.dwarf
+            .get_or_init(|| {
+                let image = self.debug_image.as_ref().unwrap_or(&self.image);
+                load_dwarf(&object::File::parse(&**image).ok()?)
+            })
+            .as_ref()
     }
 
     /// The ELF virtual address (SVMA) of a file offset, through the PT_LOAD segments.
@@ -144,7 +197,7 @@ impl Binary {
     pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
         let symbol = self.symbol_at(svma).map(|s| demangle(&s.name));
         let mut frames = Vec::new();
-        if let Some(dwarf) = &self.dwarf {
+        if let Some(dwarf) = self.dwarf() {
             if let Ok(mut iter) = dwarf.find_frames(svma).skip_all_loads() {
                 while let Ok(Some(f)) = iter.next() {
                     let name = f
@@ -263,13 +316,13 @@ fn load_dwarf(obj: &object::File<'_>) -> Option<Dwarf> {
     addr2line::Context::from_dwarf(dwarf).ok()
 }
 
-fn read_debug_file(build_id: &[u8]) -> Option<Vec<u8>> {
+fn open_debug_file(build_id: &[u8]) -> Option<Image> {
     if build_id.len() < 2 {
         return None;
     }
     let hex = hex(build_id);
     let path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-    std::fs::read(path).ok()
+    MappedFile::open(Path::new(&path)).ok().map(Image::Mapped)
 }
 
 /// Lower-case hex of a build id.
@@ -299,13 +352,16 @@ pub struct BinaryCache {
     loaded: HashMap<Arc<str>, Result<Arc<Binary>, String>>,
     /// The vdso image of this machine, used when the recording was made on this kernel.
     pub vdso_allowed: bool,
+    /// Whether the DWARF of separate debug files is read (see [`Binary::parse`]).
+    pub debug_files: bool,
 }
 
 impl BinaryCache {
-    pub fn new(vdso_allowed: bool) -> Self {
+    pub fn new(vdso_allowed: bool, debug_files: bool) -> Self {
         Self {
             loaded: HashMap::new(),
             vdso_allowed,
+            debug_files,
         }
     }
 
@@ -318,12 +374,12 @@ impl BinaryCache {
             if self.vdso_allowed {
                 own_vdso()
                     .ok_or_else(|| "the vdso image of this process is not readable".to_string())
-                    .and_then(|b| Binary::parse(&b).map_err(|e| e.to_string()))
+                    .and_then(|b| Binary::parse(&b, self.debug_files).map_err(|e| e.to_string()))
             } else {
                 Err("the recording was made on another kernel".to_string())
             }
         } else if path.starts_with('/') {
-            Binary::open(Path::new(&**path)).map_err(|e| e.to_string())
+            Binary::open(Path::new(&**path), self.debug_files).map_err(|e| e.to_string())
         } else {
             Err("not a file".to_string())
         };
@@ -375,7 +431,7 @@ mod tests {
     #[test]
     fn vdso_of_this_process_has_symbols() {
         let image = own_vdso().expect("vdso readable");
-        let b = Binary::parse(&image).unwrap();
+        let b = Binary::parse(&image, false).unwrap();
         assert!(
             b.symbols.iter().any(|s| s.name.contains("clock_gettime")),
             "vdso symbols: {:?}",

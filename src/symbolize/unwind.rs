@@ -220,7 +220,7 @@ fn register(p: &mut ProcessUnwinder, mapping: &Mapping, binaries: &mut BinaryCac
     let Some(svma) = binary.svma_of_offset(mapping.pgoff) else {
         return;
     };
-    let u = &binary.unwind;
+    let u = binary.unwind();
     let info = ExplicitModuleSectionInfo {
         base_svma: 0,
         text_svma: u.text.as_ref().map(|t| t.0.clone()),
