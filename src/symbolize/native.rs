@@ -36,7 +36,9 @@ pub struct NativeFrame {
 struct Symbol {
     addr: u64,
     size: u64,
-    name: String,
+    /// Where the (UTF-8) name is in the image, or in the separate debug file's image.
+    name: Range<usize>,
+    in_debug_file: bool,
     /// Which alias wins at one address: 0 global, 1 weak, 2 local.
     rank: u8,
 }
@@ -88,8 +90,10 @@ pub struct Binary {
     /// Sorted by address, one per address.
     symbols: Vec<Symbol>,
     image: Image,
-    /// A separate debug file whose DWARF is used (see [`Binary::parse`]).
+    /// The separate debug file, for symbol names (see [`Binary::parse`]).
     debug_image: Option<Image>,
+    /// Whether the separate debug file's DWARF is used.
+    debug_dwarf: bool,
     dwarf: OnceLock<Option<Dwarf>>,
     unwind: OnceLock<UnwindSections>,
 }
@@ -123,25 +127,25 @@ impl Binary {
             })
             .collect();
         let mut symbols = Vec::new();
-        collect_symbols(&obj, &mut symbols);
+        collect_symbols(&obj, &image, false, &mut symbols);
         let mut debug_image = None;
         if obj.section_by_name(".debug_info").is_none() {
             if let Some(debug) = build_id.as_deref().and_then(open_debug_file) {
                 if let Ok(dobj) = object::File::parse(&*debug) {
-                    collect_symbols(&dobj, &mut symbols);
-                    if debug_files {
-                        debug_image = Some(debug);
-                    }
+                    collect_symbols(&dobj, &debug, true, &mut symbols);
+                    debug_image = Some(debug);
                 }
             }
         }
-        finish_symbols(&mut symbols);
+        let debug_dwarf = debug_files && debug_image.is_some();
+        finish_symbols(&mut symbols, |s| name_in(&image, debug_image.as_ref(), s));
         Ok(Self {
             build_id,
             segments,
             symbols,
             image,
             debug_image,
+            debug_dwarf,
             dwarf: OnceLock::new(),
             unwind: OnceLock::new(),
         })
@@ -174,7 +178,10 @@ impl Binary {
     fn dwarf(&self) -> Option<&Dwarf> {
         self.dwarf
             .get_or_init(|| {
-                let image = self.debug_image.as_ref().unwrap_or(&self.image);
+                let image = match &self.debug_image {
+                    Some(debug) if self.debug_dwarf => debug,
+                    _ => &self.image,
+                };
                 load_dwarf(&object::File::parse(&**image).ok()?)
             })
             .as_ref()
@@ -195,7 +202,7 @@ impl Binary {
     /// `perf report` does (so `.cold`/`.part.0` clones keep their names); inlined frames
     /// come from DWARF. Lines come from DWARF.
     pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
-        let symbol = self.symbol_at(svma).map(|s| demangle(&s.name));
+        let symbol = self.symbol_at(svma).map(|s| demangle(self.name(s)));
         let mut frames = Vec::new();
         if let Some(dwarf) = self.dwarf() {
             if let Ok(mut iter) = dwarf.find_frames(svma).skip_all_loads() {
@@ -244,6 +251,10 @@ impl Binary {
         out
     }
 
+    fn name(&self, symbol: &Symbol) -> &str {
+        name_in(&self.image, self.debug_image.as_ref(), symbol)
+    }
+
     fn symbol_at(&self, svma: u64) -> Option<&Symbol> {
         let idx = self.symbols.partition_point(|s| s.addr <= svma);
         let nearest = self.symbols.get(idx.checked_sub(1)?)?;
@@ -259,13 +270,42 @@ impl Binary {
     }
 }
 
-fn collect_symbols(obj: &object::File<'_>, out: &mut Vec<Symbol>) {
+/// A symbol's name; names were checked to be UTF-8 in range when collected.
+fn name_in<'a>(image: &'a [u8], debug_image: Option<&'a Image>, symbol: &Symbol) -> &'a str {
+    let bytes = match debug_image {
+        Some(debug) if symbol.in_debug_file => &**debug,
+        _ => image,
+    };
+    bytes
+        .get(symbol.name.clone())
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or("")
+}
+
+/// Collects text symbols; names are kept as ranges of `image` (the bytes `obj` was parsed
+/// from) rather than copied, since large binaries have hundreds of thousands.
+fn collect_symbols(
+    obj: &object::File<'_>,
+    image: &[u8],
+    in_debug_file: bool,
+    out: &mut Vec<Symbol>,
+) {
+    let base = image.as_ptr() as usize;
     for sym in obj.symbols().chain(obj.dynamic_symbols()) {
         if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
             continue;
         }
         let Ok(name) = sym.name() else { continue };
         if name.is_empty() {
+            continue;
+        }
+        // The name is a slice of `image`; its offset there (checked, so a name from anywhere
+        // else is dropped rather than misread).
+        let Some(start) = (name.as_ptr() as usize).checked_sub(base) else {
+            continue;
+        };
+        let end = start + name.len();
+        if end > image.len() {
             continue;
         }
         let rank = if sym.is_weak() {
@@ -278,16 +318,36 @@ fn collect_symbols(obj: &object::File<'_>, out: &mut Vec<Symbol>) {
         out.push(Symbol {
             addr: sym.address(),
             size: sym.size(),
-            name: name.to_string(),
+            name: start..end,
+            in_debug_file,
             rank,
         });
     }
 }
 
-/// Sorts by address, keeps the best-ranked name per address (see `collect_symbols`).
-fn finish_symbols(symbols: &mut Vec<Symbol>) {
-    symbols.sort_by(|a, b| (a.addr, a.rank, &a.name).cmp(&(b.addr, b.rank, &b.name)));
-    symbols.dedup_by_key(|s| s.addr);
+/// Sorts by address and keeps one symbol per address: the best rank (see `collect_symbols`),
+/// then the smallest name.
+fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a str) {
+    symbols.sort_unstable_by_key(|s| (s.addr, s.rank));
+    // Within one address the first has the best rank; names are compared only among those
+    // of that rank (most are the same name from .symtab and .dynsym).
+    let mut kept = 0;
+    let mut i = 0;
+    while i < symbols.len() {
+        let (addr, rank) = (symbols[i].addr, symbols[i].rank);
+        let mut best = i;
+        let mut j = i + 1;
+        while j < symbols.len() && symbols[j].addr == addr {
+            if symbols[j].rank == rank && name(&symbols[j]) < name(&symbols[best]) {
+                best = j;
+            }
+            j += 1;
+        }
+        symbols.swap(kept, best);
+        kept += 1;
+        i = j;
+    }
+    symbols.truncate(kept);
 }
 
 fn load_dwarf(obj: &object::File<'_>) -> Option<Dwarf> {
@@ -433,9 +493,11 @@ mod tests {
         let image = own_vdso().expect("vdso readable");
         let b = Binary::parse(&image, false).unwrap();
         assert!(
-            b.symbols.iter().any(|s| s.name.contains("clock_gettime")),
+            b.symbols
+                .iter()
+                .any(|s| b.name(s).contains("clock_gettime")),
             "vdso symbols: {:?}",
-            b.symbols.iter().map(|s| &s.name).collect::<Vec<_>>()
+            b.symbols.iter().map(|s| b.name(s)).collect::<Vec<_>>()
         );
     }
 }
