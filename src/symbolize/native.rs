@@ -36,7 +36,7 @@ pub struct NativeFrame {
 struct Symbol {
     addr: u64,
     size: u64,
-    /// Where the (UTF-8) name is in the image, or in the separate debug file's image.
+    /// Where the name is in the image, or in the separate debug file's image.
     name: Range<usize>,
     in_debug_file: bool,
     /// Which alias wins at one address: 0 global, 1 weak, 2 local.
@@ -202,7 +202,7 @@ impl Binary {
     /// `perf report` does (so `.cold`/`.part.0` clones keep their names); inlined frames
     /// come from DWARF. Lines come from DWARF.
     pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
-        let symbol = self.symbol_at(svma).map(|s| demangle(self.name(s)));
+        let symbol = self.symbol_at(svma).map(|s| demangle(&self.name(s)));
         let mut frames = Vec::new();
         if let Some(dwarf) = self.dwarf() {
             if let Ok(mut iter) = dwarf.find_frames(svma).skip_all_loads() {
@@ -251,8 +251,10 @@ impl Binary {
         out
     }
 
-    fn name(&self, symbol: &Symbol) -> &str {
-        name_in(&self.image, self.debug_image.as_ref(), symbol)
+    /// A symbol's name; names are checked to be UTF-8 only when shown (rare invalid bytes
+    /// are replaced), since checking every name of a large binary costs more than naming.
+    fn name(&self, symbol: &Symbol) -> Cow<'_, str> {
+        String::from_utf8_lossy(name_in(&self.image, self.debug_image.as_ref(), symbol))
     }
 
     fn symbol_at(&self, svma: u64) -> Option<&Symbol> {
@@ -270,16 +272,13 @@ impl Binary {
     }
 }
 
-/// A symbol's name; names were checked to be UTF-8 in range when collected.
-fn name_in<'a>(image: &'a [u8], debug_image: Option<&'a Image>, symbol: &Symbol) -> &'a str {
+/// A symbol's name bytes (in range: checked when collected).
+fn name_in<'a>(image: &'a [u8], debug_image: Option<&'a Image>, symbol: &Symbol) -> &'a [u8] {
     let bytes = match debug_image {
         Some(debug) if symbol.in_debug_file => &**debug,
         _ => image,
     };
-    bytes
-        .get(symbol.name.clone())
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .unwrap_or("")
+    bytes.get(symbol.name.clone()).unwrap_or(&[])
 }
 
 /// Collects text symbols; names are kept as ranges of `image` (the bytes `obj` was parsed
@@ -295,7 +294,7 @@ fn collect_symbols(
         if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
             continue;
         }
-        let Ok(name) = sym.name() else { continue };
+        let Ok(name) = sym.name_bytes() else { continue };
         if name.is_empty() {
             continue;
         }
@@ -327,7 +326,7 @@ fn collect_symbols(
 
 /// Sorts by address and keeps one symbol per address: the best rank (see `collect_symbols`),
 /// then the smallest name.
-fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a str) {
+fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a [u8]) {
     symbols.sort_unstable_by_key(|s| (s.addr, s.rank));
     // Within one address the first has the best rank; names are compared only among those
     // of that rank (most are the same name from .symtab and .dynsym).
