@@ -252,7 +252,14 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                     }
                     continue;
                 }
-                // Counted per frame inside, so it runs for every frame, cached or not.
+                let address_key = (s.pid, model.generation(s.pid), addr, exact);
+                if let Some(hit) = cache.by_address.get_mut(&address_key) {
+                    hit.repeats += 1;
+                    stack.extend_from_slice(&hit.ids);
+                    continue;
+                }
+                // Counts unknown frames inside; repeats answered by `by_address` are added
+                // after the walk.
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
                 let key = match &found.path {
                     Some(path) => (
@@ -269,6 +276,15 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                         .collect()
                 });
                 stack.extend_from_slice(ids);
+                let unknown = found.frames.is_empty().then(|| found.path.clone());
+                cache.by_address.insert(
+                    address_key,
+                    frame_cache::AddressHit {
+                        ids: ids.clone(),
+                        unknown,
+                        repeats: 0,
+                    },
+                );
             }
             kernel_frames += s.stack.kernel.len() as u64;
             for (i, &addr) in s.stack.kernel.iter().enumerate().rev() {
@@ -310,6 +326,19 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                 comm: t.comm.clone(),
             },
         );
+    }
+    for hit in cache.by_address.values() {
+        match &hit.unknown {
+            Some(Some(path)) if hit.repeats > 0 => {
+                *symbolizer
+                    .unknown
+                    .by_module
+                    .entry(path.to_string())
+                    .or_default() += hit.repeats;
+            }
+            Some(None) => symbolizer.unknown.unmapped += hit.repeats,
+            _ => {}
+        }
     }
     let notes = notes(&ordered, &symbolizer, &binaries, kernel_frames);
     profile.notes.extend(notes);
