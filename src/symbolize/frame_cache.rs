@@ -51,6 +51,8 @@ pub struct AddressHit {
 
 #[derive(Debug, Default)]
 pub struct FrameCache {
+    /// Per thread: its name as last seen and that root frame.
+    pub roots: FxHashMap<u32, (String, FrameId)>,
     pub by_address: FxHashMap<AddressKey, AddressHit>,
     /// Root-first frame ids of one user address.
     pub user: FxHashMap<UserKey, Box<[FrameId]>>,

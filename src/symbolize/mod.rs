@@ -15,6 +15,7 @@ pub mod process;
 pub mod records;
 pub mod unwind;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::error::Result;
@@ -221,22 +222,30 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
         embedded.as_ref().map(|e| &e.symbols),
         &mut binaries,
         |model, binaries, s| {
-            let comm = match model.thread(s.tid) {
-                Some(t) if !t.comm.is_empty() => t.comm.clone(),
-                _ => format!(":{}", s.tid),
+            let comm: Cow<'_, str> = match model.thread(s.tid) {
+                Some(t) if !t.comm.is_empty() => Cow::Borrowed(&t.comm),
+                _ => Cow::Owned(format!(":{}", s.tid)),
             };
             if options.tid.is_some_and(|tid| tid != s.tid)
-                || options.comm.as_ref().is_some_and(|c| *c != comm)
+                || options.comm.as_ref().is_some_and(|c| **c != *comm)
             {
                 return;
             }
-            let mut stack = vec![profile.intern(Frame {
-                name: comm,
-                kind: FrameKind::Root,
-                module: None,
-                file: None,
-                line: None,
-            })];
+            let root = match cache.roots.get(&s.tid) {
+                Some((name, id)) if **name == *comm => *id,
+                _ => {
+                    let id = profile.intern(Frame {
+                        name: comm.to_string(),
+                        kind: FrameKind::Root,
+                        module: None,
+                        file: None,
+                        line: None,
+                    });
+                    cache.roots.insert(s.tid, (comm.into_owned(), id));
+                    id
+                }
+            };
+            let mut stack = vec![root];
             for (i, &addr) in s.stack.user.iter().enumerate().rev() {
                 let exact = i == 0 && s.stack.user_first_exact;
                 // JIT code lives in anonymous memory; the index knows what was there when.
