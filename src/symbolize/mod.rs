@@ -140,15 +140,18 @@ fn walk(
         };
         model.note_thread(s.pid, s.tid);
         let mut stack = split_callchain(s);
-        let callchain_user = stack.user.clone();
         let offset = timed.offset as u64;
+        let callchain_user;
         match embedded.filter(|e| e.unwound) {
             Some(e) => {
-                if let Some(user) = e.stacks.get(&offset) {
-                    stack.user = user.clone();
-                }
+                // The callchain's own user part is kept aside, not copied, when replaced.
+                callchain_user = match e.stacks.get(&offset) {
+                    Some(user) => std::mem::replace(&mut stack.user, user.clone()),
+                    None => stack.user.clone(),
+                };
             }
             None => {
+                callchain_user = stack.user.clone();
                 if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
                     if dwarf {
                         stack.user = unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
