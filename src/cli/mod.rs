@@ -101,6 +101,10 @@ pub struct ReportArgs {
     /// For a perf.data: also look for its jitdumps and perf-PID.map files in DIR (repeatable).
     #[arg(long = "search-dir", value_name = "DIR")]
     pub search_dirs: Vec<PathBuf>,
+    /// Also read lines and inlined frames from separate debug files (/usr/lib/debug/.build-id)
+    /// of binaries without DWARF of their own. Slower; their symbol tables are always read.
+    #[arg(long)]
+    pub debug_files: bool,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = FormatArg::Flamegraph)]
     pub format: FormatArg,
@@ -220,6 +224,7 @@ impl From<ReportArgs> for ReportConfig {
             tid: a.tid,
             comm: a.comm,
             search_dirs: a.search_dirs,
+            debug_files: a.debug_files,
         }
     }
 }

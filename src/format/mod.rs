@@ -131,6 +131,24 @@ impl<'a> Cursor<'a> {
         })
     }
 
+    /// `n` u64 values appended to `out`, read with one bounds check (callchains).
+    pub fn u64s(&mut self, n: usize, out: &mut Vec<u64>) -> Result<(), ParseError> {
+        let Some(len) = n.checked_mul(8) else {
+            return Err(self.error(format!("{n} u64 values")));
+        };
+        let bytes = self.bytes(len)?;
+        let endian = self.endian;
+        out.extend(bytes.chunks_exact(8).map(|b| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            match endian {
+                Endian::Little => u64::from_le_bytes(a),
+                Endian::Big => u64::from_be_bytes(a),
+            }
+        }));
+        Ok(())
+    }
+
     /// A NUL-terminated string; the NUL is consumed. Invalid UTF-8 is replaced, not fatal.
     pub fn cstr(&mut self) -> Result<String, ParseError> {
         let rest = self.rest();

@@ -442,10 +442,7 @@ impl SampleLayout {
             if nr > (c.remaining() / 8) as u64 {
                 return Err(c.error("callchain length that fits in the record"));
             }
-            s.callchain.reserve(nr as usize);
-            for _ in 0..nr {
-                s.callchain.push(c.u64()?);
-            }
+            c.u64s(nr as usize, &mut s.callchain)?;
         }
         if t & (sample_type::RAW | sample_type::BRANCH_STACK) != 0 {
             return Err(c.error("sample without RAW/BRANCH_STACK (jprof never requests them)"));
@@ -453,9 +450,7 @@ impl SampleLayout {
         if t & sample_type::REGS_USER != 0 {
             let abi = c.u64()?;
             if abi != 0 {
-                for _ in 0..self.regs_user_mask.count_ones() {
-                    s.regs_user.push(c.u64()?);
-                }
+                c.u64s(self.regs_user_mask.count_ones() as usize, &mut s.regs_user)?;
             }
         }
         if t & sample_type::STACK_USER != 0 {

@@ -1,8 +1,10 @@
 //! Brendan Gregg folded stacks (`root;caller;callee WEIGHT`), the input of every flame graph
 //! tool. Owns how a [`Frame`] is written as one folded-stack label (kind suffixes, escaping).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
+
+use rustc_hash::FxHashMap;
 
 use crate::profile::{Frame, FrameId, FrameKind, Profile};
 
@@ -47,7 +49,7 @@ fn missing_root(profile: &Profile, tid: u32, stack: &[FrameId]) -> Option<u32> {
 /// Stacks that differ only in frame details hidden by the label (file, line) are merged.
 pub fn fold(profile: &Profile) -> Vec<(String, u64)> {
     // Aggregate on interned ids first (cheap), then render each distinct stack once.
-    let mut by_ids: HashMap<(Option<u32>, &[FrameId]), u64> = HashMap::new();
+    let mut by_ids: FxHashMap<(Option<u32>, &[FrameId]), u64> = FxHashMap::default();
     for sample in &profile.samples {
         let root_tid = missing_root(profile, sample.tid, &sample.stack);
         *by_ids.entry((root_tid, &sample.stack)).or_default() += sample.weight;

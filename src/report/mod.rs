@@ -35,6 +35,8 @@ pub struct ReportConfig {
     pub comm: Option<String>,
     /// Where the side files of an imported perf.data are looked for by file name.
     pub search_dirs: Vec<PathBuf>,
+    /// Lines and inlined frames from separate debug files (`--debug-files`).
+    pub debug_files: bool,
 }
 
 /// How many functions the text tables list.
@@ -109,6 +111,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     let options = ResolveOptions {
         tid: config.tid,
         comm: config.comm.clone(),
+        debug_files: config.debug_files,
     };
     let profile = symbolize::resolve(&recording, &options)?;
     let output = config.output.as_deref();

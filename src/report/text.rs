@@ -1,7 +1,7 @@
 //! The text report: the recording's summary (what was recorded, what was lost, how the file
 //! ended) and the top functions by self and by total (inclusive) weight, JIT code per tier.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 
 use crate::profile::{Frame, FrameId, FrameKind, Profile};
@@ -47,7 +47,7 @@ fn text_label(profile: &Profile, id: FrameId, frame: &Frame) -> String {
 /// would be 100% of their thread and say nothing about code.
 pub fn function_costs(profile: &Profile) -> FunctionCosts {
     // Distinct frames (e.g. one function at two lines) can share a label; cost is per label.
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: FxHashMap<String, usize> = FxHashMap::default();
     let mut functions: Vec<FunctionCost> = Vec::new();
     let mut slot = |name: String| -> usize {
         *index.entry(name).or_insert_with_key(|name| {
@@ -70,10 +70,11 @@ pub fn function_costs(profile: &Profile) -> FunctionCosts {
         .collect();
     let no_frames = slot(NO_FRAMES.to_string());
     let mut total_weight = 0u64;
-    let mut seen: HashSet<usize> = HashSet::new();
-    for sample in &profile.samples {
+    // The last sample (1-based) each function was counted for.
+    let mut counted_in: Vec<usize> = vec![0; functions.len()];
+    for (n, sample) in profile.samples.iter().enumerate() {
+        let n = n + 1;
         total_weight += sample.weight;
-        seen.clear();
         let mut leaf = no_frames;
         for &id in &sample.stack {
             let Some(i) = slot_of_frame[id.0 as usize] else {
@@ -81,7 +82,8 @@ pub fn function_costs(profile: &Profile) -> FunctionCosts {
             };
             // Recursion puts a function on the stack more than once; it still costs the
             // sample's weight once.
-            if seen.insert(i) {
+            if counted_in[i] != n {
+                counted_in[i] = n;
                 functions[i].total_weight += sample.weight;
             }
             leaf = i;

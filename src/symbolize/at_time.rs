@@ -56,7 +56,7 @@ impl AddressNamer {
             jit: JitIndex::from_recording(recording),
             embedded: load_embedded(recording, &mut notes),
             model,
-            binaries: BinaryCache::new(same_kernel),
+            binaries: BinaryCache::new(same_kernel, true),
             same_kernel,
             time,
             first_sample,

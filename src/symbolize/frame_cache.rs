@@ -2,6 +2,9 @@
 //! building its frames (strings included) and interning each of them again. Only for sources
 //! whose answer does not depend on time: native code (keyed by its mapping and offset) and the
 //! kernel. JIT code is looked up every time.
+//!
+//! In front of that, `by_address` answers an address of one process in one state of its
+//! mappings (its generation) without finding the mapping or its path at all.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -32,8 +35,25 @@ impl Hash for SamePath {
 /// (mapping path, looked-up file offset, shown file offset); without a mapping, the address.
 pub type UserKey = (Option<SamePath>, u64, u64);
 
+/// (pid, mapping generation, address, exact): fixes the mapping, hence the answer.
+pub type AddressKey = (u32, u64, u64, bool);
+
+/// A user address's answer in one process state.
+#[derive(Debug)]
+pub struct AddressHit {
+    /// Root-first frame ids.
+    pub ids: Box<[FrameId]>,
+    /// When the address stayed unknown: the mapping's path, or None outside every mapping.
+    pub unknown: Option<Option<Arc<str>>>,
+    /// Times it was answered from here, so the unknown-frame counts can be completed.
+    pub repeats: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct FrameCache {
+    /// Per thread: its name as last seen and that root frame.
+    pub roots: FxHashMap<u32, (String, FrameId)>,
+    pub by_address: FxHashMap<AddressKey, AddressHit>,
     /// Root-first frame ids of one user address.
     pub user: FxHashMap<UserKey, Box<[FrameId]>>,
     /// (address, exact) → the frame and whether a symbol named it.

@@ -54,6 +54,9 @@ impl JitCode {
 struct ProcessCode {
     code: Vec<JitCode>,
     max_size: u64,
+    /// While loading: indices into `code` of the bodies not yet ended, by start address, so
+    /// a load looks only at bodies that can overlap it instead of at every earlier one.
+    live: BTreeMap<u64, Vec<usize>>,
 }
 
 /// (file offset, sample-clock time it was read, bytes) of a stored side-file piece.
@@ -128,22 +131,50 @@ impl ProcessCode {
     /// Adds a body at time `t`, ending every live body it overlaps (the address was reused).
     fn load(&mut self, code: JitCode) {
         let (s, e) = (code.start, code.start.saturating_add(code.size));
-        for old in self.code.iter_mut() {
-            let overlaps = old.start < e && s < old.start.saturating_add(old.size);
-            if overlaps
-                && old.until.is_none()
-                && old.from <= code.from
-                && old.from_jitdump <= code.from_jitdump
-            {
-                old.until = Some(code.from);
+        // A body starting before `s - max_size` ends before `s`.
+        let lowest = s.saturating_sub(self.max_size);
+        let mut emptied = Vec::new();
+        for (&start, indices) in self.live.range_mut(lowest..e) {
+            indices.retain(|&i| {
+                let old = &mut self.code[i];
+                // Ended since by an unload or a move.
+                if old.until.is_some() {
+                    return false;
+                }
+                let overlaps = old.start < e && s < old.start.saturating_add(old.size);
+                let ends =
+                    overlaps && old.from <= code.from && old.from_jitdump <= code.from_jitdump;
+                if ends {
+                    old.until = Some(code.from);
+                }
+                !ends
+            });
+            if indices.is_empty() {
+                emptied.push(start);
             }
         }
+        for start in emptied {
+            self.live.remove(&start);
+        }
         self.max_size = self.max_size.max(code.size);
+        if code.until.is_none() {
+            self.live
+                .entry(code.start)
+                .or_default()
+                .push(self.code.len());
+        }
         self.code.push(code);
     }
 
     fn finish(&mut self) {
         self.code.sort_by_key(|c| (c.start, c.from));
+        // Indices moved with the sort; another side file of this process may load more.
+        self.live.clear();
+        for (i, c) in self.code.iter().enumerate() {
+            if c.until.is_none() {
+                self.live.entry(c.start).or_default().push(i);
+            }
+        }
     }
 
     fn lookup(&self, addr: u64, t: u64) -> Option<&JitCode> {

@@ -15,6 +15,7 @@ pub mod process;
 pub mod records;
 pub mod unwind;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::error::Result;
@@ -37,6 +38,8 @@ pub struct ResolveOptions {
     pub tid: Option<u32>,
     /// Only samples whose thread name is this.
     pub comm: Option<String>,
+    /// Read lines and inlined frames from separate debug files (`/usr/lib/debug`) too.
+    pub debug_files: bool,
 }
 
 /// Module name shown for kernel frames.
@@ -137,15 +140,18 @@ fn walk(
         };
         model.note_thread(s.pid, s.tid);
         let mut stack = split_callchain(s);
-        let callchain_user = stack.user.clone();
         let offset = timed.offset as u64;
+        let callchain_user;
         match embedded.filter(|e| e.unwound) {
             Some(e) => {
-                if let Some(user) = e.stacks.get(&offset) {
-                    stack.user = user.clone();
-                }
+                // The callchain's own user part is kept aside, not copied, when replaced.
+                callchain_user = match e.stacks.get(&offset) {
+                    Some(user) => std::mem::replace(&mut stack.user, user.clone()),
+                    None => stack.user.clone(),
+                };
             }
             None => {
+                callchain_user = stack.user.clone();
                 if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
                     if dwarf {
                         stack.user = unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
@@ -207,7 +213,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let mut profile = Profile::default();
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
-    let mut binaries = BinaryCache::new(same_kernel);
+    let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
     let ordered = time_ordered(recording);
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
@@ -219,22 +225,30 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
         embedded.as_ref().map(|e| &e.symbols),
         &mut binaries,
         |model, binaries, s| {
-            let comm = match model.thread(s.tid) {
-                Some(t) if !t.comm.is_empty() => t.comm.clone(),
-                _ => format!(":{}", s.tid),
+            let comm: Cow<'_, str> = match model.thread(s.tid) {
+                Some(t) if !t.comm.is_empty() => Cow::Borrowed(&t.comm),
+                _ => Cow::Owned(format!(":{}", s.tid)),
             };
             if options.tid.is_some_and(|tid| tid != s.tid)
-                || options.comm.as_ref().is_some_and(|c| *c != comm)
+                || options.comm.as_ref().is_some_and(|c| **c != *comm)
             {
                 return;
             }
-            let mut stack = vec![profile.intern(Frame {
-                name: comm,
-                kind: FrameKind::Root,
-                module: None,
-                file: None,
-                line: None,
-            })];
+            let root = match cache.roots.get(&s.tid) {
+                Some((name, id)) if **name == *comm => *id,
+                _ => {
+                    let id = profile.intern(Frame {
+                        name: comm.to_string(),
+                        kind: FrameKind::Root,
+                        module: None,
+                        file: None,
+                        line: None,
+                    });
+                    cache.roots.insert(s.tid, (comm.into_owned(), id));
+                    id
+                }
+            };
+            let mut stack = vec![root];
             for (i, &addr) in s.stack.user.iter().enumerate().rev() {
                 let exact = i == 0 && s.stack.user_first_exact;
                 // JIT code lives in anonymous memory; the index knows what was there when.
@@ -250,7 +264,14 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                     }
                     continue;
                 }
-                // Counted per frame inside, so it runs for every frame, cached or not.
+                let address_key = (s.pid, model.generation(s.pid), addr, exact);
+                if let Some(hit) = cache.by_address.get_mut(&address_key) {
+                    hit.repeats += 1;
+                    stack.extend_from_slice(&hit.ids);
+                    continue;
+                }
+                // Counts unknown frames inside; repeats answered by `by_address` are added
+                // after the walk.
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
                 let key = match &found.path {
                     Some(path) => (
@@ -267,6 +288,15 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                         .collect()
                 });
                 stack.extend_from_slice(ids);
+                let unknown = found.frames.is_empty().then(|| found.path.clone());
+                cache.by_address.insert(
+                    address_key,
+                    frame_cache::AddressHit {
+                        ids: ids.clone(),
+                        unknown,
+                        repeats: 0,
+                    },
+                );
             }
             kernel_frames += s.stack.kernel.len() as u64;
             for (i, &addr) in s.stack.kernel.iter().enumerate().rev() {
@@ -308,6 +338,19 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                 comm: t.comm.clone(),
             },
         );
+    }
+    for hit in cache.by_address.values() {
+        match &hit.unknown {
+            Some(Some(path)) if hit.repeats > 0 => {
+                *symbolizer
+                    .unknown
+                    .by_module
+                    .entry(path.to_string())
+                    .or_default() += hit.repeats;
+            }
+            Some(None) => symbolizer.unknown.unmapped += hit.repeats,
+            _ => {}
+        }
     }
     let notes = notes(&ordered, &symbolizer, &binaries, kernel_frames);
     profile.notes.extend(notes);
@@ -411,7 +454,7 @@ fn notes(
 /// recording machine: it unwinds and names with the binaries and kallsyms there.
 pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     let ordered = time_ordered(recording);
-    let mut binaries = BinaryCache::new(true);
+    let mut binaries = BinaryCache::new(true, true);
     let mut symbolizer = Symbolizer::new(None, true);
     let mut out = EmbeddedSymbols {
         version: embedded::VERSION,

@@ -7,13 +7,14 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gimli::{EndianArcSlice, RunTimeEndian};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use thiserror::Error;
 
 use crate::format::procfs;
+use crate::sys::mapped_file::MappedFile;
 
 #[derive(Debug, Error)]
 pub enum LoadError {
@@ -35,7 +36,9 @@ pub struct NativeFrame {
 struct Symbol {
     addr: u64,
     size: u64,
-    name: String,
+    /// Where the name is in the image, or in the separate debug file's image.
+    name: Range<usize>,
+    in_debug_file: bool,
     /// Which alias wins at one address: 0 global, 1 weak, 2 local.
     rank: u8,
 }
@@ -60,26 +63,57 @@ pub struct UnwindSections {
 
 type Dwarf = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
 
-/// One ELF file's symbols, DWARF and unwind sections.
+/// A binary's bytes: mapped from disk (most of a large binary is never read), or owned
+/// (the vdso, copied from memory).
+enum Image {
+    Mapped(MappedFile),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Image {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Image::Mapped(m) => m,
+            Image::Owned(v) => v,
+        }
+    }
+}
+
+/// One ELF file's symbols, DWARF and unwind sections. The symbol table is read when the file
+/// is opened; DWARF and the unwind sections are read on first use, since many binaries are
+/// only named (no unwinding) and some only unwound.
 pub struct Binary {
     pub build_id: Option<Vec<u8>>,
     segments: Vec<Segment>,
     /// Sorted by address, one per address.
     symbols: Vec<Symbol>,
-    dwarf: Option<Dwarf>,
-    pub unwind: UnwindSections,
+    image: Image,
+    /// The separate debug file, for symbol names (see [`Binary::parse`]).
+    debug_image: Option<Image>,
+    /// Whether the separate debug file's DWARF is used.
+    debug_dwarf: bool,
+    dwarf: OnceLock<Option<Dwarf>>,
+    unwind: OnceLock<UnwindSections>,
 }
 
 impl Binary {
-    pub fn open(path: &Path) -> Result<Self, LoadError> {
-        let bytes = std::fs::read(path)?;
-        Self::parse(&bytes)
+    /// Opens an ELF file; `debug_files` as for [`Binary::parse`].
+    pub fn open(path: &Path, debug_files: bool) -> Result<Self, LoadError> {
+        Self::from_image(Image::Mapped(MappedFile::open(path)?), debug_files)
     }
 
     /// Parses an ELF image. When it has no DWARF but a build id, the separate debug file
-    /// `/usr/lib/debug/.build-id/xx/yyyy.debug` (Debian's -dbg packages) is used if present.
-    pub fn parse(bytes: &[u8]) -> Result<Self, LoadError> {
-        let obj = object::File::parse(bytes)?;
+    /// `/usr/lib/debug/.build-id/xx/yyyy.debug` (Debian's -dbg packages) is used if present:
+    /// its symbol table always, its DWARF (lines and inlined frames) only with `debug_files`,
+    /// as decompressing it costs more than the rest of a report.
+    pub fn parse(bytes: &[u8], debug_files: bool) -> Result<Self, LoadError> {
+        Self::from_image(Image::Owned(bytes.to_vec()), debug_files)
+    }
+
+    fn from_image(image: Image, debug_files: bool) -> Result<Self, LoadError> {
+        let obj = object::File::parse(&*image)?;
         let build_id = obj.build_id().ok().flatten().map(<[u8]>::to_vec);
         let segments = obj
             .segments()
@@ -93,38 +127,64 @@ impl Binary {
             })
             .collect();
         let mut symbols = Vec::new();
-        collect_symbols(&obj, &mut symbols);
-        let mut dwarf = load_dwarf(&obj);
-        if dwarf.is_none() {
-            if let Some(debug) = build_id.as_deref().and_then(read_debug_file) {
+        collect_symbols(&obj, &image, false, &mut symbols);
+        let mut debug_image = None;
+        if obj.section_by_name(".debug_info").is_none() {
+            if let Some(debug) = build_id.as_deref().and_then(open_debug_file) {
                 if let Ok(dobj) = object::File::parse(&*debug) {
-                    dwarf = load_dwarf(&dobj);
-                    collect_symbols(&dobj, &mut symbols);
+                    collect_symbols(&dobj, &debug, true, &mut symbols);
+                    debug_image = Some(debug);
                 }
             }
         }
-        finish_symbols(&mut symbols);
-        let section = |name: &str| {
-            let s = obj.section_by_name(name)?;
-            let data = s.uncompressed_data().ok()?;
-            Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
-        };
-        let unwind = UnwindSections {
-            text: section(".text"),
-            eh_frame: section(".eh_frame"),
-            eh_frame_hdr: section(".eh_frame_hdr"),
-            debug_frame: section(".debug_frame").map(|s| s.1),
-            got: obj
-                .section_by_name(".got")
-                .map(|s| s.address()..s.address() + s.size()),
-        };
+        let debug_dwarf = debug_files && debug_image.is_some();
+        finish_symbols(&mut symbols, |s| name_in(&image, debug_image.as_ref(), s));
         Ok(Self {
             build_id,
             segments,
             symbols,
-            dwarf,
-            unwind,
+            image,
+            debug_image,
+            debug_dwarf,
+            dwarf: OnceLock::new(),
+            unwind: OnceLock::new(),
         })
+    }
+
+    /// The sections framehop needs, read on first use.
+    pub fn unwind(&self) -> &UnwindSections {
+        self.unwind.get_or_init(|| {
+            let Ok(obj) = object::File::parse(&*self.image) else {
+                return UnwindSections::default();
+            };
+            let section = |name: &str| {
+                let s = obj.section_by_name(name)?;
+                let data = s.uncompressed_data().ok()?;
+                Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
+            };
+            UnwindSections {
+                text: section(".text"),
+                eh_frame: section(".eh_frame"),
+                eh_frame_hdr: section(".eh_frame_hdr"),
+                debug_frame: section(".debug_frame").map(|s| s.1),
+                got: obj
+                    .section_by_name(".got")
+                    .map(|s| s.address()..s.address() + s.size()),
+            }
+        })
+    }
+
+    /// The DWARF of the file itself, else of its separate debug file; read on first use.
+    fn dwarf(&self) -> Option<&Dwarf> {
+        self.dwarf
+            .get_or_init(|| {
+                let image = match &self.debug_image {
+                    Some(debug) if self.debug_dwarf => debug,
+                    _ => &self.image,
+                };
+                load_dwarf(&object::File::parse(&**image).ok()?)
+            })
+            .as_ref()
     }
 
     /// The ELF virtual address (SVMA) of a file offset, through the PT_LOAD segments.
@@ -142,9 +202,9 @@ impl Binary {
     /// `perf report` does (so `.cold`/`.part.0` clones keep their names); inlined frames
     /// come from DWARF. Lines come from DWARF.
     pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
-        let symbol = self.symbol_at(svma).map(|s| demangle(&s.name));
+        let symbol = self.symbol_at(svma).map(|s| demangle(&self.name(s)));
         let mut frames = Vec::new();
-        if let Some(dwarf) = &self.dwarf {
+        if let Some(dwarf) = self.dwarf() {
             if let Ok(mut iter) = dwarf.find_frames(svma).skip_all_loads() {
                 while let Ok(Some(f)) = iter.next() {
                     let name = f
@@ -191,6 +251,12 @@ impl Binary {
         out
     }
 
+    /// A symbol's name; names are checked to be UTF-8 only when shown (rare invalid bytes
+    /// are replaced), since checking every name of a large binary costs more than naming.
+    fn name(&self, symbol: &Symbol) -> Cow<'_, str> {
+        String::from_utf8_lossy(name_in(&self.image, self.debug_image.as_ref(), symbol))
+    }
+
     fn symbol_at(&self, svma: u64) -> Option<&Symbol> {
         let idx = self.symbols.partition_point(|s| s.addr <= svma);
         let nearest = self.symbols.get(idx.checked_sub(1)?)?;
@@ -206,13 +272,39 @@ impl Binary {
     }
 }
 
-fn collect_symbols(obj: &object::File<'_>, out: &mut Vec<Symbol>) {
+/// A symbol's name bytes (in range: checked when collected).
+fn name_in<'a>(image: &'a [u8], debug_image: Option<&'a Image>, symbol: &Symbol) -> &'a [u8] {
+    let bytes = match debug_image {
+        Some(debug) if symbol.in_debug_file => &**debug,
+        _ => image,
+    };
+    bytes.get(symbol.name.clone()).unwrap_or(&[])
+}
+
+/// Collects text symbols; names are kept as ranges of `image` (the bytes `obj` was parsed
+/// from) rather than copied, since large binaries have hundreds of thousands.
+fn collect_symbols(
+    obj: &object::File<'_>,
+    image: &[u8],
+    in_debug_file: bool,
+    out: &mut Vec<Symbol>,
+) {
+    let base = image.as_ptr() as usize;
     for sym in obj.symbols().chain(obj.dynamic_symbols()) {
         if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
             continue;
         }
-        let Ok(name) = sym.name() else { continue };
+        let Ok(name) = sym.name_bytes() else { continue };
         if name.is_empty() {
+            continue;
+        }
+        // The name is a slice of `image`; its offset there (checked, so a name from anywhere
+        // else is dropped rather than misread).
+        let Some(start) = (name.as_ptr() as usize).checked_sub(base) else {
+            continue;
+        };
+        let end = start + name.len();
+        if end > image.len() {
             continue;
         }
         let rank = if sym.is_weak() {
@@ -225,16 +317,36 @@ fn collect_symbols(obj: &object::File<'_>, out: &mut Vec<Symbol>) {
         out.push(Symbol {
             addr: sym.address(),
             size: sym.size(),
-            name: name.to_string(),
+            name: start..end,
+            in_debug_file,
             rank,
         });
     }
 }
 
-/// Sorts by address, keeps the best-ranked name per address (see `collect_symbols`).
-fn finish_symbols(symbols: &mut Vec<Symbol>) {
-    symbols.sort_by(|a, b| (a.addr, a.rank, &a.name).cmp(&(b.addr, b.rank, &b.name)));
-    symbols.dedup_by_key(|s| s.addr);
+/// Sorts by address and keeps one symbol per address: the best rank (see `collect_symbols`),
+/// then the smallest name.
+fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a [u8]) {
+    symbols.sort_unstable_by_key(|s| (s.addr, s.rank));
+    // Within one address the first has the best rank; names are compared only among those
+    // of that rank (most are the same name from .symtab and .dynsym).
+    let mut kept = 0;
+    let mut i = 0;
+    while i < symbols.len() {
+        let (addr, rank) = (symbols[i].addr, symbols[i].rank);
+        let mut best = i;
+        let mut j = i + 1;
+        while j < symbols.len() && symbols[j].addr == addr {
+            if symbols[j].rank == rank && name(&symbols[j]) < name(&symbols[best]) {
+                best = j;
+            }
+            j += 1;
+        }
+        symbols.swap(kept, best);
+        kept += 1;
+        i = j;
+    }
+    symbols.truncate(kept);
 }
 
 fn load_dwarf(obj: &object::File<'_>) -> Option<Dwarf> {
@@ -263,13 +375,13 @@ fn load_dwarf(obj: &object::File<'_>) -> Option<Dwarf> {
     addr2line::Context::from_dwarf(dwarf).ok()
 }
 
-fn read_debug_file(build_id: &[u8]) -> Option<Vec<u8>> {
+fn open_debug_file(build_id: &[u8]) -> Option<Image> {
     if build_id.len() < 2 {
         return None;
     }
     let hex = hex(build_id);
     let path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-    std::fs::read(path).ok()
+    MappedFile::open(Path::new(&path)).ok().map(Image::Mapped)
 }
 
 /// Lower-case hex of a build id.
@@ -299,13 +411,16 @@ pub struct BinaryCache {
     loaded: HashMap<Arc<str>, Result<Arc<Binary>, String>>,
     /// The vdso image of this machine, used when the recording was made on this kernel.
     pub vdso_allowed: bool,
+    /// Whether the DWARF of separate debug files is read (see [`Binary::parse`]).
+    pub debug_files: bool,
 }
 
 impl BinaryCache {
-    pub fn new(vdso_allowed: bool) -> Self {
+    pub fn new(vdso_allowed: bool, debug_files: bool) -> Self {
         Self {
             loaded: HashMap::new(),
             vdso_allowed,
+            debug_files,
         }
     }
 
@@ -318,12 +433,12 @@ impl BinaryCache {
             if self.vdso_allowed {
                 own_vdso()
                     .ok_or_else(|| "the vdso image of this process is not readable".to_string())
-                    .and_then(|b| Binary::parse(&b).map_err(|e| e.to_string()))
+                    .and_then(|b| Binary::parse(&b, self.debug_files).map_err(|e| e.to_string()))
             } else {
                 Err("the recording was made on another kernel".to_string())
             }
         } else if path.starts_with('/') {
-            Binary::open(Path::new(&**path)).map_err(|e| e.to_string())
+            Binary::open(Path::new(&**path), self.debug_files).map_err(|e| e.to_string())
         } else {
             Err("not a file".to_string())
         };
@@ -375,11 +490,13 @@ mod tests {
     #[test]
     fn vdso_of_this_process_has_symbols() {
         let image = own_vdso().expect("vdso readable");
-        let b = Binary::parse(&image).unwrap();
+        let b = Binary::parse(&image, false).unwrap();
         assert!(
-            b.symbols.iter().any(|s| s.name.contains("clock_gettime")),
+            b.symbols
+                .iter()
+                .any(|s| b.name(s).contains("clock_gettime")),
             "vdso symbols: {:?}",
-            b.symbols.iter().map(|s| &s.name).collect::<Vec<_>>()
+            b.symbols.iter().map(|s| b.name(s)).collect::<Vec<_>>()
         );
     }
 }

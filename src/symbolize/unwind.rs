@@ -2,7 +2,7 @@
 //! the callchain (frame pointers, plus the frameless-leaf fix) or from framehop's DWARF/CFI
 //! unwinder over the copied user stack. Addresses are innermost first.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -116,12 +116,12 @@ struct ProcessUnwinder {
     generation: u64,
     unwinder: UnwinderX86_64<SectionData>,
     cache: CacheX86_64,
-    registered: HashSet<u64>,
+    registered: FxHashSet<u64>,
 }
 
 #[derive(Default)]
 pub struct Unwinders {
-    per_pid: HashMap<u32, ProcessUnwinder>,
+    per_pid: FxHashMap<u32, ProcessUnwinder>,
 }
 
 impl Unwinders {
@@ -130,14 +130,14 @@ impl Unwinders {
             generation,
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
-            registered: HashSet::new(),
+            registered: FxHashSet::default(),
         });
         if entry.generation != generation {
             *entry = ProcessUnwinder {
                 generation,
                 unwinder: UnwinderX86_64::new(),
                 cache: CacheX86_64::new(),
-                registered: HashSet::new(),
+                registered: FxHashSet::default(),
             };
         }
         entry
@@ -220,7 +220,7 @@ fn register(p: &mut ProcessUnwinder, mapping: &Mapping, binaries: &mut BinaryCac
     let Some(svma) = binary.svma_of_offset(mapping.pgoff) else {
         return;
     };
-    let u = &binary.unwind;
+    let u = binary.unwind();
     let info = ExplicitModuleSectionInfo {
         base_svma: 0,
         text_svma: u.text.as_ref().map(|t| t.0.clone()),
