@@ -84,26 +84,6 @@ impl AddressNamer {
             return frames;
         }
         let found = symbolizer.user(&self.model, &mut self.binaries, pid, addr, true);
-        let module = found
-            .path
-            .as_deref()
-            .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
-        let n = found.frames.len();
-        found
-            .frames
-            .iter()
-            .enumerate()
-            .map(|(i, f)| Frame {
-                name: f.name.clone(),
-                kind: if i + 1 == n {
-                    FrameKind::Native
-                } else {
-                    FrameKind::Inlined
-                },
-                module: module.clone(),
-                file: f.file.clone(),
-                line: f.line,
-            })
-            .collect()
+        super::native_frames(&found)
     }
 }

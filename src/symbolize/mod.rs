@@ -378,12 +378,22 @@ fn user_frames(found: &UserLookup, addr: u64) -> Vec<Frame> {
             line: None,
         }];
     }
+    let mut frames = native_frames(found);
+    frames.reverse();
+    frames
+}
+
+/// The frames of a found native address, innermost first: what is inlined, then the function.
+fn native_frames(found: &UserLookup) -> Vec<Frame> {
+    let module = found
+        .path
+        .as_deref()
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
     let n = found.frames.len();
     found
         .frames
         .iter()
         .enumerate()
-        .rev()
         .map(|(i, f)| Frame {
             name: f.name.clone(),
             kind: if i + 1 == n {
