@@ -23,12 +23,16 @@ macro_rules! argv {
 
 /// `jprof report -i perf.data` against `perf inject --jit` + `perf script` + inferno.
 mod import;
+/// The Java demo under jprof's agent against perf record + a perf map.
+mod java;
 
 struct Options {
     runs: usize,
     scale: String,
     /// Only the perf.data import comparison (`--import-only`).
     import_only: bool,
+    /// Only the Java overhead comparison (`--java-only`).
+    java_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -36,6 +40,7 @@ fn parse(args: &[String]) -> Result<Options> {
         runs: 5,
         scale: "1".into(),
         import_only: false,
+        java_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -53,9 +58,10 @@ fn parse(args: &[String]) -> Result<Options> {
             }
             "--scale" => options.scale = value("--scale")?,
             "--import-only" => options.import_only = true,
-            other => {
-                bail!("bench: unknown argument {other:?} (try --runs N, --scale S, --import-only)")
-            }
+            "--java-only" => options.java_only = true,
+            other => bail!(
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only)"
+            ),
         }
     }
     Ok(options)
@@ -234,6 +240,11 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+    if options.java_only {
+        let table = java::compare(&jprof, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     let example = build_example()?;
     let dir = target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -312,6 +323,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push('\n');
     table.push_str(&import::compare(&jprof, options.runs)?);
     table.push_str(&jitdump_throughput()?);
+    table.push_str(&java::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
