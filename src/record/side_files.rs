@@ -244,3 +244,59 @@ fn read_new(f: &mut Tailed, owner: Option<u32>) -> Result<(Vec<u8>, usize), Stri
     };
     Ok((data, consumed))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notes_after_poll(side: &mut SideFiles) -> (Vec<String>, usize) {
+        let mut pieces = 0;
+        side.poll(1, |_| pieces += 1);
+        (side.notes(), pieces)
+    }
+
+    #[test]
+    fn perf_maps_through_symlinks_or_of_other_users_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.map");
+        std::fs::write(&real, "1000 10 f\n").unwrap();
+        let link = dir.path().join("perf-4242.map");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+
+        let mut side = SideFiles::default();
+        side.pids.insert(4242, None);
+        // `add` would resolve the link; register the link path itself, as a runtime's map would be.
+        side.known.insert(link.clone());
+        side.files.push(Tailed {
+            kind: SideKind::PERF_MAP,
+            pid: 4242,
+            path: link,
+            stored: 0,
+            jitdump_header: None,
+            records: 0,
+            problem: None,
+            closed: false,
+        });
+        let (notes, pieces) = notes_after_poll(&mut side);
+        assert_eq!(pieces, 0);
+        assert!(
+            notes[0].contains("refused: it is a symbolic link"),
+            "{notes:?}"
+        );
+
+        let mut side = SideFiles::default();
+        let me = std::fs::metadata(&real).unwrap().uid();
+        side.pids.insert(4243, Some(me + 1));
+        side.add(SideKind::PERF_MAP, 4243, real.clone());
+        let (notes, pieces) = notes_after_poll(&mut side);
+        assert_eq!(pieces, 0);
+        assert!(notes[0].contains("refused: owned by uid"), "{notes:?}");
+
+        let mut side = SideFiles::default();
+        side.pids.insert(4244, Some(me));
+        side.add(SideKind::PERF_MAP, 4244, real);
+        let (notes, pieces) = notes_after_poll(&mut side);
+        assert_eq!(pieces, 1);
+        assert!(notes[0].contains("1 entries stored"), "{notes:?}");
+    }
+}
