@@ -81,8 +81,14 @@ impl SideFiles {
     }
 
     fn add(&mut self, kind: SideKind, pid: u32, path: PathBuf) {
-        // /proc/PID/cwd is a link that dies with the process: keep the resolved path.
-        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        // /proc/PID/cwd is a link that dies with the process: resolve the directory. The file
+        // itself stays as named, so a symlinked perf map is still seen (and refused) as one.
+        let path = match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => {
+                std::fs::canonicalize(dir).map_or_else(|_| path.clone(), |d| d.join(name))
+            }
+            _ => path,
+        };
         if self.known.insert(path.clone()) {
             self.files.push(Tailed {
                 kind,
@@ -265,18 +271,7 @@ mod tests {
 
         let mut side = SideFiles::default();
         side.pids.insert(4242, None);
-        // `add` would resolve the link; register the link path itself, as a runtime's map would be.
-        side.known.insert(link.clone());
-        side.files.push(Tailed {
-            kind: SideKind::PERF_MAP,
-            pid: 4242,
-            path: link,
-            stored: 0,
-            jitdump_header: None,
-            records: 0,
-            problem: None,
-            closed: false,
-        });
+        side.add(SideKind::PERF_MAP, 4242, link);
         let (notes, pieces) = notes_after_poll(&mut side);
         assert_eq!(pieces, 0);
         assert!(
