@@ -22,6 +22,19 @@ impl Drop for Target {
     }
 }
 
+/// `jprof record -p PID --duration 1`; asserts success and returns its stderr (the summary).
+fn record_attached(pid: u32, data: &std::path::Path) -> String {
+    let out = jprof()
+        .args(["record", "--duration", "1", "-o"])
+        .arg(data)
+        .args(["-p", &pid.to_string()])
+        .output()
+        .expect("run jprof");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
 #[test]
 fn attach_samples_every_existing_thread_and_leaves_the_target_running() {
     // Three busy threads, all created before jprof attaches.
@@ -38,14 +51,7 @@ spin()\n";
     std::thread::sleep(Duration::from_millis(500));
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("attach.data");
-    let out = jprof()
-        .args(["record", "--duration", "1", "-o"])
-        .arg(&data)
-        .args(["-p", &target.0.id().to_string()])
-        .output()
-        .expect("run jprof");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = record_attached(target.0.id(), &data);
     assert!(stderr.contains("the target keeps running"), "{stderr}");
     assert!(
         target.0.try_wait().unwrap().is_none(),
@@ -109,14 +115,7 @@ fn attach_finds_a_jitdump_already_being_written() {
     );
     std::thread::sleep(Duration::from_millis(1500));
     let data = dir.path().join("attach-node.data");
-    let out = jprof()
-        .args(["record", "--duration", "1", "-o"])
-        .arg(&data)
-        .args(["-p", &target.0.id().to_string()])
-        .output()
-        .expect("run jprof");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = record_attached(target.0.id(), &data);
     assert!(
         stderr.contains(&format!("jit-{}.dump", target.0.id())),
         "{stderr}"

@@ -106,21 +106,25 @@ fn exec_failure_is_a_clear_error() {
     );
 }
 
+/// `jprof record` of a shell loop of `rounds` iterations, running in the background (stderr
+/// captured, so it can be read when the recorder is reaped).
+fn spawn_busy_recording(data: &std::path::Path, rounds: u64) -> std::process::Child {
+    jprof()
+        .args(["record", "-o"])
+        .arg(data)
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "i=0; while [ $i -lt {rounds} ]; do i=$((i+1)); done"
+        ))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run jprof")
+}
+
 #[test]
 fn sigkilled_recorder_leaves_a_readable_recording() {
     let (_dir, data) = temp_data("killed.data");
-    let mut child = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done",
-        ])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run jprof");
+    let mut child = spawn_busy_recording(&data, 3_000_000);
     std::thread::sleep(Duration::from_millis(1500));
     child.kill().expect("SIGKILL jprof");
     child.wait().expect("reap jprof");
@@ -142,18 +146,7 @@ fn sigkilled_recorder_leaves_a_readable_recording() {
 #[test]
 fn sigint_is_forwarded_and_the_recording_finalized() {
     let (_dir, data) = temp_data("int.data");
-    let child = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done",
-        ])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run jprof");
+    let child = spawn_busy_recording(&data, 30_000_000);
     std::thread::sleep(Duration::from_millis(800));
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal jprof");
