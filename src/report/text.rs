@@ -119,29 +119,47 @@ pub fn write_top(costs: &FunctionCosts, n: usize, mut out: impl Write) -> io::Re
     }
     let whole = costs.total_weight;
     writeln!(out, "Top {n} functions by self time:")?;
-    writeln!(out, "  {:>7} {:>7}  function", "self%", "total%")?;
-    for f in costs.functions.iter().filter(|f| f.self_weight > 0).take(n) {
-        writeln!(
-            out,
-            "  {:>6.2}% {:>6.2}%  {}",
-            percent(f.self_weight, whole),
-            percent(f.total_weight, whole),
-            f.name
-        )?;
-    }
+    let by_self = costs.functions.iter().filter(|f| f.self_weight > 0).take(n);
+    write_rows(
+        &mut out,
+        ("self%", "total%"),
+        by_self,
+        |f| (f.self_weight, f.total_weight),
+        whole,
+    )?;
     let mut by_total: Vec<&FunctionCost> = costs.functions.iter().collect();
     by_total.sort_by(|a, b| {
         (b.total_weight, b.self_weight, &a.name).cmp(&(a.total_weight, a.self_weight, &b.name))
     });
     writeln!(out)?;
     writeln!(out, "Top {n} functions by total (inclusive) time:")?;
-    writeln!(out, "  {:>7} {:>7}  function", "total%", "self%")?;
-    for f in by_total.into_iter().take(n) {
+    let by_total = by_total.into_iter().take(n);
+    write_rows(
+        &mut out,
+        ("total%", "self%"),
+        by_total,
+        |f| (f.total_weight, f.self_weight),
+        whole,
+    )
+}
+
+/// One table of [`write_top`]: a header naming the two percentage columns, then a row per
+/// function with the two weights `columns` picks, as percentages of `whole`.
+fn write_rows<'a, W: std::io::Write + ?Sized>(
+    out: &mut W,
+    headers: (&str, &str),
+    functions: impl Iterator<Item = &'a FunctionCost>,
+    columns: impl Fn(&FunctionCost) -> (u64, u64),
+    whole: u64,
+) -> std::io::Result<()> {
+    writeln!(out, "  {:>7} {:>7}  function", headers.0, headers.1)?;
+    for f in functions {
+        let (first, second) = columns(f);
         writeln!(
             out,
             "  {:>6.2}% {:>6.2}%  {}",
-            percent(f.total_weight, whole),
-            percent(f.self_weight, whole),
+            percent(first, whole),
+            percent(second, whole),
             f.name
         )?;
     }

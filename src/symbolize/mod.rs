@@ -59,6 +59,23 @@ struct SampleStack {
     stack: AddressStack,
 }
 
+/// The mapping an MMAP or MMAP2 record describes.
+fn file_mapping(
+    addr: u64,
+    len: u64,
+    pgoff: u64,
+    filename: &str,
+    build_id: Option<&[u8]>,
+) -> Mapping {
+    Mapping {
+        start: addr,
+        end: addr.saturating_add(len),
+        pgoff,
+        path: filename.into(),
+        build_id: build_id.map(Into::into),
+    }
+}
+
 /// Applies a record that changes the process model (mappings, names, forks); false for
 /// any other record.
 fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
@@ -73,13 +90,7 @@ fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
             ..
         } => model.add_mapping(
             *pid,
-            Mapping {
-                start: *addr,
-                end: addr.saturating_add(*len),
-                pgoff: *pgoff,
-                path: filename.as_str().into(),
-                build_id: build_id.as_deref().map(Into::into),
-            },
+            file_mapping(*addr, *len, *pgoff, filename, build_id.as_deref()),
         ),
         Record::Mmap {
             pid,
@@ -88,16 +99,7 @@ fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
             pgoff,
             filename,
             ..
-        } => model.add_mapping(
-            *pid,
-            Mapping {
-                start: *addr,
-                end: addr.saturating_add(*len),
-                pgoff: *pgoff,
-                path: filename.as_str().into(),
-                build_id: None,
-            },
-        ),
+        } => model.add_mapping(*pid, file_mapping(*addr, *len, *pgoff, filename, None)),
         Record::Comm {
             pid,
             tid,
