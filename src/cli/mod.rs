@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::record::{CallGraph, EventChoice, RecordConfig, Target};
-use crate::report::{Format, ReportConfig};
+use crate::report::{Format, ReportConfig, TimeRange, Weight};
 use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
 
 #[derive(Debug, Parser)]
@@ -115,8 +115,30 @@ pub struct ReportArgs {
     #[arg(long)]
     pub tid: Option<u32>,
     /// Only samples of threads with this name.
-    #[arg(long)]
+    #[arg(long, visible_alias = "thread")]
     pub comm: Option<String>,
+    /// What widths measure: samples, calls or self time (calls/time need instrumentation:
+    /// a Mono .mlpd with enter/leave events, or an XRay log).
+    #[arg(long, value_enum)]
+    pub weight: Option<WeightArg>,
+    /// Only this range of seconds from the start: `START..END` (or `START-END`; either end may
+    /// be left out).
+    #[arg(long, value_name = "START..END", value_parser = parse_time_range)]
+    pub time: Option<TimeRange>,
+    /// The XRay-instrumented binary whose log `-i` names (for function names).
+    #[arg(long, value_name = "ELF")]
+    pub binary: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum WeightArg {
+    Samples,
+    Calls,
+    Time,
+}
+
+fn parse_time_range(text: &str) -> Result<TimeRange, String> {
+    TimeRange::parse(text)
 }
 
 #[derive(Debug, Args)]
@@ -225,6 +247,13 @@ impl From<ReportArgs> for ReportConfig {
             comm: a.comm,
             search_dirs: a.search_dirs,
             debug_files: a.debug_files,
+            weight: a.weight.map(|w| match w {
+                WeightArg::Samples => Weight::Samples,
+                WeightArg::Calls => Weight::Calls,
+                WeightArg::Time => Weight::Time,
+            }),
+            time: a.time,
+            binary: a.binary,
         }
     }
 }

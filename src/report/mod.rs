@@ -37,6 +37,116 @@ pub struct ReportConfig {
     pub search_dirs: Vec<PathBuf>,
     /// Lines and inlined frames from separate debug files (`--debug-files`).
     pub debug_files: bool,
+    /// What a stack is weighted by; `None` = the input's natural weight (samples for
+    /// recordings; for a Mono .mlpd samples when it has SAMPLE hits, else calls; time for XRay).
+    pub weight: Option<Weight>,
+    /// Only what happened in this range of seconds from the start of the input.
+    pub time: Option<TimeRange>,
+    /// The instrumented binary of an XRay log (`--binary`).
+    pub binary: Option<PathBuf>,
+}
+
+/// What the width of a stack in the outputs measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weight {
+    /// Sampled hits (the event's period for perf samples).
+    Samples,
+    /// Number of calls of the leaf via that stack (instrumentation: Mono enter/leave, XRay).
+    Calls,
+    /// Self time in ns of the leaf via that stack (instrumentation).
+    Time,
+}
+
+/// `--time START..END` (also `START-END`): seconds from the start of the input; either end may
+/// be left out (`2..`, `..5`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimeRange {
+    pub start_s: Option<f64>,
+    pub end_s: Option<f64>,
+}
+
+impl TimeRange {
+    /// Parses `A..B` or `A-B` (seconds, either side optional).
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let (a, b) = text
+            .split_once("..")
+            .or_else(|| text.split_once('-'))
+            .ok_or_else(|| {
+                format!("--time {text:?}: expected START..END in seconds, e.g. 1.5..3")
+            })?;
+        let side = |s: &str| -> std::result::Result<Option<f64>, String> {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(None);
+            }
+            match s.parse::<f64>() {
+                Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+                _ => Err(format!(
+                    "--time {text:?}: {s:?} is not a number of seconds, 0 or more"
+                )),
+            }
+        };
+        let range = Self {
+            start_s: side(a)?,
+            end_s: side(b)?,
+        };
+        if let (Some(a), Some(b)) = (range.start_s, range.end_s) {
+            if b < a {
+                return Err(format!("--time {text:?}: the end is before the start"));
+            }
+        }
+        Ok(range)
+    }
+
+    /// Whether `offset_ns` (ns from the start of the input) falls in the range (end inclusive).
+    pub fn contains_ns(&self, offset_ns: u64) -> bool {
+        let s = offset_ns as f64 / 1e9;
+        self.start_s.is_none_or(|a| s >= a) && self.end_s.is_none_or(|b| s <= b)
+    }
+}
+
+/// What kind of file `report -i` was given, told by its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// A jprof recording (`jprof.data`).
+    Recording,
+    /// A perf.data from `perf record`.
+    PerfData,
+    /// A Mono log profiler file (`.mlpd`).
+    Mlpd,
+    /// An LLVM XRay log (FDR or basic mode).
+    XrayLog,
+}
+
+impl InputKind {
+    /// Tells the kind from the file's first bytes; anything unknown is treated as a recording,
+    /// whose reader gives the precise error.
+    pub fn detect(path: &Path) -> Self {
+        if import::is_perf_data(path) {
+            return Self::PerfData;
+        }
+        let mut head = [0u8; 8];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| {
+                use std::io::Read;
+                f.read(&mut head)
+            })
+            .unwrap_or(0);
+        let head = &head[..n];
+        // Mono's log header starts with the magic 0x4D505A01 stored little-endian.
+        if head.starts_with(&[0x01, 0x5A, 0x50, 0x4D]) {
+            return Self::Mlpd;
+        }
+        // XRay: u16 version (1..=5, little-endian) then u16 type (0 = naive/basic, 1 = FDR).
+        if n >= 4 {
+            let version = u16::from_le_bytes([head[0], head[1]]);
+            let kind = u16::from_le_bytes([head[2], head[3]]);
+            if (1..=5).contains(&version) && kind <= 1 {
+                return Self::XrayLog;
+            }
+        }
+        Self::Recording
+    }
 }
 
 /// How many functions the text tables list.
@@ -98,8 +208,27 @@ pub fn labels(recording: &Recording) -> flamegraph::Labels {
     }
 }
 
+/// Keeps the samples inside `range`, counted from the profile's first sample.
+pub fn keep_time_range(profile: &mut crate::profile::Profile, range: &TimeRange) {
+    let Some(first) = profile.samples.iter().map(|s| s.time).min() else {
+        return;
+    };
+    profile
+        .samples
+        .retain(|s| range.contains_ns(s.time.saturating_sub(first)));
+}
+
 /// Runs `jprof report`.
 pub fn run(config: &ReportConfig) -> Result<()> {
+    match InputKind::detect(&config.input) {
+        InputKind::Mlpd | InputKind::XrayLog => {
+            return Err(Error::Other(format!(
+                "{}: Mono .mlpd and XRay logs are not readable yet",
+                config.input.display()
+            )))
+        }
+        InputKind::Recording | InputKind::PerfData => {}
+    }
     let recording = if import::is_perf_data(&config.input) {
         let options = import::ImportOptions {
             search_dirs: config.search_dirs.clone(),
@@ -113,7 +242,10 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         comm: config.comm.clone(),
         debug_files: config.debug_files,
     };
-    let profile = symbolize::resolve(&recording, &options)?;
+    let mut profile = symbolize::resolve(&recording, &options)?;
+    if let Some(range) = &config.time {
+        keep_time_range(&mut profile, range);
+    }
     let output = config.output.as_deref();
     match config.format {
         Format::Collapsed => {
