@@ -2,6 +2,8 @@
 //! owns `jprof report`'s choice of outputs and where they go; the writers are in the submodules.
 
 pub mod collapsed;
+pub mod export;
+pub mod firefox;
 pub mod flamegraph;
 pub mod text;
 
