@@ -122,6 +122,34 @@ impl ExportContext {
     }
 }
 
+/// Default output file of a viewer format.
+pub fn default_file(format: super::Format) -> Option<&'static str> {
+    match format {
+        super::Format::Firefox => Some(super::firefox::DEFAULT_FILE),
+        super::Format::Pprof => Some(super::pprof::DEFAULT_FILE),
+        super::Format::Speedscope => Some(super::speedscope::DEFAULT_FILE),
+        _ => None,
+    }
+}
+
+/// Writes `profile` in a viewer format (firefox, pprof, speedscope); other formats are not
+/// written here and give an error.
+pub fn write(
+    format: super::Format,
+    profile: &Profile,
+    context: &ExportContext,
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
+    match format {
+        super::Format::Firefox => super::firefox::write(profile, context, out),
+        super::Format::Pprof => super::pprof::write(profile, context, out),
+        super::Format::Speedscope => super::speedscope::write(profile, context, out),
+        other => Err(std::io::Error::other(format!(
+            "{other:?} is not a viewer format"
+        ))),
+    }
+}
+
 fn first_sample_time(profile: &Profile) -> Option<u64> {
     profile.samples.iter().map(|s| s.time).min()
 }
