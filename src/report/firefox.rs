@@ -36,7 +36,7 @@ pub const DEFAULT_FILE: &str = "profile.json.gz";
 /// Writes the profile as a gzipped Firefox Profiler profile.
 pub fn write(profile: &Profile, ctx: &ExportContext, out: impl Write) -> io::Result<()> {
     let json = serde_json::to_string(&build(profile, ctx))?;
-    let mut gz = GzEncoder::new(out, Compression::default());
+    let mut gz = GzEncoder::new(out, Compression::fast());
     write_with_sources(&json, profile, &mut gz)?;
     gz.finish()?.flush()
 }

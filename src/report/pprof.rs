@@ -153,7 +153,7 @@ pub struct Function {
 /// Writes the profile as gzipped profile.proto.
 pub fn write(profile: &Profile, ctx: &ExportContext, out: impl Write) -> io::Result<()> {
     let bytes = build(profile, ctx).encode_to_vec();
-    let mut gz = GzEncoder::new(out, Compression::default());
+    let mut gz = GzEncoder::new(out, Compression::fast());
     gz.write_all(&bytes)?;
     gz.finish()?.flush()
 }

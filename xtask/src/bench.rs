@@ -33,6 +33,8 @@ struct Options {
     import_only: bool,
     /// Only the Java overhead comparison (`--java-only`).
     java_only: bool,
+    /// Only the report writers (`--writers-only`).
+    writers_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -41,6 +43,7 @@ fn parse(args: &[String]) -> Result<Options> {
         scale: "1".into(),
         import_only: false,
         java_only: false,
+        writers_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -59,8 +62,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--scale" => options.scale = value("--scale")?,
             "--import-only" => options.import_only = true,
             "--java-only" => options.java_only = true,
+            "--writers-only" => options.writers_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --writers-only)"
             ),
         }
     }
@@ -233,6 +237,10 @@ fn file_mib(path: &Path) -> f64 {
 
 pub fn run(args: &[String]) -> Result<()> {
     let options = parse(args)?;
+    if options.writers_only {
+        print!("{}", writers()?);
+        return Ok(());
+    }
     check_tools()?;
     let jprof = build_jprof()?;
     if options.import_only {
@@ -323,6 +331,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push('\n');
     table.push_str(&import::compare(&jprof, options.runs)?);
     table.push_str(&jitdump_throughput()?);
+    table.push_str(&writers()?);
     table.push_str(&java::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
@@ -350,6 +359,23 @@ fn jitdump_throughput() -> Result<String> {
         .context("jitdump_parse printed no result line")?
         .to_string();
     Ok(format!("\n{line} (goal ≥ 1 GB/s)\n"))
+}
+
+/// `cargo bench --bench writers`: time, size and peak memory of every report writer on a
+/// synthetic 1 M-sample profile (benches/writers.rs prints the table).
+fn writers() -> Result<String> {
+    eprintln!("== report writers on 1 M samples (benches/writers.rs)");
+    let mut cmd = cargo();
+    cmd.current_dir(crate::root())
+        .args(["bench", "--quiet", "--bench", "writers"]);
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run `{}`", describe(&cmd)))?;
+    if !out.status.success() {
+        bail!("`{}` failed ({})", describe(&cmd), out.status);
+    }
+    Ok(format!("\n{}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64, f64)) -> String {
