@@ -17,10 +17,10 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use fxprof_processed_profile::{
     debugid::DebugId, CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, Frame,
-    FrameFlags, FrameInfo, LibraryHandle, LibraryInfo, MarkerFieldFlags, MarkerFieldFormat,
-    MarkerTiming, Profile as FxProfile, ReferenceTimestamp, SamplingInterval, StackHandle,
-    StaticSchemaMarker, StaticSchemaMarkerField, StringHandle, Symbol, SymbolTable, ThreadHandle,
-    Timestamp,
+    FrameFlags, FrameHandle, FrameInfo, LibraryHandle, LibraryInfo, MarkerFieldFlags,
+    MarkerFieldFormat, MarkerTiming, Profile as FxProfile, ReferenceTimestamp, SamplingInterval,
+    StackHandle, StaticSchemaMarker, StaticSchemaMarkerField, StringHandle, Symbol, SymbolTable,
+    ThreadHandle, Timestamp,
 };
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -151,6 +151,7 @@ fn build(profile: &Profile, ctx: &ExportContext) -> FxProfile {
     let mut main_threads: BTreeMap<u32, ThreadHandle> = BTreeMap::new();
     let mut stacks: FxHashMap<(ThreadHandle, &[FrameId]), Option<StackHandle>> =
         FxHashMap::default();
+    let mut frame_handles: Vec<Option<FrameHandle>> = Vec::new();
     for track in &tracks {
         let first = at(profile.samples[track.samples[0]].time);
         let process = *processes.entry(track.pid).or_insert_with(|| {
@@ -170,11 +171,25 @@ fn build(profile: &Profile, ctx: &ExportContext) -> FxProfile {
                 }
             })
             .or_insert(thread);
+        // Frame handles belong to a thread; each is interned once per thread.
+        frame_handles.clear();
+        frame_handles.resize(profile.frames().len(), None);
         for &i in &track.samples {
             let sample = &profile.samples[i];
             let frames = export::code_frames(profile, &sample.stack);
             let stack = *stacks.entry((thread, frames)).or_insert_with(|| {
-                fx.intern_stack_frames(thread, frames.iter().filter_map(|&id| frame_info(id)))
+                let mut stack = None;
+                for &id in frames {
+                    let handle = match frame_handles[id.0 as usize] {
+                        Some(h) => Some(h),
+                        None => frame_info(id).map(|info| fx.intern_frame(thread, info)),
+                    };
+                    frame_handles[id.0 as usize] = handle;
+                    if let Some(h) = handle {
+                        stack = Some(fx.intern_stack(thread, stack, h));
+                    }
+                }
+                stack
             });
             let cpu = CpuDelta::from_nanos(ctx.cpu_ns(sample.weight));
             fx.add_sample(thread, at(sample.time), stack, cpu, 1);
