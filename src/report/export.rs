@@ -236,6 +236,7 @@ pub fn module_name(frame: &Frame) -> &str {
 pub(crate) mod tests {
     use super::*;
     use crate::profile::ThreadInfo;
+    use std::io;
 
     /// A small profile with every frame kind, two threads of one process, file/line info and
     /// an inline chain, for the writers' tests.
@@ -338,6 +339,22 @@ pub(crate) mod tests {
         let frames = code_frames(&p, &p.samples[0].stack);
         assert_eq!(frames.len(), 3);
         assert_eq!(p.frame(frames[0]).name, "main");
+    }
+
+    #[test]
+    fn an_empty_profile_writes_valid_files_in_every_viewer_format() {
+        use crate::report::Format;
+        let p = Profile::default();
+        let ctx = ExportContext::for_profile(&p, "t", "cycles", WeightUnit::Events);
+        for format in [Format::Firefox, Format::Pprof, Format::Speedscope] {
+            let mut out = Vec::new();
+            write(format, &p, &ctx, &mut out).unwrap();
+            assert!(!out.is_empty(), "{format:?}");
+        }
+        let mut out = Vec::new();
+        write(Format::Pprof, &p, &ctx, &mut out).unwrap();
+        assert!(crate::report::pprof::read(&out).unwrap().sample.is_empty());
+        assert!(write(Format::Text, &p, &ctx, io::sink()).is_err());
     }
 
     #[test]
