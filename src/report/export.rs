@@ -48,6 +48,8 @@ pub struct ExportContext {
     pub start_unix_ns: u64,
     /// Sorted by pid, time, address.
     pub code_loads: Vec<CodeLoad>,
+    /// File name of the profiled program (`node`, `java`), when known.
+    pub program: Option<String>,
 }
 
 impl ExportContext {
@@ -61,6 +63,7 @@ impl ExportContext {
             start_time: first_sample_time(profile).unwrap_or(0),
             start_unix_ns: 0,
             code_loads: Vec::new(),
+            program: None,
         }
     }
 
@@ -103,6 +106,10 @@ impl ExportContext {
             start_time,
             start_unix_ns: meta.start_unix_ns,
             code_loads,
+            program: meta
+                .command
+                .first()
+                .map(|c| c.rsplit('/').next().unwrap_or(c).to_string()),
         }
     }
 

@@ -286,6 +286,30 @@ fn inline_groups<'a>(profile: &Profile, frames: &'a [FrameId]) -> Vec<&'a [Frame
     groups
 }
 
+/// A frame of the program's own binary, else of the module most stacks start in.
+fn main_module_frame(profile: &Profile, program: Option<&str>) -> Option<FrameId> {
+    let of_program = profile
+        .frames()
+        .iter()
+        .position(|f| f.kind != FrameKind::Root && program == Some(export::module_name(f)));
+    if let Some(i) = of_program {
+        return Some(FrameId(i as u32));
+    }
+    let mut counts: BTreeMap<&str, (u64, FrameId)> = BTreeMap::new();
+    for s in &profile.samples {
+        if let Some(&id) = export::code_frames(profile, &s.stack).first() {
+            counts
+                .entry(export::module_name(profile.frame(id)))
+                .or_insert((0, id))
+                .0 += 1;
+        }
+    }
+    counts
+        .into_values()
+        .max_by_key(|&(n, id)| (n, std::cmp::Reverse(id)))
+        .map(|(_, id)| id)
+}
+
 fn build(profile: &Profile, ctx: &ExportContext) -> PprofProfile {
     let mut b = Builder {
         profile,
@@ -297,6 +321,10 @@ fn build(profile: &Profile, ctx: &ExportContext) -> PprofProfile {
         locations: Vec::new(),
         location_ids: FxHashMap::default(),
     };
+    // pprof takes the first mapping for the main binary (`File:` in its reports).
+    if let Some(main) = main_module_frame(profile, ctx.program.as_deref()) {
+        b.mapping(main);
+    }
     let sample_type = vec![
         ValueType {
             r#type: b.strings.get("samples"),
@@ -517,6 +545,20 @@ mod tests {
             labels,
             vec![("pid", 100, ""), ("tid", 100, ""), ("thread", 0, "app")]
         );
+    }
+
+    #[test]
+    fn the_program_is_the_first_mapping() {
+        let p = sample_profile();
+        let mut ctx = sample_context(&p);
+        let first = |ctx: &ExportContext| {
+            let pp = build(&p, ctx);
+            pp.string_table[pp.mapping[0].filename as usize].clone()
+        };
+        // Without a program name: the module most stacks start in.
+        assert_eq!(first(&ctx), "app");
+        ctx.program = Some("jit-100.dump".into());
+        assert_eq!(first(&ctx), "jit-100.dump");
     }
 
     #[test]
