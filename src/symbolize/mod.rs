@@ -467,6 +467,7 @@ fn notes(
 pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     let ordered = time_ordered(recording);
     let mut binaries = BinaryCache::new(true, true);
+    binaries.live_roots = true;
     let mut symbolizer = Symbolizer::new(None, true);
     let mut out = EmbeddedSymbols {
         version: embedded::VERSION,

@@ -413,6 +413,10 @@ pub struct BinaryCache {
     pub vdso_allowed: bool,
     /// Whether the DWARF of separate debug files is read (see [`Binary::parse`]).
     pub debug_files: bool,
+    /// Whether binaries of live processes in another mount namespace (containers) are read
+    /// through `/proc/PID/root` (while recording), with each process's answer kept.
+    pub live_roots: bool,
+    roots: HashMap<u32, Option<std::path::PathBuf>>,
 }
 
 impl BinaryCache {
@@ -421,11 +425,28 @@ impl BinaryCache {
             loaded: HashMap::new(),
             vdso_allowed,
             debug_files,
+            live_roots: false,
+            roots: HashMap::new(),
         }
     }
 
-    /// The binary for a mapping's path; `[vdso]` is read from this process's memory.
-    pub fn get(&mut self, path: &Arc<str>) -> Result<Arc<Binary>, String> {
+    /// The binary for a mapping's path in process `pid`; `[vdso]` is read from this process's
+    /// memory.
+    pub fn get(&mut self, pid: u32, path: &Arc<str>) -> Result<Arc<Binary>, String> {
+        if self.live_roots && path.starts_with('/') {
+            let root = self
+                .roots
+                .entry(pid)
+                .or_insert_with(|| crate::process_root::foreign_root(pid));
+            if let Some(root) = root {
+                let inside = crate::process_root::host_path(Some(root), Path::new(&**path));
+                return self.get_path(&Arc::from(inside.to_string_lossy()));
+            }
+        }
+        self.get_path(path)
+    }
+
+    fn get_path(&mut self, path: &Arc<str>) -> Result<Arc<Binary>, String> {
         if let Some(r) = self.loaded.get(path) {
             return r.clone();
         }

@@ -158,7 +158,7 @@ impl Unwinders {
     ) -> Option<u64> {
         let mapping = model.lookup(pid, regs.ip)?;
         let p = self.process(pid, model.generation(pid));
-        register(p, mapping, binaries);
+        register(p, pid, mapping, binaries);
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut read = stack_reader(stack, regs.sp);
         let ra = p
@@ -187,7 +187,7 @@ impl Unwinders {
     ) -> Vec<u64> {
         let p = self.process(pid, model.generation(pid));
         for mapping in model.mappings(pid) {
-            register(p, mapping, binaries);
+            register(p, pid, mapping, binaries);
         }
         let mut read = stack_reader(stack, regs.sp);
         let uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
@@ -210,11 +210,11 @@ impl Unwinders {
 
 /// Adds the module for a mapping's binary once; mappings whose binary is unreadable are
 /// left out (framehop then falls back to frame pointers there).
-fn register(p: &mut ProcessUnwinder, mapping: &Mapping, binaries: &mut BinaryCache) {
+fn register(p: &mut ProcessUnwinder, pid: u32, mapping: &Mapping, binaries: &mut BinaryCache) {
     if !p.registered.insert(mapping.start) {
         return;
     }
-    let Ok(binary) = binaries.get(&mapping.path) else {
+    let Ok(binary) = binaries.get(pid, &mapping.path) else {
         return;
     };
     let Some(svma) = binary.svma_of_offset(mapping.pgoff) else {
