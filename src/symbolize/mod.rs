@@ -8,6 +8,7 @@ pub mod at_time;
 pub mod embedded;
 pub mod frame_cache;
 pub mod jit_index;
+pub mod jit_unwind;
 pub mod kernel;
 pub mod lookup;
 pub mod native;
@@ -126,6 +127,7 @@ fn walk(
     recording: &Recording,
     ordered: &Ordered<'_>,
     embedded: Option<&EmbeddedSymbols>,
+    jit: &jit_index::JitIndex,
     binaries: &mut BinaryCache,
     mut visit: impl FnMut(&ProcessModel, &mut BinaryCache, &SampleStack),
 ) -> ProcessModel {
@@ -156,7 +158,15 @@ fn walk(
                 callchain_user = stack.user.clone();
                 if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
                     if dwarf {
-                        stack.user = unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
+                        stack.user = unwinders.unwind(
+                            s.pid,
+                            &model,
+                            binaries,
+                            jit,
+                            s.time,
+                            regs,
+                            s.stack_user,
+                        );
                     } else if stack.user.first() == Some(&regs.ip) {
                         if let Some(ra) = unwinders.leaf_caller(
                             s.pid,
@@ -225,6 +235,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
         recording,
         &ordered,
         embedded.as_ref().map(|e| &e.symbols),
+        &jit,
         &mut binaries,
         |model, binaries, s| {
             let comm: Cow<'_, str> = match model.thread(s.tid) {
@@ -476,10 +487,17 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     };
     let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
         BTreeMap::new();
+    // Unwinding through JIT code needs the JIT bodies' unwind tables (DWARF mode only).
+    let jit = if recording.meta.event.call_graph == "dwarf" {
+        jit_index::JitIndex::from_recording(recording)
+    } else {
+        jit_index::JitIndex::default()
+    };
     walk(
         recording,
         &ordered,
         None,
+        &jit,
         &mut binaries,
         |model, binaries, s| {
             if s.stack.user != s.callchain_user {

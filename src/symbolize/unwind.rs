@@ -3,11 +3,13 @@
 //! unwinder over the copied user stack. Addresses are innermost first.
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 
+use super::jit_index::{JitCode, JitIndex};
 use super::native::BinaryCache;
 use super::process::{Mapping, ProcessModel};
 use crate::format::perf::{context, misc, Sample};
@@ -117,6 +119,8 @@ struct ProcessUnwinder {
     unwinder: UnwinderX86_64<SectionData>,
     cache: CacheX86_64,
     registered: FxHashSet<u64>,
+    /// JIT bodies registered as modules: start → (load time, end).
+    jit: BTreeMap<u64, (u64, u64)>,
 }
 
 #[derive(Default)]
@@ -131,6 +135,7 @@ impl Unwinders {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             registered: FxHashSet::default(),
+            jit: BTreeMap::new(),
         });
         if entry.generation != generation {
             *entry = ProcessUnwinder {
@@ -138,6 +143,7 @@ impl Unwinders {
                 unwinder: UnwinderX86_64::new(),
                 cache: CacheX86_64::new(),
                 registered: FxHashSet::default(),
+                jit: BTreeMap::new(),
             };
         }
         entry
@@ -175,13 +181,17 @@ impl Unwinders {
         (callchain_user.get(1) != Some(&ra)).then_some(ra)
     }
 
-    /// DWARF mode: the whole user stack from the registers and the stack copy. Always holds
-    /// at least the IP.
+    /// DWARF mode: the whole user stack from the registers and the stack copy, through JIT
+    /// code whose unwind table the JIT index holds (live at `time`). Always holds at least the
+    /// IP.
+    #[allow(clippy::too_many_arguments)]
     pub fn unwind(
         &mut self,
         pid: u32,
         model: &ProcessModel,
         binaries: &mut BinaryCache,
+        jit: &JitIndex,
+        time: u64,
         regs: UserRegs,
         stack: &[u8],
     ) -> Vec<u64> {
@@ -190,22 +200,78 @@ impl Unwinders {
             register(p, pid, mapping, binaries);
         }
         let mut read = stack_reader(stack, regs.sp);
-        let uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
-        let mut iter = p
-            .unwinder
-            .iter_frames(regs.ip, uregs, &mut p.cache, &mut read);
-        let mut out = Vec::new();
-        while let Ok(Some(frame)) = iter.next() {
-            out.push(frame.address());
-            if out.len() >= MAX_FRAMES {
-                break;
+        let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+        let mut address = FrameAddress::from_instruction_pointer(regs.ip);
+        let mut out = vec![regs.ip];
+        while out.len() < MAX_FRAMES {
+            if let Some(code) = jit.lookup(pid, address.address_for_lookup(), time) {
+                register_jit(p, code);
             }
-        }
-        if out.is_empty() {
-            out.push(regs.ip);
+            match p
+                .unwinder
+                .unwind_frame(address, &mut uregs, &mut p.cache, &mut read)
+            {
+                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                    Some(next) => {
+                        out.push(ra);
+                        address = next;
+                    }
+                    None => break,
+                },
+                // The end of the stack, or no way on (framehop says which; either way the
+                // stack so far is what there is).
+                Ok(None) | Err(_) => break,
+            }
         }
         out
     }
+}
+
+/// Makes a JIT body with an unwind table a module of the process's unwinder, replacing
+/// bodies that were at its addresses before (code memory is reused).
+fn register_jit(p: &mut ProcessUnwinder, code: &JitCode) {
+    let Some(unwind) = &code.unwind else {
+        return;
+    };
+    let end = code.start.saturating_add(code.size);
+    if p.jit.get(&code.start) == Some(&(code.from, end)) {
+        return;
+    }
+    let stale: Vec<u64> = p
+        .jit
+        .range(..end)
+        .filter(|(&start, &(_, old_end))| start < end && code.start < old_end)
+        .map(|(&start, _)| start)
+        .collect();
+    for start in stale {
+        p.jit.remove(&start);
+        p.unwinder.remove_module(start);
+    }
+    let table = unwind.eh_frame_offset;
+    let info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        text_svma: None,
+        text: None,
+        stubs_svma: None,
+        stub_helper_svma: None,
+        got_svma: None,
+        unwind_info: None,
+        eh_frame_svma: Some(table..table + unwind.eh_frame.len() as u64),
+        eh_frame: Some(unwind.eh_frame.clone()),
+        eh_frame_hdr_svma: None,
+        eh_frame_hdr: None,
+        debug_frame: None,
+        text_segment_svma: None,
+        text_segment: None,
+    };
+    // Section addresses are relative to the code start (framehop keeps 32-bit offsets).
+    p.unwinder.add_module(Module::new(
+        code.name.clone(),
+        code.start..end,
+        code.start,
+        info,
+    ));
+    p.jit.insert(code.start, (code.from, end));
 }
 
 /// Adds the module for a mapping's binary once; mappings whose binary is unreadable are
@@ -217,7 +283,7 @@ fn register(p: &mut ProcessUnwinder, pid: u32, mapping: &Mapping, binaries: &mut
     let Ok(binary) = binaries.get(pid, &mapping.path) else {
         return;
     };
-    let Some(svma) = binary.svma_of_offset(mapping.pgoff) else {
+    let Some(svma) = binary.svma_of_mapping(mapping.pgoff) else {
         return;
     };
     let u = binary.unwind();
