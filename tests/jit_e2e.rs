@@ -284,14 +284,14 @@ fn minijit_tsc_timestamps() {
     end_to_end(true);
 }
 
-/// Records `minijit --frameless` (plus `extra`) with `--call-graph dwarf`; returns the folded
+/// Records `minijit --frameless` (plus `extra`) with `--call-graph MODE`; returns the folded
 /// stacks (kernel frames dropped) of samples in `frameless_leaf`, with their weights.
-fn frameless_leaf_stacks(extra: &[&str]) -> Vec<(String, u64)> {
+fn frameless_leaf_stacks(mode: &str, extra: &[&str]) -> Vec<(String, u64)> {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("frameless.data");
     let out = Command::new(JPROF)
         .current_dir(dir.path())
-        .args(["record", "--call-graph", "dwarf", "-o"])
+        .args(["record", "--call-graph", mode, "-o"])
         .arg(&data)
         .arg("--")
         .arg(minijit())
@@ -315,6 +315,13 @@ fn frameless_leaf_stacks(extra: &[&str]) -> Vec<(String, u64)> {
         .collect()
 }
 
+fn share(stacks: &[(String, u64)], pred: &dyn Fn(&str) -> bool) -> f64 {
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    let hit: u64 = stacks.iter().filter(|(s, _)| pred(s)).map(|(_, n)| n).sum();
+    assert!(total > 0, "no samples in frameless_leaf");
+    hit as f64 / total as f64
+}
+
 /// DWARF mode through JIT code that keeps no frame pointer: minijit's `frameless_leaf` moves
 /// the stack pointer and leaves rbp alone, so a frame-pointer walk skips its caller. Its
 /// `.eh_frame` (JIT_CODE_UNWINDING_INFO) gives the way to `frameless_caller`, and from there
@@ -322,13 +329,7 @@ fn frameless_leaf_stacks(extra: &[&str]) -> Vec<(String, u64)> {
 /// notice if the table were not used.
 #[test]
 fn dwarf_unwinding_through_jit_code_uses_its_unwinding_info() {
-    let share = |stacks: &[(String, u64)], pred: &dyn Fn(&str) -> bool| {
-        let total: u64 = stacks.iter().map(|(_, n)| n).sum();
-        let hit: u64 = stacks.iter().filter(|(s, _)| pred(s)).map(|(_, n)| n).sum();
-        assert!(total > 0, "no samples in frameless_leaf");
-        hit as f64 / total as f64
-    };
-    let with = frameless_leaf_stacks(&[]);
+    let with = frameless_leaf_stacks("dwarf", &[]);
     let through = share(&with, &|s| {
         s.contains("minijit::run_phase;frameless_caller_[j];frameless_leaf_[j]")
             && s.contains(";main;")
@@ -338,10 +339,25 @@ fn dwarf_unwinding_through_jit_code_uses_its_unwinding_info() {
         "{:.0}% of frameless_leaf samples unwound through frameless_caller to main: {with:?}",
         through * 100.0
     );
-    let without = frameless_leaf_stacks(&["--no-unwind-info"]);
+    let without = frameless_leaf_stacks("dwarf", &["--no-unwind-info"]);
     let lost = share(&without, &|s| !s.contains("frameless_caller_[j]"));
     assert!(
         lost >= 0.9,
         "without UNWINDING_INFO the caller should be skipped, yet: {without:?}"
+    );
+}
+
+/// Frame-pointer mode (the default): the kernel's walk skips `frameless_caller`, and the
+/// frameless-leaf fix puts it back from the leaf's JIT unwind table.
+#[test]
+fn fp_mode_recovers_the_caller_of_a_frameless_jit_leaf() {
+    let stacks = frameless_leaf_stacks("fp", &[]);
+    let fixed = share(&stacks, &|s| {
+        s.contains("minijit::run_phase;frameless_caller_[j];frameless_leaf_[j]")
+    });
+    assert!(
+        fixed >= 0.9,
+        "{:.0}% of frameless_leaf samples have their caller: {stacks:?}",
+        fixed * 100.0
     );
 }

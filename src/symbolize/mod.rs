@@ -172,6 +172,8 @@ fn walk(
                             s.pid,
                             &model,
                             binaries,
+                            jit,
+                            s.time,
                             regs,
                             s.stack_user,
                             &stack.user,
@@ -487,12 +489,8 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     };
     let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
         BTreeMap::new();
-    // Unwinding through JIT code needs the JIT bodies' unwind tables (DWARF mode only).
-    let jit = if recording.meta.event.call_graph == "dwarf" {
-        jit_index::JitIndex::from_recording(recording)
-    } else {
-        jit_index::JitIndex::default()
-    };
+    // Unwinding through JIT code needs the JIT bodies' unwind tables.
+    let jit = jit_index::JitIndex::from_recording(recording);
     walk(
         recording,
         &ordered,

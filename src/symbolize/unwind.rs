@@ -152,19 +152,28 @@ impl Unwinders {
     /// Frame-pointer mode's fix for a frameless leaf: the kernel's frame-pointer walk skips
     /// the caller of a function that has not set up its frame (yet). The leaf's CFI at the
     /// sample IP gives its real return address; returns it when it is not already the
-    /// callchain's second user entry.
+    /// callchain's second user entry. A leaf in JIT code is fixed the same way when its body
+    /// came with an unwind table.
+    #[allow(clippy::too_many_arguments)]
     pub fn leaf_caller(
         &mut self,
         pid: u32,
         model: &ProcessModel,
         binaries: &mut BinaryCache,
+        jit: &JitIndex,
+        time: u64,
         regs: UserRegs,
         stack: &[u8],
         callchain_user: &[u64],
     ) -> Option<u64> {
-        let mapping = model.lookup(pid, regs.ip)?;
         let p = self.process(pid, model.generation(pid));
-        register(p, pid, mapping, binaries);
+        match jit.lookup(pid, regs.ip, time) {
+            Some(code) => {
+                code.unwind.as_ref()?;
+                register_jit(p, code);
+            }
+            None => register(p, pid, model.lookup(pid, regs.ip)?, binaries),
+        }
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut read = stack_reader(stack, regs.sp);
         let ra = p
@@ -176,8 +185,10 @@ impl Unwinders {
                 &mut read,
             )
             .ok()??;
-        // Only an address inside a mapped file can be a return address.
-        model.lookup(pid, ra)?;
+        // Only an address inside a mapped file or JIT code can be a return address.
+        if jit.lookup(pid, ra.wrapping_sub(1), time).is_none() {
+            model.lookup(pid, ra)?;
+        }
         (callchain_user.get(1) != Some(&ra)).then_some(ra)
     }
 
