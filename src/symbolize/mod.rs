@@ -30,7 +30,7 @@ use lookup::{Symbolizer, UserLookup};
 use native::BinaryCache;
 use process::{Mapping, ProcessModel};
 use records::{time_ordered, Ordered};
-use unwind::{split_callchain, AddressStack, Unwinders, UserRegs};
+use unwind::{split_callchain, AddressStack, Unwinders, UserRegs, UserState};
 
 /// Options for turning a recording into a profile.
 #[derive(Clone, Debug, Default)]
@@ -157,27 +157,18 @@ fn walk(
             None => {
                 callchain_user = stack.user.clone();
                 if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
+                    let at = UserState {
+                        pid: s.pid,
+                        time: s.time,
+                        regs,
+                        stack: s.stack_user,
+                    };
                     if dwarf {
-                        stack.user = unwinders.unwind(
-                            s.pid,
-                            &model,
-                            binaries,
-                            jit,
-                            s.time,
-                            regs,
-                            s.stack_user,
-                        );
+                        stack.user = unwinders.unwind(&model, binaries, jit, &at);
                     } else if stack.user.first() == Some(&regs.ip) {
-                        if let Some(ra) = unwinders.leaf_caller(
-                            s.pid,
-                            &model,
-                            binaries,
-                            jit,
-                            s.time,
-                            regs,
-                            s.stack_user,
-                            &stack.user,
-                        ) {
+                        if let Some(ra) =
+                            unwinders.leaf_caller(&model, binaries, jit, &at, &stack.user)
+                        {
                             stack.user.insert(1, ra);
                         }
                     }

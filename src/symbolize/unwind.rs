@@ -50,6 +50,17 @@ impl UserRegs {
     }
 }
 
+/// Where a sample's thread was in user space: what unwinding starts from.
+#[derive(Clone, Copy, Debug)]
+pub struct UserState<'a> {
+    pub pid: u32,
+    /// Sample-clock time (which JIT code was live).
+    pub time: u64,
+    pub regs: UserRegs,
+    /// The copied user stack, starting at `regs.sp`.
+    pub stack: &'a [u8],
+}
+
 /// A sample's addresses, innermost first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddressStack {
@@ -154,18 +165,20 @@ impl Unwinders {
     /// sample IP gives its real return address; returns it when it is not already the
     /// callchain's second user entry. A leaf in JIT code is fixed the same way when its body
     /// came with an unwind table.
-    #[allow(clippy::too_many_arguments)]
     pub fn leaf_caller(
         &mut self,
-        pid: u32,
         model: &ProcessModel,
         binaries: &mut BinaryCache,
         jit: &JitIndex,
-        time: u64,
-        regs: UserRegs,
-        stack: &[u8],
+        at: &UserState<'_>,
         callchain_user: &[u64],
     ) -> Option<u64> {
+        let UserState {
+            pid,
+            time,
+            regs,
+            stack,
+        } = *at;
         let p = self.process(pid, model.generation(pid));
         match jit.lookup(pid, regs.ip, time) {
             Some(code) => {
@@ -195,17 +208,19 @@ impl Unwinders {
     /// DWARF mode: the whole user stack from the registers and the stack copy, through JIT
     /// code whose unwind table the JIT index holds (live at `time`). Always holds at least the
     /// IP.
-    #[allow(clippy::too_many_arguments)]
     pub fn unwind(
         &mut self,
-        pid: u32,
         model: &ProcessModel,
         binaries: &mut BinaryCache,
         jit: &JitIndex,
-        time: u64,
-        regs: UserRegs,
-        stack: &[u8],
+        at: &UserState<'_>,
     ) -> Vec<u64> {
+        let UserState {
+            pid,
+            time,
+            regs,
+            stack,
+        } = *at;
         let p = self.process(pid, model.generation(pid));
         for mapping in model.mappings(pid) {
             register(p, pid, mapping, binaries);
