@@ -24,7 +24,8 @@ use crate::recording::{Meta, Recording};
 use crate::sys::child::{self, ChildExit};
 use crate::timeline::Calibration;
 
-pub use events::online_cpus;
+pub use events::{online_cpus, read_sysctl};
+pub use runtimes::{find_agent, AGENT_FILE};
 
 /// What to profile.
 #[derive(Clone, Debug)]
