@@ -45,7 +45,7 @@ pub struct ResolveOptions {
 }
 
 /// Samples symbolized between two progress updates.
-const PROGRESS_EVERY: u64 = 4096;
+const PROGRESS_EVERY: u64 = 512;
 
 /// Module name shown for kernel frames.
 const KERNEL_MODULE: &str = "[kernel.kallsyms]";
