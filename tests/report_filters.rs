@@ -23,8 +23,8 @@ fn jprof(args: &[&str]) -> (String, String, bool) {
     )
 }
 
-/// Folded stacks of the Java JVMTI fixture with `filters`.
-fn java_folded(filters: &[&str]) -> String {
+/// `jprof report` of the Java JVMTI fixture with `extra` arguments: (stdout, stderr).
+fn java_report(extra: &[&str]) -> (String, String) {
     let data = java("perf-jvmti.data");
     let dir = java("");
     let mut args = vec![
@@ -33,15 +33,18 @@ fn java_folded(filters: &[&str]) -> String {
         data.to_str().unwrap(),
         "--search-dir",
         dir.to_str().unwrap(),
-        "--format",
-        "collapsed",
-        "-o",
-        "-",
     ];
-    args.extend(filters);
+    args.extend(extra);
     let (out, err, ok) = jprof(&args);
-    assert!(ok, "{filters:?}: {err}");
-    out
+    assert!(ok, "{extra:?}: {err}");
+    (out, err)
+}
+
+/// Folded stacks of the Java JVMTI fixture with `filters`.
+fn java_folded(filters: &[&str]) -> String {
+    let mut args = vec!["--format", "collapsed", "-o", "-"];
+    args.extend(filters);
+    java_report(&args).0
 }
 
 fn total(folded: &str) -> u64 {
@@ -189,22 +192,11 @@ fn no_inline_and_lines_on_a_live_recording() {
 #[test]
 fn flame_graph_look_options() {
     let dir = tempfile::tempdir().unwrap();
-    let data = java("perf-jvmti.data");
-    let search = java("");
     let draw = |name: &str, extra: &[&str]| -> String {
         let svg = dir.path().join(name);
-        let mut args = vec![
-            "report",
-            "-i",
-            data.to_str().unwrap(),
-            "--search-dir",
-            search.to_str().unwrap(),
-            "-o",
-            svg.to_str().unwrap(),
-        ];
+        let mut args = vec!["-o", svg.to_str().unwrap()];
         args.extend(extra);
-        let (out, err, ok) = jprof(&args);
-        assert!(ok, "{err}");
+        let (out, _) = java_report(&args);
         assert!(out.contains("Flame graph:"), "{out}");
         std::fs::read_to_string(svg).unwrap()
     };

@@ -24,6 +24,7 @@ use crate::recording::{Meta, Recording};
 use crate::sys::child::{self, ChildExit};
 use crate::timeline::Calibration;
 
+pub(crate) use events::attr_for;
 pub use events::{online_cpus, read_sysctl};
 pub use runtimes::{find_agent, AGENT_FILE};
 

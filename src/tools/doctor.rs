@@ -7,8 +7,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::record::{find_agent, AGENT_FILE};
-use crate::sys::perf_event::{self, abi};
+use crate::record::{attr_for, find_agent, CallGraph, EventChoice, AGENT_FILE};
+use crate::sys::perf_event;
 use crate::timeline::TscFacts;
 
 /// Capability bits (linux/capability.h).
@@ -135,21 +135,9 @@ impl Facts {
             ptrace_scope: sysctl("yama/ptrace_scope"),
             cpus: crate::record::online_cpus().len() as u64,
             page_size: perf_event::page_size() as u64,
-            user_sampling: try_sampling(
-                abi::PERF_TYPE_SOFTWARE,
-                abi::PERF_COUNT_SW_CPU_CLOCK,
-                false,
-            ),
-            kernel_sampling: try_sampling(
-                abi::PERF_TYPE_SOFTWARE,
-                abi::PERF_COUNT_SW_CPU_CLOCK,
-                true,
-            ),
-            cycles_sampling: try_sampling(
-                abi::PERF_TYPE_HARDWARE,
-                abi::PERF_COUNT_HW_CPU_CYCLES,
-                false,
-            ),
+            user_sampling: try_sampling(EventChoice::CpuClock, false),
+            kernel_sampling: try_sampling(EventChoice::CpuClock, true),
+            cycles_sampling: try_sampling(EventChoice::Cycles, false),
             tsc,
             cap_user_time_zero: page.map(|p| p.cap_user_time_zero()),
             runtimes: runtimes(),
@@ -202,19 +190,16 @@ fn kallsyms_readable() -> bool {
     })
 }
 
-/// Opens a sampling event on this process the way `jprof record` does (frequency, the
-/// CLOCK_MONOTONIC clock), then closes it.
-fn try_sampling(type_: u32, config: u32, kernel: bool) -> Result<(), String> {
-    let mut attr = perf_event::new_attr();
-    attr.type_ = type_;
-    attr.config = u64::from(config);
-    attr.sample_freq = DEFAULT_FREQUENCY_HZ as u64;
-    attr.set_freq(1);
-    attr.set_disabled(1);
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
-    attr.set_exclude_hv(1);
-    attr.set_exclude_kernel(u64::from(!kernel));
+/// Opens `record`'s own sampling event (launch-mode settings, frame-pointer call graph) on
+/// this process, then closes it.
+fn try_sampling(event: EventChoice, kernel: bool) -> Result<(), String> {
+    let mut attr = attr_for(
+        event,
+        DEFAULT_FREQUENCY_HZ as u64,
+        CallGraph::FramePointers,
+        kernel,
+        false,
+    );
     perf_event::open(&mut attr, 0, -1)
         .map(drop)
         .map_err(|e| e.to_string())
