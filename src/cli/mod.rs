@@ -13,7 +13,8 @@ use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
 #[command(
     name = "jprof",
     version,
-    about = "Sampling profiler with JIT symbolization, on one timeline"
+    about = "Sampling profiler with JIT symbolization, on one timeline",
+    after_help = "Examples:\n  jprof doctor                      # can this machine profile? what to fix\n  jprof record -- ./my-program arg1 # writes jprof.data\n  jprof report                      # flamegraph.svg + top functions\n  jprof diff before.data after.data -o diff.svg\n\nRun `jprof COMMAND --help` for each command's options and examples."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -244,7 +244,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
                 // Checked before creating the file, so no empty SVG is left behind.
                 Err(Error::Other(
                     "no samples to draw, no flame graph written (see the summary above and the \
-                     --tid/--comm filters)"
+                     --tid/--pid/--comm/--time filters)"
                         .into(),
                 ))
             } else {

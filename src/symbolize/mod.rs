@@ -221,7 +221,8 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
-    let ordered = time_ordered(recording);
+    let ordered =
+        crate::report::progress::while_busy("reading records", || time_ordered(recording));
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
