@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
 use inferno::flamegraph::{self, Direction, Options};
 
-use crate::profile::{FrameKind, Profile};
+use crate::profile::{Frame, FrameKind, Profile};
 use crate::report::collapsed;
 
 /// What goes on the graph besides the stacks.
@@ -58,8 +58,16 @@ impl Look {
 /// comes from a hash of the label so neighbours differ.
 pub fn kind_palette(profile: &Profile) -> PaletteMap {
     let mut palette = PaletteMap::default();
-    for frame in profile.frames() {
-        let label = collapsed::frame_label(frame);
+    // Thread names are roots too when the folding puts them in front of a rootless stack.
+    let thread_roots = profile.threads.values().map(|t| Frame {
+        name: t.comm.clone(),
+        kind: FrameKind::Root,
+        module: None,
+        file: None,
+        line: None,
+    });
+    for frame in profile.frames().iter().cloned().chain(thread_roots) {
+        let label = collapsed::frame_label(&frame);
         if palette.get(&label).is_none() {
             let colour = kind_colour(frame.kind, shade(&label));
             palette.insert(label, colour);
@@ -210,6 +218,33 @@ mod tests {
         assert!(r >= 190 && b == 0, "kernel {r},{g},{b}");
         let (r, g, b) = fill_of(&svg, "LOAD_ATTR");
         assert!(r >= 175 && g >= 175 && b < 80, "interpreter {r},{g},{b}");
+        let (r, g, b) = fill_of(&svg, "prog");
+        assert!(r == g && g == b && r >= 160, "root {r},{g},{b}");
+    }
+
+    #[test]
+    fn thread_names_put_in_front_are_grey_roots() {
+        let mut p = Profile::default();
+        let main = p.intern(collapsed::tests::frame("main", Native));
+        p.threads.insert(
+            42,
+            crate::profile::ThreadInfo {
+                pid: 42,
+                comm: "Worker.pool".into(),
+            },
+        );
+        p.samples.push(crate::profile::ProfileSample {
+            pid: 42,
+            tid: 42,
+            time: 0,
+            cpu: 0,
+            weight: 3,
+            stack: vec![main],
+        });
+        let svg = draw(&p, &labels(), &Look::default());
+        // The java palette alone would paint this dotted, capitalised name green.
+        let (r, g, b) = fill_of(&svg, "Worker.pool");
+        assert!(r == g && g == b, "root {r},{g},{b}");
     }
 
     fn labels() -> Labels {
