@@ -41,7 +41,12 @@ pub struct ResolveOptions {
     pub comm: Option<String>,
     /// Read lines and inlined frames from separate debug files (`/usr/lib/debug`) too.
     pub debug_files: bool,
+    /// Counts symbolized samples (a bar on a terminal, else nothing).
+    pub progress: crate::report::progress::Progress,
 }
+
+/// Samples symbolized between two progress updates.
+const PROGRESS_EVERY: u64 = 512;
 
 /// Module name shown for kernel frames.
 const KERNEL_MODULE: &str = "[kernel.kallsyms]";
@@ -219,11 +224,21 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
-    let ordered = time_ordered(recording);
+    let ordered =
+        crate::report::progress::while_busy("reading records", || time_ordered(recording));
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
     let mut cache = frame_cache::FrameCache::default();
+    let progress = &options.progress;
+    progress.set_length(
+        ordered
+            .records
+            .iter()
+            .filter(|r| matches!(r.record, Record::Sample(_)))
+            .count() as u64,
+    );
+    let mut visited = 0u64;
     let model = walk(
         recording,
         &ordered,
@@ -231,6 +246,12 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
         &jit,
         &mut binaries,
         |model, binaries, s| {
+            // Samples come in time order: the first one, before any filter, is the start.
+            profile.start_time.get_or_insert(s.time);
+            visited += 1;
+            if visited.is_multiple_of(PROGRESS_EVERY) {
+                progress.inc(PROGRESS_EVERY);
+            }
             let comm: Cow<'_, str> = match model.thread(s.tid) {
                 Some(t) if !t.comm.is_empty() => Cow::Borrowed(&t.comm),
                 _ => Cow::Owned(format!(":{}", s.tid)),
