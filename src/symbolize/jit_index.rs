@@ -429,6 +429,13 @@ impl JitIndex {
         self.processes.is_empty()
     }
 
+    /// Every body of code with its process, by pid then start address (for code-load markers).
+    pub fn code(&self) -> impl Iterator<Item = (u32, &JitCode)> + '_ {
+        self.processes
+            .iter()
+            .flat_map(|(&pid, p)| p.code.iter().map(move |c| (pid, c)))
+    }
+
     /// The code at `addr` in `pid` at sample-clock time `t`.
     pub fn lookup(&self, pid: u32, addr: u64, t: u64) -> Option<&JitCode> {
         self.processes.get(&pid)?.lookup(addr, t)
