@@ -30,15 +30,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording and write a flame graph, folded stacks or a text summary.
     #[command(
-        after_help = "Examples:
-  jprof report                         # flamegraph.svg + top 15 on stdout
-  jprof report --format collapsed -o - # folded stacks on stdout
-  jprof report --format text --tid 1234
-  jprof report --time 2..5 --comm worker --no-inline
-  jprof report --inverted --title 'checkout service' --min-width 0.5
-  jprof report --format firefox        # profile.json.gz for the Firefox Profiler
-  jprof report --format pprof -o cpu.pb.gz
-  jprof report -i perf.data --search-dir ./jit-files"
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
     Report(ReportArgs),
     /// List a jitdump (header and every record with its offset) or a recording's chunks.
