@@ -2,4 +2,5 @@
 //! a recording) and `jprof symbolize` (addr2line for JIT code).
 
 pub mod dump;
+pub mod dump_j9;
 pub mod symbolize;

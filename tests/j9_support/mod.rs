@@ -438,3 +438,50 @@ pub fn wide_body_expected(offset: u64) -> Vec<(u64, i32)> {
         _ => vec![],
     }
 }
+
+/// A jitdump holding, for each body, a JPROF_J9_METADATA record (with [`names`]) and the
+/// CODE_LOAD of its warm code named `name`.
+pub fn jitdump(pid: u32, bodies: &[(&Body, &str)]) -> Vec<u8> {
+    use jprof::format::jitdump_write as w;
+    let methods: Vec<(u64, String)> = names()
+        .into_iter()
+        .map(|(m, n)| (m, n.to_string()))
+        .collect();
+    let mut f = w::header(pid, 0, false);
+    for (i, (body, name)) in bodies.iter().enumerate() {
+        let image = body.build();
+        f.extend(w::j9_metadata(
+            10 + i as u64,
+            &w::J9Metadata {
+                code_addr: body.start_pc,
+                metadata_addr: body.metadata_addr,
+                struct_size: body.struct_size,
+                flags: body.eyecatchers as u32,
+                image: &image,
+                methods: &methods,
+            },
+        ));
+        f.extend(w::code_load(
+            10 + i as u64,
+            &w::CodeLoad {
+                pid,
+                tid: pid,
+                code_addr: body.start_pc,
+                code_index: i as u64 + 1,
+                name,
+                code: &vec![0x90; body.warm_size as usize],
+            },
+        ));
+    }
+    f.extend(w::close(100));
+    f
+}
+
+/// [`wide_body`] at addresses of its own, so both canned bodies can live in one process.
+pub fn wide_body_elsewhere() -> Body {
+    Body {
+        metadata_addr: 0x7f00_1100_0000,
+        start_pc: 0x7f00_3000_0000,
+        ..wide_body()
+    }
+}

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use jprof_fuzz::{
-    j9_metadata, jitdump_parser, perf_map_parser, recording_reader, wrap_records,
-    J9_METADATA_ADDR, JPROF_SAMPLE_TYPE,
+    j9_metadata, jitdump_parser, perf_map_parser, recording_reader, wrap_records, J9_METADATA_ADDR,
+    JPROF_SAMPLE_TYPE,
 };
 
 /// The tests' OpenJ9 metadata image writer: well-formed bodies to damage.
@@ -100,7 +100,19 @@ fn small_byte(rng: &mut Rng) -> u8 {
 /// One input for `jitdump_parser`: a choice byte (endianness, TSC flag), then records with
 /// plausible prefixes (known ids, sizes mostly right) and bodies of small numbers and text.
 fn jitdump_input(rng: &mut Rng) -> Vec<u8> {
-    const IDS: [u32; 10] = [0, 1, 2, 3, 4, 827_346_259, 827_346_260, 827_346_261, 5, 77];
+    const IDS: [u32; 11] = [
+        0,
+        1,
+        2,
+        3,
+        4,
+        827_346_259,
+        827_346_260,
+        827_346_261,
+        0x444D_394A,
+        5,
+        77,
+    ];
     let mut data = vec![rng.next() as u8 & 2];
     for _ in 0..rng.below(12) {
         let id = IDS[rng.below(IDS.len())];
