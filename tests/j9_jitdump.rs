@@ -1,7 +1,7 @@
 //! JPROF_J9_METADATA end to end: the record through the jitdump writer and parser, `jprof
 //! symbolize --jitdump` printing inline chains with bytecode indexes, `jprof dump` printing
 //! every section, and `report`'s profile getting `_[i]` frames for samples in OpenJ9 bodies
-//! (warm and cold code, leaf IPs and return addresses).
+//! (warm and cold code, leaf IPs and return addresses); OpenJ9's own perf map with its tiers.
 
 mod j9_support;
 mod symbolize_support;
@@ -136,6 +136,58 @@ fn dump_prints_every_section() {
     assert!(!text.contains("problem in"), "{text}");
 }
 
+/// A recording of `records` with one side file.
+fn recording_with(kind: SideKind, path: &str, data: &[u8], records: &[Vec<u8>]) -> Vec<u8> {
+    let mut bytes = s::recording_bytes(&s::meta("fp"), records);
+    bytes.extend(encode_chunk(
+        ChunkKind::SIDE_FILE,
+        &encode_side_piece(&SidePiece {
+            kind,
+            pid: s::PID,
+            read_at: 0,
+            offset: 0,
+            path,
+            data,
+        }),
+    ));
+    bytes.extend(encode_chunk(ChunkKind::END, b""));
+    bytes
+}
+
+#[test]
+fn openj9_perf_map_names_warm_and_cold_code_with_its_tier() {
+    let pid = s::PID;
+    let map = b"0x7f3c2a400100 1A4 demo/Main.loop(I)J_scorching
+0x7f3c2a4f0000 3C demo/Main.loop(I)J_scorching
+0x7f3c2a400400 80 demo/Util.pad(I)V_warm_fsd
+";
+    let records = vec![
+        s::comm(pid, pid, "java", true, 1),
+        s::sample(pid, pid, 1_000, 1, &[0x7f3c2a400110], &[], None, &[]),
+        s::sample(pid, pid, 2_000, 1, &[0x7f3c2a4f0010], &[], None, &[]),
+        s::sample(pid, pid, 3_000, 1, &[0x7f3c2a400410], &[], None, &[]),
+    ];
+    let bytes = recording_with(SideKind::PERF_MAP, "/tmp/perf-4242.map", map, &records);
+    let profile = resolve(&s::open(bytes), &ResolveOptions::default()).unwrap();
+    assert_eq!(
+        s::folded(&profile),
+        [
+            "java;demo.Main.loop",
+            "java;demo.Main.loop",
+            "java;demo.Util.pad"
+        ]
+    );
+    let tiers: Vec<Option<&str>> = profile
+        .samples
+        .iter()
+        .map(|sample| profile.tier(*sample.stack.last().unwrap()))
+        .collect();
+    assert_eq!(
+        tiers,
+        [Some("scorching"), Some("scorching"), Some("warm, FSD")]
+    );
+}
+
 #[test]
 fn report_gets_inline_frames_for_samples_in_openj9_bodies() {
     let pid = s::PID;
@@ -157,19 +209,12 @@ fn report_gets_inline_frames_for_samples_in_openj9_bodies() {
             &[],
         ),
     ];
-    let mut bytes = s::recording_bytes(&s::meta("fp"), &records);
-    bytes.extend(encode_chunk(
-        ChunkKind::SIDE_FILE,
-        &encode_side_piece(&SidePiece {
-            kind: SideKind::JITDUMP,
-            pid,
-            read_at: 0,
-            offset: 0,
-            path: "/nonexistent/jit-4242.dump",
-            data: &dump,
-        }),
-    ));
-    bytes.extend(encode_chunk(ChunkKind::END, b""));
+    let bytes = recording_with(
+        SideKind::JITDUMP,
+        "/nonexistent/jit-4242.dump",
+        &dump,
+        &records,
+    );
     let recording = s::open(bytes);
     let profile = resolve(&recording, &ResolveOptions::default()).unwrap();
     assert_eq!(

@@ -475,7 +475,11 @@ impl JitIndex {
                 .rev()
                 .find(|(off, _)| *off <= e.offset as u64)
                 .map_or(0, |s| s.1);
-            let (name, tier) = readable_name(&e.name);
+            let (name, tier) = match e.tier {
+                // OpenJ9's perfTool map: `pkg/Class.method(Sig)Ret` at a hotness.
+                Some(tier) => (java_readable(&e.name), Some(tier)),
+                None => readable_name(&e.name),
+            };
             process.load(JitCode {
                 name,
                 start: e.start,
