@@ -232,6 +232,9 @@ fn pointers_outside_the_image_are_reported_and_the_rest_decodes() {
     let sections: Vec<&str> = md.problems.iter().map(|p| p.section).collect();
     assert_eq!(sections, ["OSR info", "bytecode PC map"]);
     assert!(md.problems[0].error.expected.contains("not captured"));
+    // Errors name the offset of the pointer field.
+    assert_eq!(md.problems[0].error.offset, 168);
+    assert_eq!(md.problems[1].error.offset, 208);
     assert!(md.osr_info.is_none() && md.bytecode_pc_map.is_none());
     assert!(md.gpu_info.is_some());
     assert_eq!(

@@ -215,6 +215,19 @@ fn report_gets_inline_frames_for_samples_in_openj9_bodies() {
         &dump,
         &records,
     );
+    // `symbolize -i` reads the same side data and prints chains with bytecode indexes.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jprof.data");
+    std::fs::write(&file, &bytes).unwrap();
+    assert_eq!(
+        jprof(&[
+            "symbolize",
+            "-i",
+            file.to_str().unwrap(),
+            &format!("{:#x}", b.start_pc + 3)
+        ]),
+        "app/Main.run()V bci=3\n"
+    );
     let recording = s::open(bytes);
     let profile = resolve(&recording, &ResolveOptions::default()).unwrap();
     assert_eq!(
@@ -231,4 +244,24 @@ fn report_gets_inline_frames_for_samples_in_openj9_bodies() {
         .collect();
     use FrameKind::*;
     assert_eq!(kinds, [Root, Jit, Inlined, Jit, Inlined, Inlined]);
+}
+
+#[test]
+fn damaged_metadata_becomes_a_note_and_the_body_keeps_its_name() {
+    use jprof::symbolize::jit_index::JitIndex;
+    let a = three_levels();
+    let mut dump = jitdump(9, &[(&a, "app.Main.run")]);
+    // gcStackAtlas (eyecatchers + 88) of the image, which starts 36 bytes into the record.
+    let field = jitdump::HEADER_LEN + 16 + 36 + 24 + 88;
+    dump[field..field + 8].copy_from_slice(&1u64.to_le_bytes());
+    let mut index = JitIndex::default();
+    index.add_jitdump(9, "jit-9.dump", &dump, &Default::default());
+    assert!(
+        index.notes.iter().any(|n| n.contains("stack atlas")),
+        "{:?}",
+        index.notes
+    );
+    let frames = index.frames(9, a.start_pc + 0x15, u64::MAX).unwrap();
+    let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["app.Main.run"]);
 }

@@ -30,7 +30,7 @@ impl StructLayout {
     }
 
     /// Offset of a field given its offset in a build without eyecatchers.
-    fn at(&self, plain: usize) -> usize {
+    pub(super) fn at(&self, plain: usize) -> usize {
         plain
             + if self.eyecatchers {
                 EYECATCHERS as usize

@@ -127,15 +127,21 @@ pub(crate) struct Image<'a> {
 }
 
 impl<'a> Image<'a> {
-    /// Offset in the image of JVM address `ptr`; `Ok(None)` for a null pointer.
-    pub fn locate(&self, ptr: u64, what: &str) -> Result<Option<usize>, ParseError> {
+    /// Offset in the image of JVM address `ptr`, read from the field at image offset
+    /// `field_at` (named in the error); `Ok(None)` for a null pointer.
+    pub fn locate(
+        &self,
+        ptr: u64,
+        what: &str,
+        field_at: usize,
+    ) -> Result<Option<usize>, ParseError> {
         if ptr == 0 {
             return Ok(None);
         }
         match ptr.checked_sub(self.capture.metadata_addr) {
             Some(off) if off < self.bytes.len() as u64 => Ok(Some(off as usize)),
             _ => Err(ParseError::new(
-                self.capture.base,
+                self.capture.base + field_at,
                 format!(
                     "{what} {ptr:#x} inside the captured image [{:#x}, {:#x}) (the section was not captured)",
                     self.capture.metadata_addr,

@@ -160,7 +160,7 @@ pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metada
     if let Err(e) = exception_ranges(img, layout, &h, &mut md.exception_ranges) {
         note("exception ranges", e);
     }
-    match img.locate(h.gc_stack_atlas, "gcStackAtlas") {
+    match img.locate(h.gc_stack_atlas, "gcStackAtlas", layout.at(88)) {
         Ok(Some(at)) => {
             let mut atlas = None;
             if let Err(e) = stack_atlas(img, at, &h, &mut atlas) {
@@ -172,13 +172,20 @@ pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metada
         Err(e) => note("stack atlas", e),
     }
     if h.inlined_calls != 0 {
-        match inlined_call_sites(img, &h, md.stack_atlas.as_ref(), &mut md.inlined_call_sites) {
+        match inlined_call_sites(
+            img,
+            layout,
+            &h,
+            md.stack_atlas.as_ref(),
+            &mut md.inlined_call_sites,
+        ) {
             Ok(()) => {}
             Err(e) => note("inlined call sites", e),
         }
     }
     if let Some(atlas) = &md.stack_atlas {
-        match img.locate(atlas.stack_alloc_map, "stackAllocMap") {
+        let atlas_at = h.gc_stack_atlas.wrapping_sub(img.capture.metadata_addr) as usize;
+        match img.locate(atlas.stack_alloc_map, "stackAllocMap", atlas_at) {
             Ok(Some(at)) => match stack_alloc_map(img, at, atlas.number_of_map_bytes) {
                 Ok(m) => md.stack_alloc_map = Some(m),
                 Err(e) => note("stack alloc map", e),
@@ -186,7 +193,11 @@ pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metada
             Ok(None) => {}
             Err(e) => note("stack alloc map", e),
         }
-        match img.locate(atlas.internal_pointer_map, "internalPointerMap") {
+        match img.locate(
+            atlas.internal_pointer_map,
+            "internalPointerMap",
+            atlas_at + 8,
+        ) {
             Ok(Some(at)) => match internal_pointer_map(img, at) {
                 Ok(m) => md.internal_pointer_map = Some(m),
                 Err(e) => note("internal pointer map", e),
@@ -196,21 +207,21 @@ pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metada
         }
     }
     match img
-        .locate(h.osr_info, "osrInfo")
+        .locate(h.osr_info, "osrInfo", layout.at(144))
         .and_then(|at| at.map(|at| osr_info(img, at)).transpose())
     {
         Ok(info) => md.osr_info = info,
         Err(e) => note("OSR info", e),
     }
     match img
-        .locate(h.gpu_code, "gpuCode")
+        .locate(h.gpu_code, "gpuCode", layout.at(176))
         .and_then(|at| at.map(|at| gpu_info(img, at)).transpose())
     {
         Ok(info) => md.gpu_info = info,
         Err(e) => note("GPU info", e),
     }
     match img
-        .locate(h.ri_data, "riData")
+        .locate(h.ri_data, "riData", layout.at(184))
         .and_then(|at| at.map(|at| bytecode_pc_map(img, at)).transpose())
     {
         Ok(map) => md.bytecode_pc_map = map,
@@ -276,11 +287,12 @@ fn exception_ranges(
 
 fn inlined_call_sites(
     img: &Image<'_>,
+    layout: &StructLayout,
     h: &super::ExceptionTableHeader,
     atlas: Option<&StackAtlas>,
     out: &mut Vec<InlinedCallSite>,
 ) -> Result<(), ParseError> {
-    let Some(at) = img.locate(h.inlined_calls, "inlinedCalls")? else {
+    let Some(at) = img.locate(h.inlined_calls, "inlinedCalls", layout.at(96))? else {
         return Ok(());
     };
     let Some(atlas) = atlas else {
@@ -522,8 +534,13 @@ fn osr_info(img: &Image<'_>, at: usize) -> Result<OsrInfo, ParseError> {
     })
 }
 
-fn cstr_at(img: &Image<'_>, ptr: u64, what: &str) -> Result<Option<String>, ParseError> {
-    img.locate(ptr, what)?
+fn cstr_at(
+    img: &Image<'_>,
+    ptr: u64,
+    what: &str,
+    field_at: usize,
+) -> Result<Option<String>, ParseError> {
+    img.locate(ptr, what, field_at)?
         .map(|at| img.cursor(at).cstr())
         .transpose()
 }
@@ -540,24 +557,25 @@ fn gpu_info(img: &Image<'_>, at: usize) -> Result<GpuInfo, ParseError> {
         ParseError::new(img.capture.base + at + 8, "a non-negative PTX kernel count")
     })?;
     let mut info = GpuInfo {
-        method_signature: cstr_at(img, signature, "GPU methodSignature")?,
+        method_signature: cstr_at(img, signature, "GPU methodSignature", at)?,
         num_ptx_kernels,
         max_num_cached_devices,
         line_numbers: Vec::new(),
         ptx: Vec::new(),
         cu_module_array,
     };
-    if let Some(at) = img.locate(line_number_array, "GPU lineNumberArray")? {
+    if let Some(at) = img.locate(line_number_array, "GPU lineNumberArray", at + 16)? {
         let mut c = img.cursor(at);
         for _ in 0..fits(&c, count, 4, "GPU line numbers")? {
             info.line_numbers.push(c.i32()?);
         }
     }
-    if let Some(at) = img.locate(ptx_array, "GPU ptxArray")? {
+    if let Some(at) = img.locate(ptx_array, "GPU ptxArray", at + 24)? {
         let mut c = img.cursor(at);
         for _ in 0..fits(&c, count, 8, "GPU PTX pointers")? {
             let ptr = c.u64()?;
-            info.ptx.push(cstr_at(img, ptr, "GPU PTX entry")?);
+            let field_at = c.offset() - img.capture.base - 8;
+            info.ptx.push(cstr_at(img, ptr, "GPU PTX entry", field_at)?);
         }
     }
     Ok(info)
