@@ -30,7 +30,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording and write a flame graph, folded stacks or a text summary.
     #[command(
-        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report -i perf.data --search-dir ./jit-files"
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
     Report(ReportArgs),
     /// List a jitdump (header and every record with its offset) or a recording's chunks.
@@ -86,6 +86,12 @@ pub enum FormatArg {
     Flamegraph,
     Collapsed,
     Text,
+    /// Firefox Profiler (profile.json.gz; open at profiler.firefox.com).
+    Firefox,
+    /// pprof profile.proto (profile.pb.gz; go tool pprof, Pyroscope, Parca).
+    Pprof,
+    /// speedscope JSON (profile.speedscope.json).
+    Speedscope,
 }
 
 #[derive(Debug, Args)]
@@ -134,7 +140,8 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = FormatArg::Flamegraph)]
     pub format: FormatArg,
-    /// Output file (`-` for stdout). Default: flamegraph.svg for flamegraph, stdout otherwise.
+    /// Output file (`-` for stdout). Default: flamegraph.svg for flamegraph, profile.json.gz for
+    /// firefox, profile.pb.gz for pprof, profile.speedscope.json for speedscope, stdout otherwise.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// What widths measure: samples, calls or self time (calls/time need instrumentation:
@@ -355,6 +362,9 @@ impl From<ReportArgs> for ReportConfig {
                 FormatArg::Flamegraph => Format::Flamegraph,
                 FormatArg::Collapsed => Format::Collapsed,
                 FormatArg::Text => Format::Text,
+                FormatArg::Firefox => Format::Firefox,
+                FormatArg::Pprof => Format::Pprof,
+                FormatArg::Speedscope => Format::Speedscope,
             },
             output: a.output,
             tid: a.filters.tid,

@@ -162,6 +162,24 @@ pub fn debug_info2(
     record(RecordId::SAMPLY_DEBUG_INFO2, timestamp, &b)
 }
 
+/// UNWINDING_INFO for the next CODE_LOAD: `.eh_frame` then `.eh_frame_hdr` (perf's and V8's
+/// order); `mapped_size` = how many of those bytes the process has right after the code.
+pub fn unwinding_info(
+    timestamp: u64,
+    eh_frame: &[u8],
+    eh_frame_hdr: &[u8],
+    mapped_size: u64,
+) -> Vec<u8> {
+    let size = eh_frame.len() + eh_frame_hdr.len();
+    let mut b = Vec::with_capacity(24 + size);
+    b.extend((size as u64).to_le_bytes());
+    b.extend((eh_frame_hdr.len() as u64).to_le_bytes());
+    b.extend(mapped_size.to_le_bytes());
+    b.extend(eh_frame);
+    b.extend(eh_frame_hdr);
+    record(RecordId::CODE_UNWINDING_INFO, timestamp, &b)
+}
+
 /// jprof's CODE_UNLOAD (docs/formats.md).
 pub fn code_unload(timestamp: u64, code_addr: u64, code_index: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(16);

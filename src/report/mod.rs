@@ -3,9 +3,13 @@
 
 pub mod collapsed;
 pub mod diff;
+pub mod export;
 pub mod filter;
+pub mod firefox;
 pub mod flamegraph;
+pub mod pprof;
 pub mod progress;
+pub mod speedscope;
 pub mod text;
 
 pub use filter::{Filters, TimeRange};
@@ -25,6 +29,12 @@ pub enum Format {
     Flamegraph,
     Collapsed,
     Text,
+    /// Firefox Profiler processed profile, gzipped JSON.
+    Firefox,
+    /// pprof's profile.proto, gzipped.
+    Pprof,
+    /// speedscope's JSON file format.
+    Speedscope,
 }
 
 /// What `jprof report` should do.
@@ -234,6 +244,20 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         }
         Format::Text => Destination::of(output, None)
             .write_with(|w| text::write(&recording, &profile, TOP_N, w)),
+        Format::Firefox | Format::Pprof | Format::Speedscope => {
+            let context = export::ExportContext::from_recording(&recording, &profile);
+            let file = export::default_file(config.format);
+            let destination = Destination::of(output, file);
+            destination.write_with(|w| export::write(config.format, &profile, &context, w))?;
+            if let Destination::File(path) = &destination {
+                println!(
+                    "{} samples written to {}",
+                    profile.samples.len(),
+                    path.display()
+                );
+            }
+            Ok(())
+        }
         Format::Flamegraph => {
             let svg = Destination::of(output, Some(DEFAULT_SVG));
             let mut summary = Vec::new();

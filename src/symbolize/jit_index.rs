@@ -11,6 +11,7 @@ use crate::format::perf_map;
 use crate::format::recording::{parse_side_piece, ChunkKind, SideKind};
 use crate::profile::{Frame, FrameKind};
 use crate::recording::Recording;
+use crate::symbolize::jit_unwind::JitUnwind;
 use crate::timeline::ClockConversion;
 
 /// Line and inline information of one code body.
@@ -37,6 +38,8 @@ pub struct JitCode {
     pub source: Arc<str>,
     /// jitdump beats perf map when both name an address.
     pub from_jitdump: bool,
+    /// The body's unwind table (JIT_CODE_UNWINDING_INFO), for DWARF-mode unwinding.
+    pub unwind: Option<Arc<JitUnwind>>,
 }
 
 impl JitCode {
@@ -299,12 +302,14 @@ impl JitIndex {
         let mut pending_lines: Option<Vec<DebugEntry>> = None;
         let mut pending_info2: Option<DebugInfo2> = None;
         let mut pending_tier: Option<String> = None;
+        let mut pending_unwind: Option<Vec<u8>> = None;
         let mut tiers_by_addr: BTreeMap<u64, String> = BTreeMap::new();
         for r in batch.records {
             let t = to_sample(r.timestamp).unwrap_or(0);
             match r.body {
                 RecordBody::DebugInfo { entries, .. } => pending_lines = Some(entries),
                 RecordBody::DebugInfo2(info) => pending_info2 = Some(info),
+                RecordBody::UnwindingInfo { eh_frame, .. } => pending_unwind = Some(eh_frame),
                 RecordBody::JitTier(tier) => {
                     let name = tier_name(tier.kind, &tier.name);
                     if tier.code_addr == 0 {
@@ -346,6 +351,10 @@ impl JitIndex {
                         debug,
                         source: source.clone(),
                         from_jitdump: true,
+                        unwind: pending_unwind
+                            .take()
+                            .and_then(|t| JitUnwind::place(&t, code_size))
+                            .map(Arc::new),
                     });
                 }
                 RecordBody::CodeUnload { code_addr, .. } => {
@@ -410,6 +419,7 @@ impl JitIndex {
                 debug: None,
                 source: source.clone(),
                 from_jitdump: false,
+                unwind: None,
             });
         }
         process.finish();
@@ -417,6 +427,13 @@ impl JitIndex {
 
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty()
+    }
+
+    /// Every body of code with its process, by pid then start address (for code-load markers).
+    pub fn code(&self) -> impl Iterator<Item = (u32, &JitCode)> + '_ {
+        self.processes
+            .iter()
+            .flat_map(|(&pid, p)| p.code.iter().map(move |c| (pid, c)))
     }
 
     /// The code at `addr` in `pid` at sample-clock time `t`.
