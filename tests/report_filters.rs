@@ -1,6 +1,7 @@
 //! The filters every format shares, the flame graph's look options and `jprof diff`, run as
 //! commands: on the real Java perf.data fixture (`../shared/fixtures/java`), on a live
-//! recording of a program that spends its time in an inlined function, and on folded files.
+//! recording of a program that spends its time in an inlined function, and on folded files;
+//! and the progress bars, drawn on a pseudo-terminal only.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -298,4 +299,61 @@ fn diff_of_a_recording_with_itself_is_all_white() {
     // A missing input is a clear error, not a panic.
     let (_, err, ok) = jprof(&["diff", "/nonexistent/a", folded.to_str().unwrap()]);
     assert!(!ok && err.contains("/nonexistent/a"), "{err}");
+}
+
+/// `jprof report` of the Java fixture to an SVG, under `script` (a pseudo-terminal) or with
+/// plain pipes, bars allowed from the first moment: (stdout, stderr) as bytes turned text.
+fn report_with_progress(svg: &Path, on_terminal: bool) -> (String, String) {
+    let mut report = vec![env!("CARGO_BIN_EXE_jprof").to_string()];
+    report.extend(
+        [
+            "report",
+            "-i",
+            java("perf-jvmti.data").to_str().unwrap(),
+            "--search-dir",
+            java("").to_str().unwrap(),
+            "-o",
+            svg.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    let mut cmd = if on_terminal {
+        // util-linux `script` runs the command on a pty and copies what it draws to stdout.
+        let mut c = Command::new("script");
+        c.args(["-qec", &report.join(" "), "/dev/null"]);
+        c
+    } else {
+        let mut c = Command::new(&report[0]);
+        c.args(&report[1..]);
+        c
+    };
+    let out = cmd
+        .env("JPROF_PROGRESS_AFTER_MS", "0")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn progress_bars_only_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shown, _) = report_with_progress(&dir.path().join("tty.svg"), true);
+    // (The reading spinners race with how fast this small input is read: not asserted.)
+    assert!(shown.contains("symbolizing ["), "{shown}");
+    assert!(
+        shown.contains("/1,968 ("),
+        "the bar counts the samples: {shown}"
+    );
+    assert!(shown.contains("Top 15 functions"), "{shown}");
+    let (stdout, stderr) = report_with_progress(&dir.path().join("pipe.svg"), false);
+    assert!(stdout.contains("Top 15 functions"));
+    assert!(
+        !stdout.contains('\x1b') && !stdout.contains('\r'),
+        "{stdout:?}"
+    );
+    assert_eq!(stderr, "", "nothing drawn on a pipe");
 }

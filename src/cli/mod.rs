@@ -168,7 +168,7 @@ pub struct FilterArgs {
     #[arg(long)]
     pub pid: Option<u32>,
     /// Only samples of threads with this name (as it was when sampled).
-    #[arg(long, visible_alias = "thread")]
+    #[arg(long, visible_alias = "thread", value_name = "NAME")]
     pub comm: Option<String>,
     /// Only this range of seconds from the start: `START..END` (or `START-END`; either end may
     /// be left out).

@@ -11,16 +11,24 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// Work shorter than this shows nothing.
 const SHOW_AFTER: Duration = Duration::from_secs(1);
 
+/// [`SHOW_AFTER`], or `$JPROF_PROGRESS_AFTER_MS` (tests use 0 to see bars on small inputs).
+fn show_after() -> Duration {
+    std::env::var("JPROF_PROGRESS_AFTER_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(SHOW_AFTER, Duration::from_millis)
+}
+
 /// Whether progress may be drawn: both streams are terminals (a redirected stdout means a
 /// script is reading the output).
 pub fn enabled() -> bool {
     std::io::stdout().is_terminal() && std::io::stderr().is_terminal()
 }
 
-/// A counted progress bar, hidden until its work has lasted [`SHOW_AFTER`]; a no-op when
+/// A counted progress bar, hidden until its work has lasted [`show_after`]; a no-op when
 /// progress is not [`enabled`].
 #[derive(Clone, Debug, Default)]
-pub struct Progress(Option<ProgressBar>);
+pub struct Progress(Option<(ProgressBar, Duration)>);
 
 impl Progress {
     /// A bar labelled `what`; its length is set when known.
@@ -36,19 +44,19 @@ impl Progress {
         .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(what.to_string());
-        Self(Some(bar))
+        Self(Some((bar, show_after())))
     }
 
     pub fn set_length(&self, len: u64) {
-        if let Some(bar) = &self.0 {
+        if let Some((bar, _)) = &self.0 {
             bar.set_length(len);
         }
     }
 
     /// Adds `n` done items; callers batch (every few thousand items), as this reads the clock.
     pub fn inc(&self, n: u64) {
-        if let Some(bar) = &self.0 {
-            if bar.is_hidden() && bar.elapsed() >= SHOW_AFTER {
+        if let Some((bar, after)) = &self.0 {
+            if bar.is_hidden() && bar.elapsed() >= *after {
                 bar.set_draw_target(ProgressDrawTarget::stderr());
             }
             bar.inc(n);
@@ -57,13 +65,13 @@ impl Progress {
 
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
-        if let Some(bar) = &self.0 {
+        if let Some((bar, _)) = &self.0 {
             bar.finish_and_clear();
         }
     }
 }
 
-/// Runs `work`, showing a spinner labelled `what` once it has taken [`SHOW_AFTER`] (for work
+/// Runs `work`, showing a spinner labelled `what` once it has taken [`show_after`] (for work
 /// whose size is unknown, like importing a perf.data).
 pub fn while_busy<T>(what: &str, work: impl FnOnce() -> T) -> T {
     if !enabled() {
@@ -73,10 +81,11 @@ pub fn while_busy<T>(what: &str, work: impl FnOnce() -> T) -> T {
     std::thread::scope(|scope| {
         scope.spawn(move || {
             // Dropping `done` disconnects the channel: the work finished in time.
-            if is_done.recv_timeout(SHOW_AFTER) != Err(RecvTimeoutError::Timeout) {
+            if is_done.recv_timeout(show_after()) != Err(RecvTimeoutError::Timeout) {
                 return;
             }
             let spinner = ProgressBar::new_spinner().with_message(what.to_string());
+            spinner.tick();
             spinner.enable_steady_tick(Duration::from_millis(120));
             let _ = is_done.recv();
             spinner.finish_and_clear();
@@ -106,7 +115,7 @@ mod tests {
     #[test]
     fn a_bar_stays_hidden_for_the_first_second() {
         let bar = ProgressBar::with_draw_target(Some(10), ProgressDrawTarget::hidden());
-        let p = Progress(Some(bar.clone()));
+        let p = Progress(Some((bar.clone(), SHOW_AFTER)));
         p.inc(3);
         assert!(bar.is_hidden());
         assert_eq!(bar.position(), 3);

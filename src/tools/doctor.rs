@@ -49,6 +49,8 @@ pub struct Facts {
     /// Sampling the hardware cycles event (a PMU).
     pub cycles_sampling: Result<(), String>,
     pub tsc: TscFacts,
+    /// TSC ticks per second of CLOCK_MONOTONIC, measured over 100 ms (None without rdtscp).
+    pub measured_tsc_hz: Option<f64>,
     /// Whether the perf mmap page publishes `cap_user_time_zero` (None: the page was unreadable).
     pub cap_user_time_zero: Option<bool>,
     /// `(runtime, first line of its version output)` for each runtime found on PATH.
@@ -140,6 +142,7 @@ impl Facts {
             cycles_sampling: try_sampling(EventChoice::Cycles, false),
             tsc,
             cap_user_time_zero: page.map(|p| p.cap_user_time_zero()),
+            measured_tsc_hz: measure_tsc_hz(),
             runtimes: runtimes(),
             xray_runtime: xray_runtime(),
             agent: find_agent().map(|p| {
@@ -203,6 +206,16 @@ fn try_sampling(event: EventChoice, kernel: bool) -> Result<(), String> {
     perf_event::open(&mut attr, 0, -1)
         .map(drop)
         .map_err(|e| e.to_string())
+}
+
+/// TSC ticks between two tight TSC/CLOCK_MONOTONIC pairs 100 ms apart, per second.
+fn measure_tsc_hz() -> Option<f64> {
+    use crate::sys::clock::tightest_tsc_pair;
+    let first = tightest_tsc_pair(libc::CLOCK_MONOTONIC, 50)?;
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let last = tightest_tsc_pair(libc::CLOCK_MONOTONIC, 50)?;
+    let ns = last.ns.checked_sub(first.ns).filter(|&ns| ns > 0)?;
+    Some(last.tsc.wrapping_sub(first.tsc) as f64 * 1e9 / ns as f64)
 }
 
 /// The first line of `program args…` output (stdout, else stderr), if it runs.
@@ -410,11 +423,14 @@ fn tsc_check(f: &Facts) -> Check {
             "not x86_64: side files are put on the timeline by CLOCK_MONOTONIC only",
         );
     }
-    let frequency = t
-        .nominal_tsc_hz()
-        .map_or("frequency unknown".to_string(), |(hz, src)| {
-            format!("{:.3} GHz from {src}", hz / 1e9)
-        });
+    let nominal = t.nominal_tsc_hz().map_or(
+        "no nominal frequency in CPUID or the perf page".to_string(),
+        |(hz, src)| format!("{:.3} GHz from {src}", hz / 1e9),
+    );
+    let frequency = match f.measured_tsc_hz {
+        Some(hz) => format!("{nominal}, measured {:.3} GHz", hz / 1e9),
+        None => nominal,
+    };
     let page = match f.cap_user_time_zero {
         Some(true) => "the kernel publishes cap_user_time_zero (exact TSC conversion)",
         Some(false) => "the kernel does not publish cap_user_time_zero; jprof calibrates TSC → CLOCK_MONOTONIC from paired reads",
@@ -555,6 +571,7 @@ mod tests {
             cycles_sampling: Err("No such file or directory (os error 2)".into()),
             tsc: TscFacts::default(),
             cap_user_time_zero: Some(false),
+            measured_tsc_hz: None,
             runtimes: vec![("java".into(), "openjdk version \"17\"".into())],
             xray_runtime: None,
             agent: Some(("/opt/jprof/libjprof_agent.so".into(), false)),
@@ -635,6 +652,7 @@ mod tests {
                 ..TscFacts::default()
             },
             cap_user_time_zero: Some(true),
+            measured_tsc_hz: Some(2.4e9),
             agent: Some(("/opt/jprof/libjprof_agent.so".into(), true)),
             ..user_on_vm()
         };
@@ -642,7 +660,11 @@ mod tests {
         let bad: Vec<_> = checks.iter().filter(|c| c.status != Status::Ok).collect();
         assert!(bad.is_empty(), "{bad:?}");
         let tsc = find(&checks, "TSC");
-        assert!(tsc.found.contains("2.400 GHz from cpuid 0x15"), "{tsc:?}");
+        assert!(
+            tsc.found
+                .contains("2.400 GHz from cpuid 0x15, measured 2.400 GHz"),
+            "{tsc:?}"
+        );
         assert!(tsc.found.contains("publishes cap_user_time_zero"));
         assert_eq!(text(&checks).1, 0);
     }
