@@ -178,7 +178,11 @@ fn write_one(format: &str, profile: &Profile, out: &Path) -> std::io::Result<()>
                 title: context.title.clone(),
                 count_name: context.event.clone(),
             };
-            flamegraph::write(&collapsed::lines(profile), &labels, file)
+            // As `jprof report` draws it: default look, colours by frame kind.
+            let mut palette = flamegraph::kind_palette(profile);
+            let look = flamegraph::Look::default();
+            let folded = collapsed::lines(profile);
+            flamegraph::write(&folded, &labels, &look, Some(&mut palette), file)
         }
         "collapsed" => collapsed::write(profile, file),
         "firefox" => export::write(Format::Firefox, profile, &context, file),

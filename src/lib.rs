@@ -13,6 +13,7 @@ pub mod cli;
 pub mod error;
 pub mod format;
 pub mod import;
+pub mod process_root;
 pub mod profile;
 pub mod record;
 pub mod recording;

@@ -168,3 +168,41 @@ pub fn perf_map_parser(data: &[u8]) {
         let _ = index.frames(7, e.start.wrapping_add(e.size / 2), 9);
     }
 }
+
+/// JVM address the `j9_metadata` target's images were copied from.
+pub const J9_METADATA_ADDR: u64 = 0x7f00_1000_0000;
+
+/// The OpenJ9 metadata decoder: the first byte chooses the build (struct size, eyecatchers,
+/// stack-map alignment), the rest is the image copied from [`J9_METADATA_ADDR`]; then chains
+/// are looked up at PCs around the body the image declares.
+pub fn j9_metadata(data: &[u8]) {
+    use jprof::format::j9;
+    let Some((&choice, image)) = data.split_first() else {
+        return;
+    };
+    let eyecatchers = choice & 1 != 0;
+    let struct_size = [232, 224, 216, 208, 200, 192][(choice as usize >> 1) % 6];
+    let capture = j9::Capture {
+        metadata_addr: J9_METADATA_ADDR,
+        struct_size: if eyecatchers && struct_size < 216 {
+            struct_size + 24
+        } else {
+            struct_size
+        },
+        eyecatchers,
+        align_stack_maps: choice & 0x80 != 0,
+        base: 1,
+    };
+    let Ok(md) = j9::decode(image, capture) else {
+        return;
+    };
+    let names = j9::MethodNames::new();
+    let start = md.header.start_pc;
+    let span = md.header.end_pc.wrapping_sub(start).min(1 << 20);
+    for o in (0..span.saturating_add(2)).step_by((span / 32).max(1) as usize) {
+        let _ = md.lookup(start.wrapping_add(o), &names);
+        let _ = md.lookup_return_address(start.wrapping_add(o), &names);
+    }
+    let _ = md.header.fields();
+    let _ = md.methods();
+}

@@ -1,6 +1,7 @@
 //! Pure parsers over bytes, one file per external format. No I/O, no unsafe, no panics on any
 //! input: every error names the byte offset and what was expected there.
 
+pub mod j9;
 pub mod jitdump;
 pub mod jitdump_write;
 pub mod perf;
@@ -72,6 +73,11 @@ impl<'a> Cursor<'a> {
     /// The unread rest of the slice.
     pub fn rest(&self) -> &'a [u8] {
         &self.buf[self.pos..]
+    }
+
+    /// The part of the slice already read.
+    pub fn consumed(&self) -> &'a [u8] {
+        &self.buf[..self.pos]
     }
 
     pub fn offset(&self) -> usize {

@@ -24,7 +24,9 @@ use crate::recording::{Meta, Recording};
 use crate::sys::child::{self, ChildExit};
 use crate::timeline::Calibration;
 
-pub use events::online_cpus;
+pub(crate) use events::attr_for;
+pub use events::{online_cpus, read_sysctl};
+pub use runtimes::{find_agent, AGENT_FILE};
 
 /// What to profile.
 #[derive(Clone, Debug)]

@@ -2,12 +2,17 @@
 //! owns `jprof report`'s choice of outputs and where they go; the writers are in the submodules.
 
 pub mod collapsed;
+pub mod diff;
 pub mod export;
+pub mod filter;
 pub mod firefox;
 pub mod flamegraph;
 pub mod pprof;
+pub mod progress;
 pub mod speedscope;
 pub mod text;
+
+pub use filter::{Filters, TimeRange};
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -54,6 +59,28 @@ pub struct ReportConfig {
     pub time: Option<TimeRange>,
     /// The instrumented binary of an XRay log (`--binary`).
     pub binary: Option<PathBuf>,
+    /// Only samples of this process (`--pid`).
+    pub pid: Option<u32>,
+    /// Append file:line to frame names (`--lines`).
+    pub lines: bool,
+    /// Drop inlined frames (`--no-inline`).
+    pub no_inline: bool,
+    /// `--inverted`, `--title`, `--min-width` of the flame graph.
+    pub flamegraph: flamegraph::Look,
+}
+
+impl ReportConfig {
+    /// The filters shared by every format.
+    pub fn filters(&self) -> Filters {
+        Filters {
+            tid: self.tid,
+            pid: self.pid,
+            comm: self.comm.clone(),
+            time: self.time,
+            lines: self.lines,
+            no_inline: self.no_inline,
+        }
+    }
 }
 
 /// What the width of a stack in the outputs measures.
@@ -65,54 +92,6 @@ pub enum Weight {
     Calls,
     /// Self time in ns of the leaf via that stack (instrumentation).
     Time,
-}
-
-/// `--time START..END` (also `START-END`): seconds from the start of the input; either end may
-/// be left out (`2..`, `..5`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TimeRange {
-    pub start_s: Option<f64>,
-    pub end_s: Option<f64>,
-}
-
-impl TimeRange {
-    /// Parses `A..B` or `A-B` (seconds, either side optional).
-    pub fn parse(text: &str) -> std::result::Result<Self, String> {
-        let (a, b) = text
-            .split_once("..")
-            .or_else(|| text.split_once('-'))
-            .ok_or_else(|| {
-                format!("--time {text:?}: expected START..END in seconds, e.g. 1.5..3")
-            })?;
-        let side = |s: &str| -> std::result::Result<Option<f64>, String> {
-            let s = s.trim();
-            if s.is_empty() {
-                return Ok(None);
-            }
-            match s.parse::<f64>() {
-                Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-                _ => Err(format!(
-                    "--time {text:?}: {s:?} is not a number of seconds, 0 or more"
-                )),
-            }
-        };
-        let range = Self {
-            start_s: side(a)?,
-            end_s: side(b)?,
-        };
-        if let (Some(a), Some(b)) = (range.start_s, range.end_s) {
-            if b < a {
-                return Err(format!("--time {text:?}: the end is before the start"));
-            }
-        }
-        Ok(range)
-    }
-
-    /// Whether `offset_ns` (ns from the start of the input) falls in the range (end inclusive).
-    pub fn contains_ns(&self, offset_ns: u64) -> bool {
-        let s = offset_ns as f64 / 1e9;
-        self.start_s.is_none_or(|a| s >= a) && self.end_s.is_none_or(|b| s <= b)
-    }
 }
 
 /// What kind of file `report -i` was given, told by its first bytes.
@@ -218,14 +197,32 @@ pub fn labels(recording: &Recording) -> flamegraph::Labels {
     }
 }
 
-/// Keeps the samples inside `range`, counted from the profile's first sample.
-pub fn keep_time_range(profile: &mut crate::profile::Profile, range: &TimeRange) {
-    let Some(first) = profile.samples.iter().map(|s| s.time).min() else {
-        return;
+/// Reads a recording (or imports a perf.data), symbolizes it and applies the filters.
+pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
+    let recording = progress::while_busy(
+        &format!("reading {}", config.input.display()),
+        || -> Result<Recording> {
+            if import::is_perf_data(&config.input) {
+                let options = import::ImportOptions {
+                    search_dirs: config.search_dirs.clone(),
+                };
+                import::import(&config.input, &options)
+            } else {
+                Recording::open(&config.input)
+            }
+        },
+    )?;
+    let options = ResolveOptions {
+        // Also applied here so filtered-out samples are never symbolized.
+        tid: config.tid,
+        comm: config.comm.clone(),
+        debug_files: config.debug_files,
+        progress: progress::Progress::bar("symbolizing"),
     };
-    profile
-        .samples
-        .retain(|s| range.contains_ns(s.time.saturating_sub(first)));
+    let mut profile = symbolize::resolve(&recording, &options)?;
+    options.progress.finish();
+    filter::apply(&mut profile, &config.filters());
+    Ok((recording, profile))
 }
 
 /// Runs `jprof report`.
@@ -239,23 +236,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         }
         InputKind::Recording | InputKind::PerfData => {}
     }
-    let recording = if import::is_perf_data(&config.input) {
-        let options = import::ImportOptions {
-            search_dirs: config.search_dirs.clone(),
-        };
-        import::import(&config.input, &options)?
-    } else {
-        Recording::open(&config.input)?
-    };
-    let options = ResolveOptions {
-        tid: config.tid,
-        comm: config.comm.clone(),
-        debug_files: config.debug_files,
-    };
-    let mut profile = symbolize::resolve(&recording, &options)?;
-    if let Some(range) = &config.time {
-        keep_time_range(&mut profile, range);
-    }
+    let (recording, profile) = load(config)?;
     let output = config.output.as_deref();
     match config.format {
         Format::Collapsed => {
@@ -287,11 +268,20 @@ pub fn run(config: &ReportConfig) -> Result<()> {
                 // Checked before creating the file, so no empty SVG is left behind.
                 Err(Error::Other(
                     "no samples to draw, no flame graph written (see the summary above and the \
-                     --tid/--comm filters)"
+                     --tid/--pid/--comm/--time filters)"
                         .into(),
                 ))
             } else {
-                svg.write_with(|w| flamegraph::write(&folded, &labels(&recording), w))
+                let mut palette = flamegraph::kind_palette(&profile);
+                svg.write_with(|w| {
+                    flamegraph::write(
+                        &folded,
+                        &labels(&recording),
+                        &config.flamegraph,
+                        Some(&mut palette),
+                        w,
+                    )
+                })
             };
             // The text top list goes to stdout next to the SVG file, or to stderr when the SVG
             // itself is on stdout, so it never corrupts the SVG.

@@ -58,6 +58,7 @@ fn id_name(id: RecordId) -> String {
         RecordId::SAMPLY_JIT_TIER => "JIT_TIER".into(),
         RecordId::SAMPLY_EMBEDDED_SOURCE => "EMBEDDED_SOURCE".into(),
         RecordId::JPROF_CODE_UNLOAD => "JPROF_CODE_UNLOAD".into(),
+        RecordId::JPROF_J9_METADATA => "JPROF_J9_METADATA".into(),
         RecordId(other) => format!("UNKNOWN({other})"),
     }
 }
@@ -264,6 +265,7 @@ fn dump_record(r: &Record, size: Option<u32>, out: &mut dyn Write) -> io::Result
             " code_addr={code_addr:#x} path={path:?} content={} bytes",
             content.len()
         ),
+        RecordBody::J9Metadata(md) => super::dump_j9::dump_record(md, out),
         RecordBody::Unknown(_) => writeln!(out, " (not interpreted; skipped by its size)"),
     }
 }

@@ -6,8 +6,13 @@
 use std::time::{Duration, Instant};
 
 use jprof_fuzz::{
-    jitdump_parser, perf_map_parser, recording_reader, wrap_records, JPROF_SAMPLE_TYPE,
+    j9_metadata, jitdump_parser, perf_map_parser, recording_reader, wrap_records, J9_METADATA_ADDR,
+    JPROF_SAMPLE_TYPE,
 };
+
+/// The tests' OpenJ9 metadata image writer: well-formed bodies to damage.
+#[path = "../../../tests/j9_support/mod.rs"]
+mod j9_support;
 
 /// xorshift64*: deterministic and good enough to pick mutations.
 struct Rng(u64);
@@ -95,7 +100,19 @@ fn small_byte(rng: &mut Rng) -> u8 {
 /// One input for `jitdump_parser`: a choice byte (endianness, TSC flag), then records with
 /// plausible prefixes (known ids, sizes mostly right) and bodies of small numbers and text.
 fn jitdump_input(rng: &mut Rng) -> Vec<u8> {
-    const IDS: [u32; 10] = [0, 1, 2, 3, 4, 827_346_259, 827_346_260, 827_346_261, 5, 77];
+    const IDS: [u32; 11] = [
+        0,
+        1,
+        2,
+        3,
+        4,
+        827_346_259,
+        827_346_260,
+        827_346_261,
+        0x444D_394A,
+        5,
+        77,
+    ];
     let mut data = vec![rng.next() as u8 & 2];
     for _ in 0..rng.below(12) {
         let id = IDS[rng.below(IDS.len())];
@@ -157,12 +174,38 @@ fn perf_map_input(rng: &mut Rng) -> Vec<u8> {
     data
 }
 
+/// One input for `j9_metadata`: a build choice byte, then a well-formed image of one of the
+/// test bodies with a few bytes changed or cut off.
+fn j9_input(rng: &mut Rng) -> Vec<u8> {
+    let mut body = if rng.below(2) == 0 {
+        j9_support::three_levels()
+    } else {
+        j9_support::wide_body()
+    };
+    body.metadata_addr = J9_METADATA_ADDR;
+    // The choice byte's encoding (see `j9_metadata`): 0x01 = eyecatchers; 232 is index 0,
+    // 192 (no eyecatchers) index 5.
+    let choice = if body.eyecatchers { 0x01 } else { 5 << 1 };
+    let mut data = vec![choice];
+    data.extend(body.build());
+    for _ in 0..rng.below(6) {
+        let i = 1 + rng.below(data.len() - 1);
+        data[i] = small_byte(rng);
+    }
+    if rng.below(4) == 0 {
+        let keep = rng.below(data.len() + 1);
+        data.truncate(keep);
+    }
+    data
+}
+
 type Target = (&'static str, fn(&mut Rng) -> Vec<u8>, fn(&[u8]));
 
-const TARGETS: [Target; 3] = [
+const TARGETS: [Target; 4] = [
     ("recording_reader", input, recording_reader),
     ("jitdump_parser", jitdump_input, jitdump_parser),
     ("perf_map_parser", perf_map_input, perf_map_parser),
+    ("j9_metadata", j9_input, j9_metadata),
 ];
 
 fn main() {
