@@ -86,7 +86,16 @@ pub fn fold(profile: &Profile) -> Vec<(String, u64)> {
 pub fn lines(profile: &Profile) -> Vec<String> {
     fold(profile)
         .into_iter()
-        .map(|(stack, weight)| format!("{stack} {weight}"))
+        .map(|(stack, weight)| {
+            // Exact capacity: `format!` grows by doubling, which for a million long lines
+            // holds tens of MB of slack while the flame graph is drawn.
+            let weight = weight.to_string();
+            let mut line = String::with_capacity(stack.len() + 1 + weight.len());
+            line.push_str(&stack);
+            line.push(' ');
+            line.push_str(&weight);
+            line
+        })
         .collect()
 }
 
