@@ -181,7 +181,7 @@ fn write_one(format: &str, profile: &Profile, out: &Path) -> std::io::Result<()>
             // As `jprof report` draws it: default look, colours by frame kind.
             let mut palette = flamegraph::kind_palette(profile);
             let look = flamegraph::Look::default();
-            let folded = collapsed::lines(profile);
+            let folded = collapsed::lines_to_draw(profile, look.min_width_percent());
             flamegraph::write(&folded, &labels, &look, Some(&mut palette), file)
         }
         "collapsed" => collapsed::write(profile, file),

@@ -32,6 +32,12 @@ pub struct Look {
 }
 
 impl Look {
+    /// The narrowest frame drawn, in percent of the total (inferno's default when unset).
+    pub fn min_width_percent(&self) -> f64 {
+        self.min_width
+            .unwrap_or_else(|| Options::default().min_width)
+    }
+
     /// inferno's options for this look, with `labels` and jprof's fixed colouring.
     fn options<'a>(&self, labels: &Labels, palette: Option<&'a mut PaletteMap>) -> Options<'a> {
         let mut options = Options::default();

@@ -263,7 +263,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
             let mut summary = Vec::new();
             text::write(&recording, &profile, TOP_N, &mut summary)
                 .map_err(|e| Error::io(Path::new("<memory>"), e))?;
-            let folded = collapsed::lines(&profile);
+            let folded = collapsed::lines_to_draw(&profile, config.flamegraph.min_width_percent());
             let drawn = if folded.is_empty() {
                 // Checked before creating the file, so no empty SVG is left behind.
                 Err(Error::Other(
