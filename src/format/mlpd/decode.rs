@@ -197,10 +197,10 @@ fn attach_lists<'a>(kind: &mut EventKind<'a>, collected: &'a [u64], n_ips: usize
         | EventKind::GcHandleCreated { backtrace, .. }
         | EventKind::GcHandleDestroyed { backtrace, .. }
         | EventKind::Throw { backtrace, .. }
-        | EventKind::Monitor { backtrace, .. } => {
-            if backtrace.is_some() {
-                *backtrace = Some(collected);
-            }
+        | EventKind::Monitor { backtrace, .. }
+            if backtrace.is_some() =>
+        {
+            *backtrace = Some(collected);
         }
         EventKind::SampleHit { ips, frames, .. } => {
             let (i, f) = collected.split_at(n_ips.min(collected.len()));
