@@ -3,6 +3,7 @@
 
 pub mod collapsed;
 pub mod flamegraph;
+pub mod mlpd;
 pub mod text;
 
 use std::fs::File;
@@ -221,9 +222,10 @@ pub fn keep_time_range(profile: &mut crate::profile::Profile, range: &TimeRange)
 /// Runs `jprof report`.
 pub fn run(config: &ReportConfig) -> Result<()> {
     match InputKind::detect(&config.input) {
-        InputKind::Mlpd | InputKind::XrayLog => {
+        InputKind::Mlpd => return mlpd::run(config),
+        InputKind::XrayLog => {
             return Err(Error::Other(format!(
-                "{}: Mono .mlpd and XRay logs are not readable yet",
+                "{}: XRay logs are not readable yet",
                 config.input.display()
             )))
         }
