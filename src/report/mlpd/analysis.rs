@@ -354,6 +354,11 @@ impl mlpd::Visitor for Analysis {
         let kept_thread = self.thread_kept(buffer.thread_id);
         // Allocations and handles count when the thread was asked for by name, or in time.
         let chosen = (self.filter.threads.is_some() && kept_thread) || in_time;
+        // Calls, exceptions and monitors count for the chosen thread in time.
+        let counted = kept_thread && in_time;
+        if matches!(event.kind, EventKind::MethodEnter { .. }) {
+            self.has_calls = true;
+        }
         if let Some(bt) = backtrace(&event.kind) {
             for &f in bt {
                 self.method(f);
@@ -374,22 +379,17 @@ impl mlpd::Visitor for Analysis {
                     m.ignore_jit = true;
                 }
             }
-            EventKind::MethodEnter { method } => {
-                self.has_calls = true;
-                if kept_thread && in_time {
-                    self.method(*method);
-                    self.threads[ti].stack.push(Call {
-                        method: *method,
-                        start: time,
-                        callee: 0,
-                    });
-                }
+            EventKind::MethodEnter { method } if counted => {
+                self.method(*method);
+                self.threads[ti].stack.push(Call {
+                    method: *method,
+                    start: time,
+                    callee: 0,
+                });
             }
-            EventKind::MethodLeave { method } | EventKind::MethodExcLeave { method } => {
-                if kept_thread && in_time {
-                    self.method(*method);
-                    self.pop(ti, *method, time);
-                }
+            EventKind::MethodLeave { method } | EventKind::MethodExcLeave { method } if counted => {
+                self.method(*method);
+                self.pop(ti, *method, time);
             }
             EventKind::SampleHit {
                 sample_type,
@@ -452,36 +452,26 @@ impl mlpd::Visitor for Analysis {
                     }
                 }
             }
-            EventKind::GcHandleCreated { handle_type, .. } => {
-                if chosen && *handle_type <= 3 {
-                    let h = &mut self.handles[*handle_type as usize];
-                    h.created += 1;
-                    h.live += 1;
-                    h.max_live = h.max_live.max(h.live);
-                }
+            EventKind::GcHandleCreated { handle_type, .. } if chosen && *handle_type <= 3 => {
+                let h = &mut self.handles[*handle_type as usize];
+                h.created += 1;
+                h.live += 1;
+                h.max_live = h.max_live.max(h.live);
             }
-            EventKind::GcHandleDestroyed { handle_type, .. } => {
-                if chosen && *handle_type <= 3 {
-                    let h = &mut self.handles[*handle_type as usize];
-                    h.destroyed += 1;
-                    h.live -= 1;
-                }
+            EventKind::GcHandleDestroyed { handle_type, .. } if chosen && *handle_type <= 3 => {
+                let h = &mut self.handles[*handle_type as usize];
+                h.destroyed += 1;
+                h.live -= 1;
             }
-            EventKind::Throw { .. } => {
-                if kept_thread && in_time {
-                    self.throws += 1;
-                }
-            }
-            EventKind::Clause { clause_type, .. } => {
-                if kept_thread && in_time {
-                    if let Some(c) = self.clauses.get_mut(*clause_type as usize) {
-                        *c += 1;
-                    }
+            EventKind::Throw { .. } if counted => self.throws += 1,
+            EventKind::Clause { clause_type, .. } if counted => {
+                if let Some(c) = self.clauses.get_mut(*clause_type as usize) {
+                    *c += 1;
                 }
             }
             EventKind::Monitor { event, object, .. } => {
                 self.monitors.entry(*object).or_default();
-                if kept_thread && in_time {
+                if counted {
                     self.monitor_event(ti, *event, *object, time);
                 }
             }
@@ -490,12 +480,10 @@ impl mlpd::Visitor for Analysis {
                 pointer,
                 what,
             } => self.metadata(*phase, *pointer, what),
-            EventKind::Alloc { class, size, .. } => {
-                if chosen {
-                    let e = self.allocs.entry(*class).or_default();
-                    e.0 += 1;
-                    e.1 += size;
-                }
+            EventKind::Alloc { class, size, .. } if chosen => {
+                let e = self.allocs.entry(*class).or_default();
+                e.0 += 1;
+                e.1 += size;
             }
             EventKind::HeapStart => self.heap_shots += 1,
             EventKind::CountersDesc { counters } => {

@@ -256,8 +256,8 @@ fn samples(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
     }
     let (mut managed_rows, mut unmanaged_rows): (Vec<_>, Vec<_>) =
         rows.into_iter().partition(|r| r.2);
-    managed_rows.sort_by(|x, y| y.1.cmp(&x.1));
-    unmanaged_rows.sort_by(|x, y| y.1.cmp(&x.1));
+    managed_rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+    unmanaged_rows.sort_by_key(|r| std::cmp::Reverse(r.1));
     let pct = |n: u64| n as f64 * 100.0 / total;
     let type_name = match a.sample_type.unwrap_or(1) {
         1 => "cycles",
@@ -320,7 +320,7 @@ fn allocations(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
         e.1 += bytes;
     }
     let mut rows: Vec<_> = by_class.into_iter().collect();
-    rows.sort_by(|x, y| y.1 .1.cmp(&x.1 .1));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1 .1));
     writeln!(out, "\nAllocation summary")?;
     writeln!(
         out,
@@ -350,7 +350,7 @@ fn calls(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
         return Ok(());
     }
     let total = |m: &super::analysis::Method| m.self_time.wrapping_add(m.callee_time);
-    rows.sort_by(|x, y| total(y.1).cmp(&total(x.1)));
+    rows.sort_by_key(|r| std::cmp::Reverse(total(r.1)));
     writeln!(out, "\nMethod call summary")?;
     writeln!(
         out,
