@@ -72,6 +72,23 @@ pub mod mtype {
 
 /// `MonoProfilerCodeBufferType::SPECIFIC_TRAMPOLINE`: the only JIT helper that carries a name.
 pub const CODE_BUFFER_SPECIFIC_TRAMPOLINE: u8 = 5;
+/// What a JIT helper is (`MonoProfilerCodeBufferType`, numbering of data v14+).
+pub fn code_buffer_name(kind: u64) -> &'static str {
+    match kind {
+        0 => "method",
+        1 => "method trampoline",
+        2 => "unbox trampoline",
+        3 => "imt trampoline",
+        4 => "generics trampoline",
+        5 => "specific trampoline",
+        6 => "misc helper",
+        7 => "monitor/lock",
+        8 => "delegate invoke",
+        9 => "exception handling",
+        _ => "unspecified",
+    }
+}
+
 /// The counter section whose name is a string in the event.
 pub const COUNTER_SECTION_PERFCOUNTERS: u64 = 1 << 15;
 /// Counter value types (`MONO_COUNTER_*`).

@@ -371,6 +371,52 @@ fn find_buffer_id(data: &[u8], from: usize) -> Option<usize> {
         .map(|p| from + p)
 }
 
+/// The whole units at the start of some bytes of a file (see [`whole_units`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WholeUnits {
+    /// Bytes that are whole units.
+    pub len: usize,
+    pub buffers: u64,
+    /// What stopped the walk before the end, if it was not an incomplete last buffer.
+    pub error: Option<ParseError>,
+}
+
+/// How many bytes of `data` (the file's bytes from `offset`) are whole units: the header when
+/// `offset` is 0, then whole buffers. A tailer stores only these, so stored bytes always decode.
+pub fn whole_units(data: &[u8], offset: usize) -> WholeUnits {
+    let mut units = WholeUnits {
+        len: 0,
+        buffers: 0,
+        error: None,
+    };
+    if offset == 0 {
+        match parse_header(data) {
+            Ok(Some(h)) => units.len = h.len,
+            Ok(None) => return units,
+            Err(e) => {
+                units.error = Some(e);
+                return units;
+            }
+        }
+    }
+    while data.len() - units.len >= BUFFER_HEADER_LEN {
+        let buffer = match parse_buffer_header(&data[units.len..], offset + units.len) {
+            Ok(b) => b,
+            Err(e) => {
+                units.error = Some(e);
+                return units;
+            }
+        };
+        let end = units.len + BUFFER_HEADER_LEN + buffer.len as usize;
+        if end > data.len() {
+            break;
+        }
+        units.len = end;
+        units.buffers += 1;
+    }
+    units
+}
+
 /// Decodes a whole file; the returned decoder tells the header, counts and problems.
 pub fn decode_all(data: &[u8], visitor: &mut impl Visitor) -> Result<Decoder, ParseError> {
     let mut decoder = Decoder::new();
