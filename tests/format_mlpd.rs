@@ -454,3 +454,54 @@ fn headers_that_cannot_be_read_say_where_and_why() {
     assert_eq!(mlpd::parse_header(&data[..40]), Ok(None));
     assert!(mlpd::parse_header(&data[..98]).expect("complete").is_some());
 }
+
+#[test]
+fn jit_events_go_into_the_jit_index_at_their_times() {
+    use jprof::symbolize::jit_index::JitIndex;
+    use jprof::timeline::ClockConversion;
+    let jit = |method, name: &'static str| EventKind::Jit {
+        method,
+        code: 0x7f00_4000_0000,
+        size: 0x100,
+        name: s(name),
+    };
+    let mut w = V1Writer::new();
+    w.begin_buffer(1_000, 0x7f00_0000_0000, 0, 1, 0x5555_0000);
+    w.event(1_000, &jit(0x5555_0040, "First:M ()"));
+    w.event(2_000, &jit(0x5555_0080, "Second:M ()"));
+    w.end_buffer();
+    let mut index = JitIndex::default();
+    index.add_mlpd(
+        9,
+        "/tmp/jprof-mono-9.mlpd",
+        &w.finish(),
+        &ClockConversion::default(),
+    );
+    let name = |t| index.lookup(9, 0x7f00_4000_0010, t).map(|c| c.name.clone());
+    assert_eq!(name(1_500).as_deref(), Some("First:M ()"));
+    assert_eq!(name(2_500).as_deref(), Some("Second:M ()"));
+    assert!(index.notes.is_empty(), "{:?}", index.notes);
+
+    let mut index = JitIndex::default();
+    let data = calls_fixture();
+    index.add_mlpd(
+        13050,
+        "shapes-calls.mlpd",
+        &data,
+        &ClockConversion::default(),
+    );
+    let mut subdivide = None;
+    mlpd::decode_all(&data, &mut |_: &BufferHeader, e: &Event<'_>| {
+        if let EventKind::Jit { name, code, .. } = &e.kind {
+            if name == "Shapes.Fractal:Subdivide (Shapes.Polygon,int)" {
+                subdivide = Some(*code);
+            }
+        }
+    })
+    .expect("valid");
+    let code = subdivide.expect("Subdivide JIT event");
+    let found = index
+        .lookup(13050, code + 4, u64::MAX / 2)
+        .expect("indexed");
+    assert_eq!(found.name, "Shapes.Fractal:Subdivide (Shapes.Polygon,int)");
+}

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use super::events::*;
 use super::layout::{Layout, Width};
-use super::BufferHeader;
+use super::{BufferHeader, Visitor};
 use crate::format::ParseError;
 
 /// Byte reader over one buffer's events; offsets in errors are absolute file offsets.
@@ -33,6 +33,7 @@ impl<'a> Reader<'a> {
         ParseError::new(self.offset(), expected)
     }
 
+    #[inline]
     pub(crate) fn u8(&mut self) -> Result<u8, ParseError> {
         let b = *self
             .data
@@ -42,7 +43,19 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
+    #[inline]
     pub(crate) fn uleb(&mut self) -> Result<u64, ParseError> {
+        // Most values (time deltas, sizes) fit in one byte.
+        if let Some(&b) = self.data.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.uleb_long()
+    }
+
+    fn uleb_long(&mut self) -> Result<u64, ParseError> {
         let mut value = 0u64;
         let mut shift = 0u32;
         loop {
@@ -63,7 +76,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     pub(crate) fn sleb(&mut self) -> Result<i64, ParseError> {
+        if let Some(&b) = self.data.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                // Bit 6 is the sign of a one-byte value.
+                return Ok(i64::from(b) - if b & 0x40 != 0 { 0x80 } else { 0 });
+            }
+        }
+        self.sleb_long()
+    }
+
+    fn sleb_long(&mut self) -> Result<i64, ParseError> {
         let mut value = 0i64;
         let mut shift = 0u32;
         loop {
@@ -147,15 +172,17 @@ impl Bases {
     }
 }
 
-/// Decodes the event at the reader's position. Backtrace frames and sample IPs are collected
-/// in `scratch` (cleared first), which the returned event borrows.
-pub(crate) fn decode_event<'d: 's, 's>(
-    r: &mut Reader<'d>,
+/// Decodes the event at the reader's position and hands it to the visitor. Backtrace frames
+/// and sample IPs are collected in `scratch`, which the event borrows. The event is passed by
+/// reference from here rather than returned: moving it out costs more than decoding it.
+pub(crate) fn decode_event<V: Visitor>(
+    r: &mut Reader<'_>,
     layout: &Layout,
     bases: &mut Bases,
-    buffer_thread: u64,
-    scratch: &'s mut Vec<u64>,
-) -> Result<Event<'s>, ParseError> {
+    buffer: &BufferHeader,
+    scratch: &mut Vec<u64>,
+    visitor: &mut V,
+) -> Result<(), ParseError> {
     scratch.clear();
     let offset = r.offset();
     let byte = r.u8()?;
@@ -176,17 +203,17 @@ pub(crate) fn decode_event<'d: 's, 's>(
         TYPE_EXCEPTION => decoder.exception(sub)?,
         TYPE_MONITOR => decoder.monitor(sub)?,
         TYPE_HEAP => decoder.heap(sub)?,
-        TYPE_SAMPLE => decoder.sample(sub, buffer_thread)?,
+        TYPE_SAMPLE => decoder.sample(sub, buffer.thread_id)?,
         TYPE_RUNTIME if layout.data_version >= 8 => decoder.runtime(sub)?,
         TYPE_COVERAGE if layout.coverage => decoder.coverage(sub)?,
         TYPE_META if layout.data_version >= 13 => decoder.meta(sub)?,
         _ => return Err(ParseError::new(offset, unknown(byte))),
     };
     let (time, n_ips) = (decoder.bases.time, decoder.n_ips);
-    let mut kind: EventKind<'s> = kind;
-    let collected: &'s Vec<u64> = scratch;
-    attach_lists(&mut kind, collected, n_ips);
-    Ok(Event { offset, time, kind })
+    let mut event = Event { offset, time, kind };
+    attach_lists(&mut event.kind, scratch, n_ips);
+    visitor.event(buffer, &event);
+    Ok(())
 }
 
 /// Backtraces and sample IPs are decoded into the scratch list while the event is built; this
@@ -761,8 +788,8 @@ impl<'a> EventDecoder<'_, 'a> {
 
     fn coverage(&mut self, sub: u8) -> Decoded<'a> {
         self.time_since_v13()?;
-        Ok(match sub {
-            exinfo::COVERAGE_ASSEMBLY => EventKind::CoverageAssembly {
+        let coverage = match sub {
+            exinfo::COVERAGE_ASSEMBLY => Coverage::Assembly {
                 name: self.r.str()?,
                 guid: self.r.str()?,
                 filename: self.r.str()?,
@@ -770,7 +797,7 @@ impl<'a> EventDecoder<'_, 'a> {
                 fully_covered: self.r.uleb()?,
                 partially_covered: self.r.uleb()?,
             },
-            exinfo::COVERAGE_METHOD => EventKind::CoverageMethod {
+            exinfo::COVERAGE_METHOD => Coverage::Method {
                 assembly: self.r.str()?,
                 class: self.r.str()?,
                 name: self.r.str()?,
@@ -780,14 +807,14 @@ impl<'a> EventDecoder<'_, 'a> {
                 method_id: self.r.uleb()?,
                 statements: self.r.uleb()?,
             },
-            exinfo::COVERAGE_STATEMENT => EventKind::CoverageStatement {
+            exinfo::COVERAGE_STATEMENT => Coverage::Statement {
                 method_id: self.r.uleb()?,
                 offset: self.r.uleb()?,
                 counter: self.r.uleb()?,
                 line: self.r.uleb()?,
                 column: self.r.uleb()?,
             },
-            exinfo::COVERAGE_CLASS => EventKind::CoverageClass {
+            exinfo::COVERAGE_CLASS => Coverage::Class {
                 assembly: self.r.str()?,
                 class: self.r.str()?,
                 methods: self.r.uleb()?,
@@ -795,7 +822,8 @@ impl<'a> EventDecoder<'_, 'a> {
                 partially_covered: self.r.uleb()?,
             },
             _ => return Err(self.bad("COVERAGE", sub)),
-        })
+        };
+        Ok(EventKind::Coverage(Box::new(coverage)))
     }
 
     fn meta(&mut self, sub: u8) -> Decoded<'a> {

@@ -350,7 +350,20 @@ pub enum EventKind<'a> {
         size: u64,
         name: Option<Cow<'a, str>>,
     },
-    CoverageAssembly {
+    /// Code coverage (data 10–15), boxed: rare and large.
+    Coverage(Box<Coverage<'a>>),
+    SyncPoint {
+        kind: u8,
+    },
+    AotId {
+        id: Cow<'a, str>,
+    },
+}
+
+/// TYPE_COVERAGE events (data 10–15).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Coverage<'a> {
+    Assembly {
         name: Cow<'a, str>,
         guid: Cow<'a, str>,
         filename: Cow<'a, str>,
@@ -358,7 +371,7 @@ pub enum EventKind<'a> {
         fully_covered: u64,
         partially_covered: u64,
     },
-    CoverageMethod {
+    Method {
         assembly: Cow<'a, str>,
         class: Cow<'a, str>,
         name: Cow<'a, str>,
@@ -368,24 +381,18 @@ pub enum EventKind<'a> {
         method_id: u64,
         statements: u64,
     },
-    CoverageStatement {
+    Statement {
         method_id: u64,
         offset: u64,
         counter: u64,
         line: u64,
         column: u64,
     },
-    CoverageClass {
+    Class {
         assembly: Cow<'a, str>,
         class: Cow<'a, str>,
         methods: u64,
         fully_covered: u64,
         partially_covered: u64,
-    },
-    SyncPoint {
-        kind: u8,
-    },
-    AotId {
-        id: Cow<'a, str>,
     },
 }

@@ -336,28 +336,29 @@ impl Decoder {
         layout: &Layout,
         visitor: &mut impl Visitor,
     ) {
+        let events_len = events.len();
         let mut reader = Reader::new(events, start);
         let mut bases = Bases::of(buffer);
         let mut scratch = std::mem::take(&mut self.scratch);
+        let mut count = 0u64;
         while !reader.at_end() {
-            match decode_event(
+            let decoded = decode_event(
                 &mut reader,
                 layout,
                 &mut bases,
-                buffer.thread_id,
+                buffer,
                 &mut scratch,
-            ) {
-                Ok(event) => {
-                    self.events += 1;
-                    visitor.event(buffer, &event);
-                }
-                Err(error) => {
-                    let skipped = start + events.len() - error.offset.min(start + events.len());
-                    self.problem(error, skipped);
-                    break;
-                }
+                visitor,
+            );
+            if let Err(error) = decoded {
+                let end = start + events_len;
+                let skipped = end - error.offset.min(end);
+                self.problem(error, skipped);
+                break;
             }
+            count += 1;
         }
+        self.events += count;
         self.scratch = scratch;
     }
 }

@@ -69,21 +69,21 @@ pub fn profile(a: &Analysis, weight: Weight, config: &ReportConfig) -> Profile {
     let mut p = Profile::default();
     let pid = a.header.as_ref().map_or(0, |h| h.pid);
     let start = a.startup_time.unwrap_or(0);
-    let keep = |thread: u64| {
-        config.comm.is_none() || {
-            let name = a
-                .threads
-                .iter()
-                .find(|t| t.id == thread)
-                .and_then(|t| t.name.as_deref());
-            name == config.comm.as_deref()
-        }
-    };
     let tid_of = |thread: u64| {
         a.threads
             .iter()
             .position(|t| t.id == thread)
             .map_or(0, |i| i as u32 + 1)
+    };
+    let keep = |thread: u64| {
+        let name = || {
+            a.threads
+                .iter()
+                .find(|t| t.id == thread)
+                .and_then(|t| t.name.as_deref())
+        };
+        config.comm.as_deref().is_none_or(|c| name() == Some(c))
+            && config.tid.is_none_or(|t| tid_of(thread) == t)
     };
     for (i, t) in a.threads.iter().enumerate() {
         let comm = t
@@ -152,7 +152,7 @@ pub fn profile(a: &Analysis, weight: Weight, config: &ReportConfig) -> Profile {
             }
         }
         Weight::Calls | Weight::Time => {
-            for call in &a.call_paths {
+            for call in a.call_paths.iter().filter(|c| keep(c.thread)) {
                 let stack = call.methods.iter().map(|&m| managed(&mut p, m)).collect();
                 let w = if weight == Weight::Calls {
                     1
