@@ -4,6 +4,7 @@
 pub mod j9;
 pub mod jitdump;
 pub mod jitdump_write;
+pub mod mlpd;
 pub mod perf;
 pub mod perf_map;
 pub mod perf_write;

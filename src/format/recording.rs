@@ -144,6 +144,8 @@ pub struct SideKind(pub u32);
 impl SideKind {
     pub const JITDUMP: Self = Self(1);
     pub const PERF_MAP: Self = Self(2);
+    /// A Mono log profiler file (.mlpd).
+    pub const MLPD: Self = Self(3);
 }
 
 /// A piece of a side file (SIDE_FILE chunk): `data` is the file's bytes at `offset`.

@@ -350,8 +350,8 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             .push(format!("{runtime} detected: set {}", vars.join(" ")));
         if !config.keep_side_files {
             let cwd = std::env::current_dir().unwrap_or_default();
-            for (pid, jitdumps) in side.jitdump_paths() {
-                for file in runtimes::created_files(runtime, pid, &jitdumps, &cwd) {
+            for (pid, files) in side.runtime_files() {
+                for file in runtimes::created_files(runtime, pid, &files, &cwd) {
                     let _ = std::fs::remove_file(file);
                 }
             }

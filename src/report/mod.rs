@@ -7,6 +7,7 @@ pub mod export;
 pub mod filter;
 pub mod firefox;
 pub mod flamegraph;
+pub mod mlpd;
 pub mod pprof;
 pub mod progress;
 pub mod speedscope;
@@ -228,27 +229,45 @@ pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile
 /// Runs `jprof report`.
 pub fn run(config: &ReportConfig) -> Result<()> {
     match InputKind::detect(&config.input) {
-        InputKind::Mlpd | InputKind::XrayLog => {
+        InputKind::Mlpd => return mlpd::run(config),
+        InputKind::XrayLog => {
             return Err(Error::Other(format!(
-                "{}: Mono .mlpd and XRay logs are not readable yet",
+                "{}: XRay logs are not readable yet",
                 config.input.display()
             )))
         }
         InputKind::Recording | InputKind::PerfData => {}
     }
     let (recording, profile) = load(config)?;
+    let mut summary = Vec::new();
+    text::write(&recording, &profile, TOP_N, &mut summary)
+        .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+    if config.format == Format::Text {
+        return Destination::of(config.output.as_deref(), None)
+            .write_with(|w| w.write_all(&summary));
+    }
+    let context = export::ExportContext::from_recording(&recording, &profile);
+    write_profile(config, &profile, &labels(&recording), &context, summary)
+}
+
+/// Writes a profile in `config.format` (any format but text, which each input kind writes
+/// its own way). `summary` is printed next to a flame graph written to a file.
+pub fn write_profile(
+    config: &ReportConfig,
+    profile: &crate::profile::Profile,
+    labels: &flamegraph::Labels,
+    context: &export::ExportContext,
+    mut summary: Vec<u8>,
+) -> Result<()> {
     let output = config.output.as_deref();
     match config.format {
-        Format::Collapsed => {
-            Destination::of(output, None).write_with(|w| collapsed::write(&profile, w))
+        Format::Collapsed | Format::Text => {
+            Destination::of(output, None).write_with(|w| collapsed::write(profile, w))
         }
-        Format::Text => Destination::of(output, None)
-            .write_with(|w| text::write(&recording, &profile, TOP_N, w)),
         Format::Firefox | Format::Pprof | Format::Speedscope => {
-            let context = export::ExportContext::from_recording(&recording, &profile);
             let file = export::default_file(config.format);
             let destination = Destination::of(output, file);
-            destination.write_with(|w| export::write(config.format, &profile, &context, w))?;
+            destination.write_with(|w| export::write(config.format, profile, context, w))?;
             if let Destination::File(path) = &destination {
                 println!(
                     "{} samples written to {}",
@@ -260,10 +279,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         }
         Format::Flamegraph => {
             let svg = Destination::of(output, Some(DEFAULT_SVG));
-            let mut summary = Vec::new();
-            text::write(&recording, &profile, TOP_N, &mut summary)
-                .map_err(|e| Error::io(Path::new("<memory>"), e))?;
-            let folded = collapsed::lines(&profile);
+            let folded = collapsed::lines(profile);
             let drawn = if folded.is_empty() {
                 // Checked before creating the file, so no empty SVG is left behind.
                 Err(Error::Other(
@@ -272,15 +288,9 @@ pub fn run(config: &ReportConfig) -> Result<()> {
                         .into(),
                 ))
             } else {
-                let mut palette = flamegraph::kind_palette(&profile);
+                let mut palette = flamegraph::kind_palette(profile);
                 svg.write_with(|w| {
-                    flamegraph::write(
-                        &folded,
-                        &labels(&recording),
-                        &config.flamegraph,
-                        Some(&mut palette),
-                        w,
-                    )
+                    flamegraph::write(&folded, labels, &config.flamegraph, Some(&mut palette), w)
                 })
             };
             // The text top list goes to stdout next to the SVG file, or to stderr when the SVG

@@ -25,6 +25,8 @@ macro_rules! argv {
 mod import;
 /// The Java demo under jprof's agent against perf record + a perf map.
 mod java;
+/// .mlpd decode throughput and `jprof report` against mprof-report.
+mod mono;
 
 struct Options {
     runs: usize,
@@ -33,6 +35,8 @@ struct Options {
     import_only: bool,
     /// Only the Java overhead comparison (`--java-only`).
     java_only: bool,
+    /// Only the Mono comparison (`--mono-only`).
+    mono_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -41,6 +45,7 @@ fn parse(args: &[String]) -> Result<Options> {
         scale: "1".into(),
         import_only: false,
         java_only: false,
+        mono_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -59,8 +64,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--scale" => options.scale = value("--scale")?,
             "--import-only" => options.import_only = true,
             "--java-only" => options.java_only = true,
+            "--mono-only" => options.mono_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only)"
             ),
         }
     }
@@ -245,6 +251,11 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+    if options.mono_only {
+        let table = mono::compare(&jprof, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     let example = build_example()?;
     let dir = target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -324,6 +335,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&import::compare(&jprof, options.runs)?);
     table.push_str(&jitdump_throughput()?);
     table.push_str(&java::compare(&jprof, options.runs)?);
+    table.push_str(&mono::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
@@ -333,10 +345,18 @@ pub fn run(args: &[String]) -> Result<()> {
 
 /// `cargo bench --bench jitdump_parse`: the jitdump parser over the Node fixture, in GB/s.
 fn jitdump_throughput() -> Result<String> {
-    eprintln!("== jitdump parse throughput (benches/jitdump_parse.rs)");
+    let line = cargo_bench_line("jitdump_parse", &[], "jitdump parse_records:")?;
+    Ok(format!("\n{line} (goal ≥ 1 GB/s)\n"))
+}
+
+/// Runs `cargo bench --bench NAME -- ARGS` and returns its result line (the one starting with
+/// `prefix`).
+fn cargo_bench_line(name: &str, args: &[&std::ffi::OsStr], prefix: &str) -> Result<String> {
+    eprintln!("== {name} (benches/{name}.rs)");
     let mut cmd = cargo();
     cmd.current_dir(crate::root())
-        .args(["bench", "--quiet", "--bench", "jitdump_parse"]);
+        .args(["bench", "--quiet", "--bench", name, "--"])
+        .args(args);
     let out = cmd
         .stderr(Stdio::inherit())
         .output()
@@ -344,12 +364,11 @@ fn jitdump_throughput() -> Result<String> {
     if !out.status.success() {
         bail!("`{}` failed ({})", describe(&cmd), out.status);
     }
-    let line = String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find(|l| l.starts_with("jitdump parse_records:"))
-        .context("jitdump_parse printed no result line")?
-        .to_string();
-    Ok(format!("\n{line} (goal ≥ 1 GB/s)\n"))
+        .find(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .with_context(|| format!("{name} printed no result line"))
 }
 
 fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64, f64)) -> String {

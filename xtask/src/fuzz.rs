@@ -15,6 +15,7 @@ const TARGETS: &[&str] = &[
     "jitdump_parser",
     "perf_map_parser",
     "j9_metadata",
+    "mlpd_parser",
 ];
 
 fn nightly_available() -> bool {
