@@ -8,6 +8,7 @@ pub mod perf_map;
 pub mod perf_write;
 pub mod procfs;
 pub mod recording;
+pub mod xray;
 
 use thiserror::Error;
 

@@ -156,13 +156,13 @@ pub const TOP_N: usize = 15;
 pub const DEFAULT_SVG: &str = "flamegraph.svg";
 
 /// Where one output goes.
-enum Destination {
+pub(crate) enum Destination {
     Stdout,
     File(PathBuf),
 }
 
 impl Destination {
-    fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
+    pub(crate) fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
         match (output, default_file) {
             (Some(p), _) if p == Path::new("-") => Self::Stdout,
             (Some(p), _) => Self::File(p.to_path_buf()),
@@ -172,7 +172,10 @@ impl Destination {
     }
 
     /// Runs `write` on a buffered writer for the destination; I/O errors name the file.
-    fn write_with(&self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    pub(crate) fn write_with(
+        &self,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
         match self {
             Self::Stdout => {
                 let stdout = io::stdout();
@@ -221,7 +224,8 @@ pub fn keep_time_range(profile: &mut crate::profile::Profile, range: &TimeRange)
 /// Runs `jprof report`.
 pub fn run(config: &ReportConfig) -> Result<()> {
     match InputKind::detect(&config.input) {
-        InputKind::Mlpd | InputKind::XrayLog => {
+        InputKind::XrayLog => return crate::xray::standalone::run(config),
+        InputKind::Mlpd => {
             return Err(Error::Other(format!(
                 "{}: Mono .mlpd and XRay logs are not readable yet",
                 config.input.display()
