@@ -10,7 +10,12 @@ use anyhow::{Context, Result};
 use crate::{cargo, root, run as run_command};
 
 /// Every cargo-fuzz target (`fuzz/fuzz_targets/*.rs`).
-const TARGETS: &[&str] = &["recording_reader", "jitdump_parser", "perf_map_parser"];
+const TARGETS: &[&str] = &[
+    "recording_reader",
+    "jitdump_parser",
+    "perf_map_parser",
+    "xray_parser",
+];
 
 fn nightly_available() -> bool {
     Command::new("rustup")
