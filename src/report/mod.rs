@@ -247,6 +247,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         debug_files: config.debug_files,
     };
     let mut profile = symbolize::resolve(&recording, &options)?;
+    let xray = crate::xray::live::correlate(&recording, &mut profile);
     if let Some(range) = &config.time {
         keep_time_range(&mut profile, range);
     }
@@ -255,13 +256,18 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         Format::Collapsed => {
             Destination::of(output, None).write_with(|w| collapsed::write(&profile, w))
         }
-        Format::Text => Destination::of(output, None)
-            .write_with(|w| text::write(&recording, &profile, TOP_N, w)),
+        Format::Text => Destination::of(output, None).write_with(|w| {
+            text::write(&recording, &profile, TOP_N, &mut *w)?;
+            xray.as_ref().map_or(Ok(()), |x| x.write(w))
+        }),
         Format::Flamegraph => {
             let svg = Destination::of(output, Some(DEFAULT_SVG));
             let mut summary = Vec::new();
             text::write(&recording, &profile, TOP_N, &mut summary)
                 .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+            if let Some(x) = &xray {
+                summary.extend_from_slice(format!("\n{}\n", x.agreement_line()).as_bytes());
+            }
             let folded = collapsed::lines(&profile);
             let drawn = if folded.is_empty() {
                 // Checked before creating the file, so no empty SVG is left behind.

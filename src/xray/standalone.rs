@@ -192,7 +192,7 @@ impl Input {
             log_path.display(),
             h.version
         )?;
-        let clock = if h.is_emulated_clock() {
+        let clock = if self.log.is_emulated_clock() {
             "CLOCK_REALTIME ns (emulated TSC: the runtime found no TSC frequency)".to_string()
         } else {
             format!("TSC at {} Hz (header)", h.cycle_frequency)

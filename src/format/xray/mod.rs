@@ -39,13 +39,11 @@ pub struct Header {
     pub thread_buffer_size: u64,
 }
 
-impl Header {
-    /// Whether the timestamps are CLOCK_REALTIME nanoseconds rather than TSC ticks: the runtime
-    /// writes exactly 1e9 as the frequency when it falls back to `clock_gettime`.
-    pub fn is_emulated_clock(&self) -> bool {
-        self.cycle_frequency == 1_000_000_000
-    }
+/// CLOCK_REALTIME ns have been above this since 2001; a TSC at 1 GHz would need 31 years of
+/// uptime to get there.
+const REALTIME_NS_FLOOR: u64 = 1_000_000_000_000_000_000;
 
+impl Header {
     /// Nanoseconds in `ticks` of this log's clock (ticks are taken as ns when the frequency
     /// is 0).
     pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
@@ -124,6 +122,18 @@ pub struct Log {
     pub typed_events: usize,
     /// Regions that could not be decoded, each with its offset; the reader skipped them.
     pub problems: Vec<ParseError>,
+}
+
+impl Log {
+    /// Whether the timestamps are CLOCK_REALTIME nanoseconds rather than TSC ticks. The runtime
+    /// then writes exactly 1e9 as the frequency; a real 1 GHz TSC is told apart by its values.
+    pub fn is_emulated_clock(&self) -> bool {
+        self.header.cycle_frequency == 1_000_000_000
+            && self
+                .events
+                .first()
+                .is_none_or(|e| e.tsc >= REALTIME_NS_FLOOR)
+    }
 }
 
 /// Reads the header: version then type tell the byte order (a version of 1..=5 in one order).
