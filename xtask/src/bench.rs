@@ -25,6 +25,8 @@ macro_rules! argv {
 mod import;
 /// The Java demo under jprof's agent against perf record + a perf map.
 mod java;
+/// `jprof report -f text` on an XRay log against `llvm-xray account`.
+mod xray;
 
 struct Options {
     runs: usize,
@@ -33,6 +35,8 @@ struct Options {
     import_only: bool,
     /// Only the Java overhead comparison (`--java-only`).
     java_only: bool,
+    /// Only the XRay account comparison (`--xray-only`).
+    xray_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -41,6 +45,7 @@ fn parse(args: &[String]) -> Result<Options> {
         scale: "1".into(),
         import_only: false,
         java_only: false,
+        xray_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -59,8 +64,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--scale" => options.scale = value("--scale")?,
             "--import-only" => options.import_only = true,
             "--java-only" => options.java_only = true,
+            "--xray-only" => options.xray_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --xray-only)"
             ),
         }
     }
@@ -233,6 +239,12 @@ fn file_mib(path: &Path) -> f64 {
 
 pub fn run(args: &[String]) -> Result<()> {
     let options = parse(args)?;
+    if options.xray_only {
+        // Needs llvm-xray only, not perf or inferno.
+        let table = xray::compare(&build_jprof()?, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     check_tools()?;
     let jprof = build_jprof()?;
     if options.import_only {
@@ -245,6 +257,7 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+
     let example = build_example()?;
     let dir = target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -324,6 +337,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&import::compare(&jprof, options.runs)?);
     table.push_str(&jitdump_throughput()?);
     table.push_str(&java::compare(&jprof, options.runs)?);
+    table.push_str(&xray::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
