@@ -217,15 +217,16 @@ fn replay_on_sample_clock(logs: &[(Log, LogClock<'_>)]) -> Replayed {
     }
 }
 
-/// The node on `tid`'s XRay stack at `time` (sample clock), if the thread is in the logs.
+/// The node on `tid`'s XRay stack at `time` (sample clock), if the thread's log covers that
+/// time (FDR logging, for one, starts and stops when the program says).
 fn node_at(timelines: &FxHashMap<u32, Timeline>, tid: u32, time: u64) -> Option<u32> {
     let timeline = timelines.get(&tid)?;
+    let (first, last) = (timeline.first()?.0, timeline.last()?.0);
+    if time < first || time > last {
+        return None;
+    }
     let after = timeline.partition_point(|&(t, _)| t <= time);
-    Some(
-        after
-            .checked_sub(1)
-            .map_or(CallTree::ROOT, |i| timeline[i].1),
-    )
+    timeline.get(after.checked_sub(1)?).map(|&(_, node)| node)
 }
 
 /// Correlates the recording's XRay logs with `profile` (completing stacks in place); None when
@@ -467,5 +468,33 @@ impl LiveXray {
             self.completed
         )?;
         writeln!(out, "{}", self.agreement_line())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_are_matched_in_order_not_adjacency() {
+        assert!(is_subsequence(
+            &["main", "outer"],
+            &["root", "main", "x", "outer"]
+        ));
+        assert!(!is_subsequence(&["outer", "main"], &["main", "outer"]));
+        assert!(is_subsequence(&[], &[]));
+        assert!(!is_subsequence(&["main"], &[]));
+    }
+
+    #[test]
+    fn stack_lookup_stays_inside_the_logged_time() {
+        let mut timelines = FxHashMap::default();
+        timelines.insert(7, vec![(100, 1), (200, 2), (300, 0)]);
+        assert_eq!(node_at(&timelines, 7, 99), None, "before the log");
+        assert_eq!(node_at(&timelines, 7, 100), Some(1));
+        assert_eq!(node_at(&timelines, 7, 250), Some(2));
+        assert_eq!(node_at(&timelines, 7, 300), Some(0));
+        assert_eq!(node_at(&timelines, 7, 301), None, "after the log");
+        assert_eq!(node_at(&timelines, 8, 150), None, "thread not logged");
     }
 }
