@@ -202,9 +202,9 @@ fn replay_log(bytes: &[u8]) {
         assert!(p.offset <= bytes.len());
     }
     let replay = jprof::xray::replay::Replay::run(&log.events);
-    let calls = replay.calls.iter().map(|(_, c)| c);
-    let rows = jprof::xray::account::rows(calls, log.header.cycle_frequency, |f| f.to_string());
-    for row in rows {
+    let accounting = jprof::xray::account::Accounting::run(&log.events, |_, _| true);
+    assert_eq!(accounting.calls, replay.calls.len());
+    for row in accounting.rows(log.header.cycle_frequency, |f| f.to_string()) {
         assert!(row.min <= row.max);
     }
     for (_, call) in replay.calls.iter().take(16) {

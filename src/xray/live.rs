@@ -194,7 +194,7 @@ fn replay_on_sample_clock(logs: &[(Log, LogClock<'_>)]) -> Replayed {
                 continue;
             };
             let stack = stacks.entry(event.tid).or_default();
-            stack.apply(&mut tree, event, |call| {
+            stack.apply(Some(&mut tree), event, |call| {
                 // On the sample clock, so a wrong header frequency does not skew durations.
                 let entry = clock.to_sample(&log.header, call.entry).unwrap_or(time);
                 calls.push((call, time.saturating_sub(entry)));

@@ -127,15 +127,16 @@ impl ThreadStack {
         self.frames.len()
     }
 
-    /// Applies one event of this thread; finished calls go to `done`, innermost first.
+    /// Applies one event of this thread; finished calls go to `done`, innermost first. Without
+    /// a tree, paths are not interned (every node is the root): enough for per-function figures.
     pub fn apply(
         &mut self,
-        tree: &mut CallTree,
+        tree: Option<&mut CallTree>,
         event: &Event,
         mut done: impl FnMut(Call),
     ) -> Applied {
         if event.kind.is_entry() {
-            let node = tree.child(self.top(), event.func_id);
+            let node = tree.map_or(CallTree::ROOT, |t| t.child(self.top(), event.func_id));
             self.frames.push(OpenFrame {
                 node,
                 func: event.func_id,
@@ -177,8 +178,8 @@ pub struct Replay {
     pub tree: CallTree,
     /// Finished calls in the order they finished.
     pub calls: Vec<(u32, Call)>,
-    /// Final state per thread (tid → stack): open frames, counters.
-    pub threads: std::collections::BTreeMap<u32, (u32, ThreadStack)>,
+    /// Final state per thread: open frames, counters.
+    pub threads: Threads,
 }
 
 impl Replay {
@@ -191,7 +192,7 @@ impl Replay {
                 .entry(event.tid)
                 .or_insert_with(|| (event.pid, ThreadStack::default()));
             let calls = &mut replay.calls;
-            stack.apply(&mut replay.tree, event, |call| {
+            stack.apply(Some(&mut replay.tree), event, |call| {
                 calls.push((event.tid, call))
             });
         }
@@ -200,14 +201,35 @@ impl Replay {
     }
 
     pub fn unmatched_exits(&self) -> usize {
-        self.threads.values().map(|(_, s)| s.unmatched_exits).sum()
+        StackCounts::of(&self.threads).unmatched_exits
     }
 
     pub fn deduced_exits(&self) -> usize {
-        self.threads.values().map(|(_, s)| s.deduced_exits).sum()
+        StackCounts::of(&self.threads).deduced_exits
     }
 
     pub fn open_at_end(&self) -> usize {
-        self.threads.values().map(|(_, s)| s.depth()).sum()
+        StackCounts::of(&self.threads).open_at_end
+    }
+}
+
+/// Final stacks per thread: tid → (pid, stack).
+pub type Threads = std::collections::BTreeMap<u32, (u32, ThreadStack)>;
+
+/// The replay's counters summed over threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCounts {
+    pub unmatched_exits: usize,
+    pub deduced_exits: usize,
+    pub open_at_end: usize,
+}
+
+impl StackCounts {
+    pub fn of(threads: &Threads) -> Self {
+        threads.values().fold(Self::default(), |c, (_, s)| Self {
+            unmatched_exits: c.unmatched_exits + s.unmatched_exits,
+            deduced_exits: c.deduced_exits + s.deduced_exits,
+            open_at_end: c.open_at_end + s.depth(),
+        })
     }
 }

@@ -8,15 +8,16 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::account;
-use super::replay::{Call, Replay};
+use super::account::{self, Accounting};
+use super::replay::{Call, Replay, StackCounts, Threads};
 use crate::error::{Error, Result};
-use crate::format::xray::{self, instr_map::InstrMap, Log, LogMode};
+use crate::format::xray::{self, instr_map::InstrMap, Header, Log, LogMode};
 use crate::format::Endian;
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample};
 use crate::report::{
     collapsed, flamegraph, Destination, Format, ReportConfig, Weight, DEFAULT_SVG,
 };
+use crate::sys::mapped_file::MappedFile;
 
 /// A loaded log with its binary's map.
 pub struct Input {
@@ -24,17 +25,33 @@ pub struct Input {
     pub map: Option<InstrMap>,
     /// The binary's file name (the frames' module).
     pub module: Option<String>,
-    pub replay: Replay,
+}
+
+/// The log file's bytes, mapped.
+fn map_log(path: &Path) -> Result<MappedFile> {
+    MappedFile::open(path).map_err(|e| Error::io(path, e))
+}
+
+/// Whether a finished call on `tid` passes the thread and time filters (`start` is the log's
+/// earliest timestamp).
+fn keep(config: &ReportConfig, header: &Header, start: u64, tid: u32, call: &Call) -> bool {
+    config.tid.is_none_or(|t| t == tid)
+        && config
+            .time
+            .is_none_or(|r| r.contains_ns(header.ticks_to_ns(call.entry.saturating_sub(start))))
 }
 
 impl Input {
     /// Reads and decodes the log, and the binary's instrumentation map when given.
     pub fn load(log_path: &Path, binary: Option<&Path>) -> Result<Self> {
-        let bytes = std::fs::read(log_path).map_err(|e| Error::io(log_path, e))?;
-        let log = xray::parse(&bytes).map_err(|e| Error::parse(log_path, e))?;
+        let log = xray::parse(&map_log(log_path)?).map_err(|e| Error::parse(log_path, e))?;
+        Self::with_log(log, binary)
+    }
+
+    fn with_log(log: Log, binary: Option<&Path>) -> Result<Self> {
         let map = match binary {
             Some(path) => {
-                let elf = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+                let elf = MappedFile::open(path).map_err(|e| Error::io(path, e))?;
                 Some(xray::instr_map::parse(&elf).map_err(|e| Error::parse(path, e))?)
             }
             None => None,
@@ -42,13 +59,31 @@ impl Input {
         let module = binary
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned());
-        let replay = Replay::run(&log.events);
-        Ok(Self {
-            log,
-            map,
-            module,
-            replay,
+        Ok(Self { log, map, module })
+    }
+
+    /// The account table's data, computed while the log is decoded (the decoded events are
+    /// not kept: a log of any size needs memory only for the durations).
+    pub fn account(config: &ReportConfig) -> Result<(Self, Accounting)> {
+        let path = &config.input;
+        let bytes = map_log(path)?;
+        let header = xray::parse_header(&bytes).map_err(|e| Error::parse(path, e))?;
+        let mut start = 0;
+        if config.time.is_some() {
+            // `--time` counts from the earliest timestamp: one more pass to find it.
+            let mut min = u64::MAX;
+            let _ = xray::parse_streaming(&bytes, |e| min = min.min(e.tsc));
+            start = min;
+        }
+        let mut accounting = Accounting::default();
+        let log = xray::parse_streaming(&bytes, |e| {
+            accounting.add(&e, |tid, call| keep(config, &header, start, tid, call))
         })
+        .map_err(|e| Error::parse(path, e))?;
+        Ok((
+            Self::with_log(log, config.binary.as_deref())?,
+            accounting.finish(),
+        ))
     }
 
     /// The function's name from the map, or `#ID`.
@@ -64,40 +99,26 @@ impl Input {
         self.log.events.iter().map(|e| e.tsc).min().unwrap_or(0)
     }
 
-    /// Finished calls that pass the thread and time filters.
-    pub fn calls<'a>(
-        &'a self,
-        config: &'a ReportConfig,
-    ) -> impl Iterator<Item = &'a (u32, Call)> + 'a {
-        let start = self.start_tsc();
-        self.replay.calls.iter().filter(move |(tid, call)| {
-            config.tid.is_none_or(|t| t == *tid)
-                && config.time.is_none_or(|r| {
-                    r.contains_ns(
-                        self.log
-                            .header
-                            .ticks_to_ns(call.entry.saturating_sub(start)),
-                    )
-                })
-        })
-    }
-
     /// The profile: one sample per finished call, its stack the call's path, weighted by 1
     /// (`Weight::Calls`) or the call's self time in ns (`Weight::Time`).
-    pub fn profile(&self, config: &ReportConfig, weight: Weight) -> Profile {
+    pub fn profile(&self, config: &ReportConfig, weight: Weight) -> (Profile, Threads) {
+        let replay = Replay::run(&self.log.events);
         let mut profile = Profile::default();
         let mut stacks: FxHashMap<u32, Vec<FrameId>> = FxHashMap::default();
         let mut frames: FxHashMap<u32, FrameId> = FxHashMap::default();
         let start = self.start_tsc();
-        let pids: FxHashMap<u32, u32> = self
-            .replay
+        let pids: FxHashMap<u32, u32> = replay
             .threads
             .iter()
             .map(|(&tid, (pid, _))| (tid, *pid))
             .collect();
-        for &(tid, call) in self.calls(config) {
+        let kept = replay
+            .calls
+            .iter()
+            .filter(|(tid, call)| keep(config, &self.log.header, start, *tid, call));
+        for &(tid, call) in kept {
             let stack = stacks.entry(call.node).or_insert_with(|| {
-                self.replay
+                replay
                     .tree
                     .path(call.node)
                     .into_iter()
@@ -129,30 +150,29 @@ impl Input {
                 stack: stack.clone(),
             });
         }
-        profile.notes = self.notes();
-        profile
+        profile.notes = self.notes(StackCounts::of(&replay.threads));
+        (profile, replay.threads)
     }
 
     /// What the reader should know about the log and the replay.
-    pub fn notes(&self) -> Vec<String> {
+    pub fn notes(&self, counts: StackCounts) -> Vec<String> {
         let mut notes = Vec::new();
-        let r = &self.replay;
-        if r.unmatched_exits() > 0 {
+        if counts.unmatched_exits > 0 {
             notes.push(format!(
                 "{} exits without a matching entry were ignored",
-                r.unmatched_exits()
+                counts.unmatched_exits
             ));
         }
-        if r.deduced_exits() > 0 {
+        if counts.deduced_exits > 0 {
             notes.push(format!(
                 "{} calls had no exit record and were closed by their caller's exit",
-                r.deduced_exits()
+                counts.deduced_exits
             ));
         }
-        if r.open_at_end() > 0 {
+        if counts.open_at_end > 0 {
             notes.push(format!(
                 "{} calls were still open at the end of the log (not counted)",
-                r.open_at_end()
+                counts.open_at_end
             ));
         }
         for p in self.log.problems.iter().take(5) {
@@ -171,12 +191,15 @@ impl Input {
     }
 
     /// The summary lines of the text report.
+    /// `threads` and `calls` come from the replay that made the report.
     pub fn write_summary(
         &self,
-        log_path: &Path,
-        binary: Option<&Path>,
+        config: &ReportConfig,
+        threads: &Threads,
+        calls: usize,
         mut out: impl Write,
     ) -> io::Result<()> {
+        let (log_path, binary) = (&config.input, config.binary.as_deref());
         let h = &self.log.header;
         let mode = match h.mode {
             LogMode::Basic => "basic",
@@ -206,17 +229,15 @@ impl Input {
                 map.functions.len()
             )?;
         }
-        let pids: std::collections::BTreeSet<u32> =
-            self.replay.threads.values().map(|(p, _)| *p).collect();
+        let pids: std::collections::BTreeSet<u32> = threads.values().map(|(p, _)| *p).collect();
         writeln!(
             out,
-            "Events:    {} in {} threads of {} process(es); {} calls replayed",
-            self.log.events.len(),
-            self.replay.threads.len(),
+            "Events:    {} in {} threads of {} process(es); {calls} calls in this report",
+            self.log.event_count,
+            threads.len(),
             pids.len(),
-            self.replay.calls.len()
         )?;
-        for note in self.notes() {
+        for note in self.notes(StackCounts::of(threads)) {
             writeln!(out, "Note:      {note}")?;
         }
         Ok(())
@@ -225,7 +246,6 @@ impl Input {
 
 /// Runs `jprof report` on an XRay log.
 pub fn run(config: &ReportConfig) -> Result<()> {
-    let input = Input::load(&config.input, config.binary.as_deref())?;
     let weight = match config.weight {
         None | Some(Weight::Time) => Weight::Time,
         Some(Weight::Calls) => Weight::Calls,
@@ -241,20 +261,23 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         ));
     }
     let output = config.output.as_deref();
-    match config.format {
-        Format::Text => Destination::of(output, None).write_with(|w| {
-            input.write_summary(&config.input, config.binary.as_deref(), &mut *w)?;
+    if config.format == Format::Text {
+        let (input, accounting) = Input::account(config)?;
+        return Destination::of(output, None).write_with(|w| {
+            input.write_summary(config, &accounting.threads, accounting.calls, &mut *w)?;
             writeln!(w)?;
-            let calls = input.calls(config).map(|(_, c)| c);
-            let rows = account::rows(calls, input.log.header.cycle_frequency, |f| input.name(f));
+            let rows = accounting.rows(input.log.header.cycle_frequency, |f| input.name(f));
             account::write(&rows, w)
-        }),
-        Format::Collapsed => {
-            let profile = input.profile(config, weight);
+        });
+    }
+    let input = Input::load(&config.input, config.binary.as_deref())?;
+    match config.format {
+        Format::Text | Format::Collapsed => {
+            let (profile, _) = input.profile(config, weight);
             Destination::of(output, None).write_with(|w| collapsed::write(&profile, w))
         }
         Format::Flamegraph => {
-            let profile = input.profile(config, weight);
+            let (profile, threads) = input.profile(config, weight);
             let folded = collapsed::lines(&profile);
             if folded.is_empty() {
                 return Err(Error::Other(
@@ -273,7 +296,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
             if let Destination::File(path) = &svg {
                 let mut out = io::stdout();
                 input
-                    .write_summary(&config.input, config.binary.as_deref(), &mut out)
+                    .write_summary(config, &threads, profile.samples.len(), &mut out)
                     .and_then(|()| writeln!(out, "\nFlame graph: {}", path.display()))
                     .map_err(|e| Error::io(Path::new("<stdout>"), e))?;
             }

@@ -50,8 +50,9 @@ fn function_fields(word: u32, endian: Endian) -> (u8, u32) {
     }
 }
 
-/// Decodes every buffer after the header into `log`.
-pub fn parse_buffers(data: &[u8], log: &mut Log) {
+/// Decodes every buffer after the header: events go to `sink` in file order, the rest into
+/// `log`.
+pub fn parse_buffers(data: &[u8], log: &mut Log, sink: &mut dyn FnMut(Event)) {
     let header = log.header.clone();
     let mut pos = HEADER_LEN;
     if header.version == 1 {
@@ -62,7 +63,7 @@ pub fn parse_buffers(data: &[u8], log: &mut Log) {
                 0 => data.len(),
                 s => pos.saturating_add(s).min(data.len()),
             };
-            let mut buffer = BufferReader::new(data, end, log);
+            let mut buffer = BufferReader::new(data, end, log, sink);
             buffer.read(pos);
             pos = end;
         }
@@ -107,7 +108,7 @@ pub fn parse_buffers(data: &[u8], log: &mut Log) {
                 ),
             ));
         }
-        let mut buffer = BufferReader::new(data, want_end.min(data.len()), log);
+        let mut buffer = BufferReader::new(data, want_end.min(data.len()), log, sink);
         let stopped = buffer.read(start);
         pos = stopped.max(start);
     }
@@ -119,6 +120,7 @@ struct BufferReader<'a, 'l> {
     /// Exclusive end of the buffer's bytes.
     end: usize,
     log: &'l mut Log,
+    sink: &'l mut dyn FnMut(Event),
     endian: Endian,
     version: u16,
     tid: u32,
@@ -128,10 +130,11 @@ struct BufferReader<'a, 'l> {
 }
 
 impl<'a, 'l> BufferReader<'a, 'l> {
-    fn new(data: &'a [u8], end: usize, log: &'l mut Log) -> Self {
+    fn new(data: &'a [u8], end: usize, log: &'l mut Log, sink: &'l mut dyn FnMut(Event)) -> Self {
         Self {
             data,
             end,
+            sink,
             endian: log.header.endian,
             version: log.header.version,
             log,
@@ -178,7 +181,7 @@ impl<'a, 'l> BufferReader<'a, 'l> {
         let (code, func_id) = function_fields(word, self.endian);
         self.base_tsc = self.base_tsc.wrapping_add(delta as u64);
         match EventKind::from_code(code) {
-            Some(kind) => self.log.events.push(Event {
+            Some(kind) => (self.sink)(Event {
                 tid: self.tid,
                 pid: self.pid,
                 cpu: self.cpu,

@@ -122,6 +122,10 @@ pub struct Log {
     pub typed_events: usize,
     /// Regions that could not be decoded, each with its offset; the reader skipped them.
     pub problems: Vec<ParseError>,
+    /// Function events decoded (also when they were streamed, not kept).
+    pub event_count: usize,
+    /// The first event's timestamp.
+    pub first_tsc: Option<u64>,
 }
 
 impl Log {
@@ -193,6 +197,15 @@ pub fn parse_header(data: &[u8]) -> Result<Header, ParseError> {
 
 /// Decodes a whole log. Fails only when the header is unreadable; see [`Log::problems`].
 pub fn parse(data: &[u8]) -> Result<Log, ParseError> {
+    let mut events = Vec::with_capacity(data.len() / basic::RECORD_LEN);
+    let mut log = parse_streaming(data, |e| events.push(e))?;
+    log.events = events;
+    Ok(log)
+}
+
+/// Like [`parse`], but hands each event to `on_event` (file order) instead of keeping it: the
+/// returned log's `events` is empty. For logs too big to hold decoded.
+pub fn parse_streaming(data: &[u8], mut on_event: impl FnMut(Event)) -> Result<Log, ParseError> {
     let header = parse_header(data)?;
     let mut log = Log {
         header,
@@ -202,10 +215,20 @@ pub fn parse(data: &[u8]) -> Result<Log, ParseError> {
         custom_events: 0,
         typed_events: 0,
         problems: Vec::new(),
+        event_count: 0,
+        first_tsc: None,
+    };
+    let (mut count, mut first) = (0, None);
+    let mut sink = |e: Event| {
+        count += 1;
+        first.get_or_insert(e.tsc);
+        on_event(e);
     };
     match log.header.mode {
-        LogMode::Basic => basic::parse_records(data, &mut log),
-        LogMode::Fdr => fdr::parse_buffers(data, &mut log),
+        LogMode::Basic => basic::parse_records(data, &mut log, &mut sink),
+        LogMode::Fdr => fdr::parse_buffers(data, &mut log, &mut sink),
     }
+    log.event_count = count;
+    log.first_tsc = first;
     Ok(log)
 }
