@@ -255,3 +255,29 @@ fn broken_stacks_are_counted() {
     assert_eq!(time, "#1 10\n#1;#2 10\n#1;#2;#3 60\n");
     assert!(Path::new(p).exists());
 }
+
+#[test]
+fn account_table_filters_by_thread_and_time() {
+    let (log, bin) = (log("fdr-tsc"), binary());
+    let row = |text: &str, name: &str| -> Vec<String> {
+        account_rows(text)
+            .into_iter()
+            .find(|r| r.3 == name)
+            .map(|r| vec![r.0, r.1])
+            .unwrap_or_default()
+    };
+    // The main thread (tid = pid 12768) calls mix64 96 times (fixture README).
+    let main = stdout_ok(&[
+        "report", "-i", &log, "--binary", &bin, "-f", "text", "--tid", "12768",
+    ]);
+    assert_eq!(row(&main, "mix64"), ["1", "96"], "{main}");
+    assert!(row(&main, "shard_thread").is_empty(), "{main}");
+    let all = stdout_ok(&[
+        "report", "-i", &log, "--binary", &bin, "-f", "text", "--time", "0..60",
+    ]);
+    assert_eq!(row(&all, "mix64"), ["1", "864"], "{all}");
+    let none = stdout_ok(&[
+        "report", "-i", &log, "--binary", &bin, "-f", "text", "--time", "50..60",
+    ]);
+    assert!(none.contains("Functions with latencies: 0"), "{none}");
+}
