@@ -267,3 +267,46 @@ pub fn mlpd_file(version: u8, events: &[u8]) -> Vec<u8> {
     f.extend_from_slice(events);
     f
 }
+
+/// The XRay readers, fed three ways: the input as a whole log (header checks), and the input as
+/// the body after a valid FDR or basic header whose version and byte order the first byte
+/// chooses (so the record state machines are reached). Every decoded log is replayed into
+/// stacks and accounted; the input is also read as an ELF file's instrumentation map.
+pub fn xray_parser(data: &[u8]) {
+    use jprof::format::xray::{self, write};
+    replay_log(data);
+    let _ = xray::instr_map::parse(data);
+    let Some((&choice, body)) = data.split_first() else {
+        return;
+    };
+    let endian = endian_of(choice);
+    let fdr = choice & 2 != 0;
+    let version = if fdr {
+        1 + (choice >> 2) as u16 % 5
+    } else {
+        1 + (choice >> 2) as u16 % 3
+    };
+    let mut tail = [0u8; 16];
+    tail[..8].copy_from_slice(&(64 + (choice as u64 >> 5) * 64).to_le_bytes());
+    let mut file = write::header(version, fdr, endian, 2_000_000_000, tail);
+    file.extend_from_slice(body);
+    replay_log(&file);
+}
+
+fn replay_log(bytes: &[u8]) {
+    let Ok(log) = jprof::format::xray::parse(bytes) else {
+        return;
+    };
+    for p in &log.problems {
+        assert!(p.offset <= bytes.len());
+    }
+    let replay = jprof::xray::replay::Replay::run(&log.events);
+    let accounting = jprof::xray::account::Accounting::run(&log.events, |_, _| true);
+    assert_eq!(accounting.calls, replay.calls.len());
+    for row in accounting.rows(log.header.cycle_frequency, |f| f.to_string()) {
+        assert!(row.min <= row.max);
+    }
+    for (_, call) in replay.calls.iter().take(16) {
+        let _ = replay.tree.path(call.node);
+    }
+}

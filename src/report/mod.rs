@@ -146,13 +146,13 @@ pub const TOP_N: usize = 15;
 pub const DEFAULT_SVG: &str = "flamegraph.svg";
 
 /// Where one output goes.
-enum Destination {
+pub(crate) enum Destination {
     Stdout,
     File(PathBuf),
 }
 
 impl Destination {
-    fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
+    pub(crate) fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
         match (output, default_file) {
             (Some(p), _) if p == Path::new("-") => Self::Stdout,
             (Some(p), _) => Self::File(p.to_path_buf()),
@@ -162,7 +162,10 @@ impl Destination {
     }
 
     /// Runs `write` on a buffered writer for the destination; I/O errors name the file.
-    fn write_with(&self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    pub(crate) fn write_with(
+        &self,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
         match self {
             Self::Stdout => {
                 let stdout = io::stdout();
@@ -200,6 +203,14 @@ pub fn labels(recording: &Recording) -> flamegraph::Labels {
 
 /// Reads a recording (or imports a perf.data), symbolizes it and applies the filters.
 pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
+    let (recording, mut profile) = load_unfiltered(config)?;
+    filter::apply(&mut profile, &config.filters());
+    Ok((recording, profile))
+}
+
+/// Reads and symbolizes; only `--tid`/`--comm` are applied already (so filtered-out samples
+/// are never symbolized), the rest of the filters are the caller's.
+pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
     let recording = progress::while_busy(
         &format!("reading {}", config.input.display()),
         || -> Result<Recording> {
@@ -220,9 +231,8 @@ pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile
         debug_files: config.debug_files,
         progress: progress::Progress::bar("symbolizing"),
     };
-    let mut profile = symbolize::resolve(&recording, &options)?;
+    let profile = symbolize::resolve(&recording, &options)?;
     options.progress.finish();
-    filter::apply(&mut profile, &config.filters());
     Ok((recording, profile))
 }
 
@@ -230,17 +240,20 @@ pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile
 pub fn run(config: &ReportConfig) -> Result<()> {
     match InputKind::detect(&config.input) {
         InputKind::Mlpd => return mlpd::run(config),
-        InputKind::XrayLog => {
-            return Err(Error::Other(format!(
-                "{}: XRay logs are not readable yet",
-                config.input.display()
-            )))
-        }
+        InputKind::XrayLog => return crate::xray::standalone::run(config),
         InputKind::Recording | InputKind::PerfData => {}
     }
-    let (recording, profile) = load(config)?;
+    let (recording, mut profile) = load_unfiltered(config)?;
+    // XRay logs stored in the recording complete stacks before any filter looks at them.
+    let xray = crate::xray::live::correlate(&recording, &mut profile);
+    filter::apply(&mut profile, &config.filters());
     let mut summary = Vec::new();
     text::write(&recording, &profile, TOP_N, &mut summary)
+        .and_then(|()| match &xray {
+            Some(x) if config.format == Format::Text => x.write(&mut summary),
+            Some(x) => writeln!(summary, "\n{}", x.agreement_line()),
+            None => Ok(()),
+        })
         .map_err(|e| Error::io(Path::new("<memory>"), e))?;
     if config.format == Format::Text {
         return Destination::of(config.output.as_deref(), None)

@@ -16,6 +16,7 @@ const TARGETS: &[&str] = &[
     "perf_map_parser",
     "j9_metadata",
     "mlpd_parser",
+    "xray_parser",
 ];
 
 fn nightly_available() -> bool {
