@@ -281,3 +281,35 @@ fn account_table_filters_by_thread_and_time() {
     ]);
     assert!(none.contains("Functions with latencies: 0"), "{none}");
 }
+
+#[test]
+fn big_endian_fdr_log_is_detected_and_reported() {
+    let mut w = write::FdrWriter::new(4, Endian::Big, 1_000_000_000, 4096);
+    w.begin_buffer(9, 9, 5_000_000_000);
+    w.new_cpu(0, 100);
+    w.function(EventKind::Enter, 1, 0);
+    w.function(EventKind::Enter, 2, 10);
+    w.function(EventKind::Exit, 2, 30);
+    w.function(EventKind::Exit, 1, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("be.xray");
+    std::fs::write(&path, w.finish()).unwrap();
+    let p = path.to_str().unwrap();
+    let calls = stdout_ok(&[
+        "report",
+        "-i",
+        p,
+        "-f",
+        "collapsed",
+        "-o",
+        "-",
+        "--weight",
+        "calls",
+    ]);
+    assert_eq!(calls, "#1 1\n#1;#2 1\n");
+    let time = stdout_ok(&["report", "-i", p, "-f", "collapsed", "-o", "-"]);
+    // #1: 100..145 with #2 110..140 inside: self 15.
+    assert_eq!(time, "#1 15\n#1;#2 30\n");
+    let text = stdout_ok(&["report", "-i", p, "-f", "text"]);
+    assert!(text.contains("FDR mode v4, big-endian"), "{text}");
+}

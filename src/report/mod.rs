@@ -127,11 +127,21 @@ impl InputKind {
         if head.starts_with(&[0x01, 0x5A, 0x50, 0x4D]) {
             return Self::Mlpd;
         }
-        // XRay: u16 version (1..=5, little-endian) then u16 type (0 = naive/basic, 1 = FDR).
+        // XRay: u16 version (1..=5) then u16 type (0 = naive/basic, 1 = FDR), in the byte
+        // order of the machine that wrote it.
         if n >= 4 {
-            let version = u16::from_le_bytes([head[0], head[1]]);
-            let kind = u16::from_le_bytes([head[2], head[3]]);
-            if (1..=5).contains(&version) && kind <= 1 {
+            let le = (
+                u16::from_le_bytes([head[0], head[1]]),
+                u16::from_le_bytes([head[2], head[3]]),
+            );
+            let be = (
+                u16::from_be_bytes([head[0], head[1]]),
+                u16::from_be_bytes([head[2], head[3]]),
+            );
+            if [le, be]
+                .iter()
+                .any(|&(version, kind)| (1..=5).contains(&version) && kind <= 1)
+            {
                 return Self::XrayLog;
             }
         }

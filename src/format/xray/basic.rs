@@ -10,7 +10,7 @@ pub const RECORD_LEN: usize = 32;
 
 /// Hands every function record after the header to `sink`, in file order; an undecodable
 /// record is listed in `log.problems` and skipped, a truncated tail too.
-pub fn parse_records(data: &[u8], log: &mut Log, sink: &mut dyn FnMut(Event)) {
+pub fn parse_records(data: &[u8], log: &mut Log, sink: &mut impl FnMut(Event)) {
     let endian = log.header.endian;
     let with_pid = log.header.version >= 3;
     let body = data.get(HEADER_LEN..).unwrap_or_default();

@@ -52,7 +52,7 @@ fn function_fields(word: u32, endian: Endian) -> (u8, u32) {
 
 /// Decodes every buffer after the header: events go to `sink` in file order, the rest into
 /// `log`.
-pub fn parse_buffers(data: &[u8], log: &mut Log, sink: &mut dyn FnMut(Event)) {
+pub fn parse_buffers<S: FnMut(Event)>(data: &[u8], log: &mut Log, sink: &mut S) {
     let header = log.header.clone();
     let mut pos = HEADER_LEN;
     if header.version == 1 {
@@ -115,12 +115,12 @@ pub fn parse_buffers(data: &[u8], log: &mut Log, sink: &mut dyn FnMut(Event)) {
 }
 
 /// The state machine over one buffer.
-struct BufferReader<'a, 'l> {
+struct BufferReader<'a, 'l, S> {
     data: &'a [u8],
     /// Exclusive end of the buffer's bytes.
     end: usize,
     log: &'l mut Log,
-    sink: &'l mut dyn FnMut(Event),
+    sink: &'l mut S,
     endian: Endian,
     version: u16,
     tid: u32,
@@ -129,8 +129,8 @@ struct BufferReader<'a, 'l> {
     base_tsc: u64,
 }
 
-impl<'a, 'l> BufferReader<'a, 'l> {
-    fn new(data: &'a [u8], end: usize, log: &'l mut Log, sink: &'l mut dyn FnMut(Event)) -> Self {
+impl<'a, 'l, S: FnMut(Event)> BufferReader<'a, 'l, S> {
+    fn new(data: &'a [u8], end: usize, log: &'l mut Log, sink: &'l mut S) -> Self {
         Self {
             data,
             end,
