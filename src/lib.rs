@@ -23,5 +23,6 @@ pub mod symbolize;
 pub mod sys;
 pub mod timeline;
 pub mod tools;
+pub mod xray;
 
 pub use error::{Error, Result};

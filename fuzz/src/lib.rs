@@ -206,3 +206,107 @@ pub fn j9_metadata(data: &[u8]) {
     let _ = md.header.fields();
     let _ = md.methods();
 }
+
+/// The .mlpd decoder three ways: the input as a whole file; the input as the events of one
+/// buffer behind a valid header whose data version the first byte picks (1 or 13–17); and the
+/// file fed incrementally in pieces, which must decode the same events as the whole.
+pub fn mlpd_parser(data: &[u8]) {
+    use jprof::format::mlpd;
+    let mut whole = 0u64;
+    let _ = mlpd::decode_all(data, &mut |_: &mlpd::BufferHeader, _: &mlpd::Event<'_>| {
+        whole += 1
+    });
+    let Some((&choice, events)) = data.split_first() else {
+        return;
+    };
+    let version = [1u8, 13, 14, 15, 16, 17][choice as usize % 6];
+    let file = mlpd_file(version, events);
+    let mut counted = 0u64;
+    let decoder = mlpd::decode_all(&file, &mut |_: &mlpd::BufferHeader, e: &mlpd::Event<'_>| {
+        assert!(e.offset < file.len());
+        counted += 1;
+    })
+    .expect("a valid header");
+    assert!(decoder.consumed() <= file.len());
+    let mut decoder = mlpd::Decoder::new();
+    let mut pieces = 0u64;
+    let step = 1 + choice as usize % 97;
+    let mut end = 0;
+    while end < file.len() {
+        end = (end + step).min(file.len());
+        decoder
+            .feed(&file[..end], &mut |_: &mlpd::BufferHeader, _: &mlpd::Event<'_>| {
+                pieces += 1
+            })
+            .expect("a valid header");
+    }
+    assert_eq!(pieces, counted, "incremental and whole decoding differ");
+}
+
+/// A header of `version` (3.0 layout for 13+, the 2010 layout for 1) and one buffer of `events`.
+pub fn mlpd_file(version: u8, events: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&0x4D50_5A01u32.to_le_bytes());
+    if version == 1 {
+        f.extend_from_slice(&[0, 1, 1, 8]);
+        f.extend_from_slice(&[0u8; 24]);
+    } else {
+        f.extend_from_slice(&[3, 0, version, 8]);
+        f.extend_from_slice(&[0u8; 16 + 4 + 4 + 4]);
+        f.extend_from_slice(&[0u8; 2]);
+        for s in ["log:fuzz\0", "x86-64\0", "linux\0"] {
+            f.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            f.extend_from_slice(s.as_bytes());
+        }
+    }
+    f.extend_from_slice(&0x4D50_4C01u32.to_le_bytes());
+    f.extend_from_slice(&(events.len() as u32).to_le_bytes());
+    for base in [1_000_000u64, 0x7f00_0000_0000, 0x7f00_0000, 0x7f12_3456_7000, 0x5555_0000] {
+        f.extend_from_slice(&base.to_le_bytes());
+    }
+    f.extend_from_slice(events);
+    f
+}
+
+/// The XRay readers, fed three ways: the input as a whole log (header checks), and the input as
+/// the body after a valid FDR or basic header whose version and byte order the first byte
+/// chooses (so the record state machines are reached). Every decoded log is replayed into
+/// stacks and accounted; the input is also read as an ELF file's instrumentation map.
+pub fn xray_parser(data: &[u8]) {
+    use jprof::format::xray::{self, write};
+    replay_log(data);
+    let _ = xray::instr_map::parse(data);
+    let Some((&choice, body)) = data.split_first() else {
+        return;
+    };
+    let endian = endian_of(choice);
+    let fdr = choice & 2 != 0;
+    let version = if fdr {
+        1 + (choice >> 2) as u16 % 5
+    } else {
+        1 + (choice >> 2) as u16 % 3
+    };
+    let mut tail = [0u8; 16];
+    tail[..8].copy_from_slice(&(64 + (choice as u64 >> 5) * 64).to_le_bytes());
+    let mut file = write::header(version, fdr, endian, 2_000_000_000, tail);
+    file.extend_from_slice(body);
+    replay_log(&file);
+}
+
+fn replay_log(bytes: &[u8]) {
+    let Ok(log) = jprof::format::xray::parse(bytes) else {
+        return;
+    };
+    for p in &log.problems {
+        assert!(p.offset <= bytes.len());
+    }
+    let replay = jprof::xray::replay::Replay::run(&log.events);
+    let accounting = jprof::xray::account::Accounting::run(&log.events, |_, _| true);
+    assert_eq!(accounting.calls, replay.calls.len());
+    for row in accounting.rows(log.header.cycle_frequency, |f| f.to_string()) {
+        assert!(row.min <= row.max);
+    }
+    for (_, call) in replay.calls.iter().take(16) {
+        let _ = replay.tree.path(call.node);
+    }
+}

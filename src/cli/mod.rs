@@ -81,6 +81,12 @@ pub enum CallGraphArg {
     Dwarf,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum XrayModeArg {
+    Basic,
+    Fdr,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FormatArg {
     Flamegraph,
@@ -117,6 +123,10 @@ pub struct RecordArgs {
     /// Keep the side files (e.g. Node's jit-PID.dump) jprof made the runtime write.
     #[arg(long)]
     pub keep_side_files: bool,
+    /// XRay logging mode for an XRay-instrumented target: `basic` logs every call; `fdr` is
+    /// for programs that start and flush FDR logging themselves.
+    #[arg(long, value_enum, default_value_t = XrayModeArg::Basic)]
+    pub xray: XrayModeArg,
     /// Attach to this running process (all its threads) instead of launching a command.
     #[arg(short, long, conflicts_with = "command")]
     pub pid: Option<u32>,
@@ -350,6 +360,7 @@ impl From<RecordArgs> for RecordConfig {
             },
             embed_symbols: !a.no_embed_symbols,
             keep_side_files: a.keep_side_files,
+            xray_fdr: a.xray == XrayModeArg::Fdr,
         }
     }
 }

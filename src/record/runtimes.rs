@@ -5,6 +5,9 @@
 //! Node: `NODE_OPTIONS` with V8's perf flags. Java (HotSpot): `JAVA_TOOL_OPTIONS` with jprof's
 //! JVMTI agent (`libjprof_agent.so`, found by [`find_agent`]), frame pointers in compiled code,
 //! and debug info at non-safepoints for precise inline attribution (docs/java.md).
+//! Mono: `MONO_ENV_OPTIONS` with the log profiler writing a .mlpd jprof tails (JIT code ranges
+//! and helpers) and `--jitmap` as a second source, and `MONO_DEBUG=disable_omit_fp` so the
+//! frame-pointer walk gets through managed frames (docs/mono.md).
 
 use crate::process_root;
 use std::path::{Path, PathBuf};
@@ -16,6 +19,39 @@ const NODE_FLAGS: &str = "--perf-prof --perf-prof-unwinding-info --interpreted-f
 /// HotSpot flags: RBP-chained compiled frames, and PC descriptors beyond safepoints.
 const JAVA_FLAGS: &str =
     "-XX:+PreserveFramePointer -XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints";
+
+/// Mono's log profiler options: JIT events (code ranges) only, into a per-process file.
+const MONO_LOG: &str = "--profile=log:jit,output=";
+
+/// The .mlpd jprof asks Mono's process `pid` to write (`%p` in the option is Mono's pid).
+pub fn mono_log_path(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("jprof-mono-{pid}.mlpd"))
+}
+
+fn mono_setup() -> RuntimeSetup {
+    let log = std::env::temp_dir().join("jprof-mono-%p.mlpd");
+    let options = format!("{MONO_LOG}{} --jitmap", log.display());
+    let mut notes = Vec::new();
+    let user = std::env::var("MONO_ENV_OPTIONS").unwrap_or_default();
+    if user.contains("--profile") {
+        notes.push(
+            "MONO_ENV_OPTIONS already loads a profiler; Mono accepts one log profiler, so JIT names may come from the perf map only"
+                .to_string(),
+        );
+    }
+    let debug = match std::env::var("MONO_DEBUG") {
+        Ok(old) if !old.trim().is_empty() => format!("{old},disable_omit_fp"),
+        _ => "disable_omit_fp".to_string(),
+    };
+    RuntimeSetup {
+        runtime: Some("mono"),
+        env: vec![
+            extend_var("MONO_ENV_OPTIONS", &options),
+            ("MONO_DEBUG".to_string(), debug),
+        ],
+        notes,
+    }
+}
 
 /// The agent's file name, as cargo builds it next to jprof.
 pub const AGENT_FILE: &str = "libjprof_agent.so";
@@ -103,15 +139,20 @@ pub fn prepare(argv: &[String]) -> RuntimeSetup {
             notes: Vec::new(),
         },
         "java" => java_setup(find_agent()),
+        "mono" | "mono-sgen" | "mono-boehm" => mono_setup(),
         _ => RuntimeSetup::default(),
     }
 }
 
-/// Files a runtime wrote only because jprof enabled them, for process `pid`: the jitdump (its
-/// bytes are in the recording; for Java the agent's) and, for Node, the V8 log `--perf-prof`
-/// opens as a side effect.
+/// Files a runtime wrote only because jprof enabled them, for process `pid`: the jitdump or
+/// Mono log (their bytes are in the recording; for Java the agent's) and, for Node, the V8 log
+/// `--perf-prof` opens as a side effect.
 pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf], cwd: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = jitdumps.to_vec();
+    if runtime == "mono" {
+        // `--jitmap`'s map; its lines are in the recording.
+        files.push(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+    }
     if runtime == "node" {
         let suffix = format!("-{pid}-v8.log");
         if let Ok(dir) = std::fs::read_dir(cwd) {

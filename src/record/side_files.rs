@@ -9,6 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::format::jitdump;
+use crate::format::mlpd;
 use crate::format::perf_map;
 use crate::format::recording::{SideKind, SidePiece};
 use crate::process_root;
@@ -151,6 +152,10 @@ impl SideFiles {
             if map.exists() {
                 self.add(SideKind::PERF_MAP, pid, map);
             }
+            let mono_log = super::runtimes::mono_log_path(pid);
+            if mono_log.is_file() {
+                self.add(SideKind::MLPD, pid, mono_log);
+            }
         }
     }
 
@@ -187,10 +192,10 @@ impl SideFiles {
         self.files
             .iter()
             .map(|f| {
-                let what = if f.kind == SideKind::JITDUMP {
-                    "jitdump"
-                } else {
-                    "perf map"
+                let (what, units) = match f.kind {
+                    SideKind::JITDUMP => ("jitdump", "records"),
+                    SideKind::MLPD => ("Mono log", "buffers"),
+                    _ => ("perf map", "entries"),
                 };
                 match &f.problem {
                     Some(p) => format!(
@@ -200,19 +205,25 @@ impl SideFiles {
                         f.records
                     ),
                     None => format!(
-                        "{what} {} (pid {}): {} {} stored",
+                        "{what} {} (pid {}): {} {units} stored",
                         f.path.display(),
                         f.pid,
                         f.records,
-                        if f.kind == SideKind::JITDUMP {
-                            "records"
-                        } else {
-                            "entries"
-                        }
                     ),
                 }
             })
             .collect()
+    }
+
+    /// The files runtimes wrote for jprof (jitdumps, Mono logs), by process.
+    pub fn runtime_files(&self) -> BTreeMap<u32, Vec<PathBuf>> {
+        let mut out: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
+        for f in &self.files {
+            if f.kind == SideKind::JITDUMP || f.kind == SideKind::MLPD {
+                out.entry(f.pid).or_default().push(f.path.clone());
+            }
+        }
+        out
     }
 
     /// Every jitdump seen, by process.
@@ -276,6 +287,15 @@ fn read_new(f: &mut Tailed, owner: Option<u32>) -> Result<(Vec<u8>, usize), Stri
                 return Ok((data, consumed));
             }
             batch.resume_at - base
+        }
+        SideKind::MLPD => {
+            let units = mlpd::whole_units(&data, base);
+            f.records += units.buffers;
+            if let Some(e) = units.error {
+                // Keep the whole buffers before the damage, then stop tailing this file.
+                f.problem = Some(e.to_string());
+            }
+            units.len
         }
         _ => {
             let batch = perf_map::parse(&data, 0);

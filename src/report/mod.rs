@@ -7,6 +7,7 @@ pub mod export;
 pub mod filter;
 pub mod firefox;
 pub mod flamegraph;
+pub mod mlpd;
 pub mod pprof;
 pub mod progress;
 pub mod speedscope;
@@ -126,11 +127,21 @@ impl InputKind {
         if head.starts_with(&[0x01, 0x5A, 0x50, 0x4D]) {
             return Self::Mlpd;
         }
-        // XRay: u16 version (1..=5, little-endian) then u16 type (0 = naive/basic, 1 = FDR).
+        // XRay: u16 version (1..=5) then u16 type (0 = naive/basic, 1 = FDR), in the byte
+        // order of the machine that wrote it.
         if n >= 4 {
-            let version = u16::from_le_bytes([head[0], head[1]]);
-            let kind = u16::from_le_bytes([head[2], head[3]]);
-            if (1..=5).contains(&version) && kind <= 1 {
+            let le = (
+                u16::from_le_bytes([head[0], head[1]]),
+                u16::from_le_bytes([head[2], head[3]]),
+            );
+            let be = (
+                u16::from_be_bytes([head[0], head[1]]),
+                u16::from_be_bytes([head[2], head[3]]),
+            );
+            if [le, be]
+                .iter()
+                .any(|&(version, kind)| (1..=5).contains(&version) && kind <= 1)
+            {
                 return Self::XrayLog;
             }
         }
@@ -145,13 +156,13 @@ pub const TOP_N: usize = 15;
 pub const DEFAULT_SVG: &str = "flamegraph.svg";
 
 /// Where one output goes.
-enum Destination {
+pub(crate) enum Destination {
     Stdout,
     File(PathBuf),
 }
 
 impl Destination {
-    fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
+    pub(crate) fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
         match (output, default_file) {
             (Some(p), _) if p == Path::new("-") => Self::Stdout,
             (Some(p), _) => Self::File(p.to_path_buf()),
@@ -161,7 +172,10 @@ impl Destination {
     }
 
     /// Runs `write` on a buffered writer for the destination; I/O errors name the file.
-    fn write_with(&self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    pub(crate) fn write_with(
+        &self,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
         match self {
             Self::Stdout => {
                 let stdout = io::stdout();
@@ -199,6 +213,14 @@ pub fn labels(recording: &Recording) -> flamegraph::Labels {
 
 /// Reads a recording (or imports a perf.data), symbolizes it and applies the filters.
 pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
+    let (recording, mut profile) = load_unfiltered(config)?;
+    filter::apply(&mut profile, &config.filters());
+    Ok((recording, profile))
+}
+
+/// Reads and symbolizes; only `--tid`/`--comm` are applied already (so filtered-out samples
+/// are never symbolized), the rest of the filters are the caller's.
+pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
     let recording = progress::while_busy(
         &format!("reading {}", config.input.display()),
         || -> Result<Recording> {
@@ -219,36 +241,56 @@ pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile
         debug_files: config.debug_files,
         progress: progress::Progress::bar("symbolizing"),
     };
-    let mut profile = symbolize::resolve(&recording, &options)?;
+    let profile = symbolize::resolve(&recording, &options)?;
     options.progress.finish();
-    filter::apply(&mut profile, &config.filters());
     Ok((recording, profile))
 }
 
 /// Runs `jprof report`.
 pub fn run(config: &ReportConfig) -> Result<()> {
     match InputKind::detect(&config.input) {
-        InputKind::Mlpd | InputKind::XrayLog => {
-            return Err(Error::Other(format!(
-                "{}: Mono .mlpd and XRay logs are not readable yet",
-                config.input.display()
-            )))
-        }
+        InputKind::Mlpd => return mlpd::run(config),
+        InputKind::XrayLog => return crate::xray::standalone::run(config),
         InputKind::Recording | InputKind::PerfData => {}
     }
-    let (recording, profile) = load(config)?;
+    let (recording, mut profile) = load_unfiltered(config)?;
+    // XRay logs stored in the recording complete stacks before any filter looks at them.
+    let xray = crate::xray::live::correlate(&recording, &mut profile);
+    filter::apply(&mut profile, &config.filters());
+    let mut summary = Vec::new();
+    text::write(&recording, &profile, TOP_N, &mut summary)
+        .and_then(|()| match &xray {
+            Some(x) if config.format == Format::Text => x.write(&mut summary),
+            Some(x) => writeln!(summary, "\n{}", x.agreement_line()),
+            None => Ok(()),
+        })
+        .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+    if config.format == Format::Text {
+        return Destination::of(config.output.as_deref(), None)
+            .write_with(|w| w.write_all(&summary));
+    }
+    let context = export::ExportContext::from_recording(&recording, &profile);
+    write_profile(config, &profile, &labels(&recording), &context, summary)
+}
+
+/// Writes a profile in `config.format` (any format but text, which each input kind writes
+/// its own way). `summary` is printed next to a flame graph written to a file.
+pub fn write_profile(
+    config: &ReportConfig,
+    profile: &crate::profile::Profile,
+    labels: &flamegraph::Labels,
+    context: &export::ExportContext,
+    mut summary: Vec<u8>,
+) -> Result<()> {
     let output = config.output.as_deref();
     match config.format {
-        Format::Collapsed => {
-            Destination::of(output, None).write_with(|w| collapsed::write(&profile, w))
+        Format::Collapsed | Format::Text => {
+            Destination::of(output, None).write_with(|w| collapsed::write(profile, w))
         }
-        Format::Text => Destination::of(output, None)
-            .write_with(|w| text::write(&recording, &profile, TOP_N, w)),
         Format::Firefox | Format::Pprof | Format::Speedscope => {
-            let context = export::ExportContext::from_recording(&recording, &profile);
             let file = export::default_file(config.format);
             let destination = Destination::of(output, file);
-            destination.write_with(|w| export::write(config.format, &profile, &context, w))?;
+            destination.write_with(|w| export::write(config.format, profile, context, w))?;
             if let Destination::File(path) = &destination {
                 println!(
                     "{} samples written to {}",
@@ -260,10 +302,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         }
         Format::Flamegraph => {
             let svg = Destination::of(output, Some(DEFAULT_SVG));
-            let mut summary = Vec::new();
-            text::write(&recording, &profile, TOP_N, &mut summary)
-                .map_err(|e| Error::io(Path::new("<memory>"), e))?;
-            let folded = collapsed::lines_to_draw(&profile, config.flamegraph.min_width_percent());
+            let folded = collapsed::lines_to_draw(profile, config.flamegraph.min_width_percent());
             let drawn = if folded.is_empty() {
                 // Checked before creating the file, so no empty SVG is left behind.
                 Err(Error::Other(
@@ -272,15 +311,9 @@ pub fn run(config: &ReportConfig) -> Result<()> {
                         .into(),
                 ))
             } else {
-                let mut palette = flamegraph::kind_palette(&profile);
+                let mut palette = flamegraph::kind_palette(profile);
                 svg.write_with(|w| {
-                    flamegraph::write(
-                        &folded,
-                        &labels(&recording),
-                        &config.flamegraph,
-                        Some(&mut palette),
-                        w,
-                    )
+                    flamegraph::write(&folded, labels, &config.flamegraph, Some(&mut palette), w)
                 })
             };
             // The text top list goes to stdout next to the SVG file, or to stderr when the SVG

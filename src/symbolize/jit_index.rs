@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::format::j9::{self, InlineFrame, LookupError};
 use crate::format::jitdump::{self, DebugEntry, DebugInfo2, J9Metadata, RecordBody, TierKind};
+use crate::format::mlpd;
 use crate::format::perf_map;
 use crate::format::recording::{parse_side_piece, ChunkKind, SideKind};
 use crate::profile::{Frame, FrameKind};
@@ -304,6 +305,7 @@ impl JitIndex {
             match kind {
                 SideKind::JITDUMP => index.add_jitdump(pid, &path, &bytes, &clock),
                 SideKind::PERF_MAP => index.add_perf_map(pid, &path, &bytes, &stamps),
+                SideKind::MLPD => index.add_mlpd(pid, &path, &bytes, &clock),
                 _ => {}
             }
         }
@@ -468,6 +470,66 @@ impl JitIndex {
                 }
                 _ => {}
             }
+        }
+        process.finish();
+    }
+
+    /// Adds the code a Mono log profiler file describes: TYPE_JIT code ranges (methods) and
+    /// JIT helpers/trampolines, placed at their event times (CLOCK_MONOTONIC).
+    pub fn add_mlpd(&mut self, pid: u32, path: &str, bytes: &[u8], clock: &ClockConversion) {
+        let source: Arc<str> = Arc::from(path.rsplit('/').next().unwrap_or(path));
+        let mut loads = Vec::new();
+        let decoded =
+            mlpd::decode_all(bytes, &mut |_: &mlpd::BufferHeader, e: &mlpd::Event<'_>| {
+                let (name, start, size) = match &e.kind {
+                    mlpd::EventKind::Jit {
+                        name, code, size, ..
+                    } => (name.to_string(), *code, *size),
+                    mlpd::EventKind::JitHelper {
+                        kind,
+                        address,
+                        size,
+                        name,
+                    } => {
+                        let name = match name {
+                            Some(n) => format!("[mono] {n}"),
+                            None => format!("[mono] {}", mlpd::code_buffer_name(*kind)),
+                        };
+                        (name, *address, *size)
+                    }
+                    _ => return,
+                };
+                if start != 0 && size != 0 {
+                    loads.push((clock.monotonic_to_sample(e.time), name, start, size));
+                }
+            });
+        match decoded {
+            Ok(d) => {
+                for p in d.problems().iter().take(3) {
+                    self.notes.push(format!(
+                        "{path}: {}; the rest of that buffer was skipped",
+                        p.error
+                    ));
+                }
+            }
+            Err(e) => self.notes.push(format!("{path}: {e}")),
+        }
+        // Buffers of different threads interleave; load in time order so reuse ends the right code.
+        loads.sort_by_key(|l| l.0);
+        let process = self.processes.entry(pid).or_default();
+        for (from, name, start, size) in loads {
+            process.load(JitCode {
+                name,
+                start,
+                size,
+                from,
+                until: None,
+                tier: None,
+                debug: None,
+                source: source.clone(),
+                from_jitdump: true,
+                unwind: None,
+            });
         }
         process.finish();
     }

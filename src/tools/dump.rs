@@ -397,6 +397,9 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
                         let kind = match p.kind {
                             SideKind::JITDUMP => "jitdump".to_string(),
                             SideKind::PERF_MAP => "perf map".to_string(),
+                            SideKind::MLPD => "Mono log".to_string(),
+                            SideKind::XRAY_LOG => "XRay log".to_string(),
+                            SideKind::XRAY_BINARY => "XRay binary".to_string(),
                             SideKind(k) => format!("kind {k}"),
                         };
                         writeln!(

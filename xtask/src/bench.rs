@@ -25,6 +25,10 @@ macro_rules! argv {
 mod import;
 /// The Java demo under jprof's agent against perf record + a perf map.
 mod java;
+/// .mlpd decode throughput and `jprof report` against mprof-report.
+mod mono;
+/// `jprof report -f text` on an XRay log against `llvm-xray account`.
+mod xray;
 
 struct Options {
     runs: usize,
@@ -33,6 +37,10 @@ struct Options {
     import_only: bool,
     /// Only the Java overhead comparison (`--java-only`).
     java_only: bool,
+    /// Only the Mono comparison (`--mono-only`).
+    mono_only: bool,
+    /// Only the XRay account comparison (`--xray-only`).
+    xray_only: bool,
     /// Only the report writers (`--writers-only`).
     writers_only: bool,
 }
@@ -43,6 +51,8 @@ fn parse(args: &[String]) -> Result<Options> {
         scale: "1".into(),
         import_only: false,
         java_only: false,
+        mono_only: false,
+        xray_only: false,
         writers_only: false,
     };
     let mut it = args.iter();
@@ -62,9 +72,11 @@ fn parse(args: &[String]) -> Result<Options> {
             "--scale" => options.scale = value("--scale")?,
             "--import-only" => options.import_only = true,
             "--java-only" => options.java_only = true,
+            "--mono-only" => options.mono_only = true,
+            "--xray-only" => options.xray_only = true,
             "--writers-only" => options.writers_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --writers-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only)"
             ),
         }
     }
@@ -241,6 +253,12 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{}", writers()?);
         return Ok(());
     }
+    if options.xray_only {
+        // Needs llvm-xray only, not perf or inferno.
+        let table = xray::compare(&build_jprof()?, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     check_tools()?;
     let jprof = build_jprof()?;
     if options.import_only {
@@ -250,6 +268,11 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     if options.java_only {
         let table = java::compare(&jprof, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
+    if options.mono_only {
+        let table = mono::compare(&jprof, options.runs)?;
         print!("{table}");
         return Ok(());
     }
@@ -333,6 +356,8 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&jitdump_throughput()?);
     table.push_str(&writers()?);
     table.push_str(&java::compare(&jprof, options.runs)?);
+    table.push_str(&mono::compare(&jprof, options.runs)?);
+    table.push_str(&xray::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
@@ -342,32 +367,17 @@ pub fn run(args: &[String]) -> Result<()> {
 
 /// `cargo bench --bench jitdump_parse`: the jitdump parser over the Node fixture, in GB/s.
 fn jitdump_throughput() -> Result<String> {
-    eprintln!("== jitdump parse throughput (benches/jitdump_parse.rs)");
-    let mut cmd = cargo();
-    cmd.current_dir(crate::root())
-        .args(["bench", "--quiet", "--bench", "jitdump_parse"]);
-    let out = cmd
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("cannot run `{}`", describe(&cmd)))?;
-    if !out.status.success() {
-        bail!("`{}` failed ({})", describe(&cmd), out.status);
-    }
-    let line = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.starts_with("jitdump parse_records:"))
-        .context("jitdump_parse printed no result line")?
-        .to_string();
+    let line = cargo_bench_line("jitdump_parse", &[], "jitdump parse_records:")?;
     Ok(format!("\n{line} (goal ≥ 1 GB/s)\n"))
 }
 
-/// `cargo bench --bench writers`: time, size and peak memory of every report writer on a
-/// synthetic 1 M-sample profile (benches/writers.rs prints the table).
-fn writers() -> Result<String> {
-    eprintln!("== report writers on 1 M samples (benches/writers.rs)");
+/// Runs `cargo bench --bench NAME -- ARGS` and returns what it printed.
+fn cargo_bench(name: &str, args: &[&std::ffi::OsStr]) -> Result<String> {
+    eprintln!("== {name} (benches/{name}.rs)");
     let mut cmd = cargo();
     cmd.current_dir(crate::root())
-        .args(["bench", "--quiet", "--bench", "writers"]);
+        .args(["bench", "--quiet", "--bench", name, "--"])
+        .args(args);
     let out = cmd
         .stderr(Stdio::inherit())
         .output()
@@ -375,7 +385,22 @@ fn writers() -> Result<String> {
     if !out.status.success() {
         bail!("`{}` failed ({})", describe(&cmd), out.status);
     }
-    Ok(format!("\n{}", String::from_utf8_lossy(&out.stdout)))
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The result line (the one starting with `prefix`) of `cargo bench --bench NAME -- ARGS`.
+fn cargo_bench_line(name: &str, args: &[&std::ffi::OsStr], prefix: &str) -> Result<String> {
+    cargo_bench(name, args)?
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .with_context(|| format!("{name} printed no result line"))
+}
+
+/// Time, size and peak memory of every report writer on a synthetic 1 M-sample profile
+/// (benches/writers.rs prints the table).
+fn writers() -> Result<String> {
+    Ok(format!("\n{}", cargo_bench("writers", &[])?))
 }
 
 fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64, f64)) -> String {

@@ -15,6 +15,8 @@ const TARGETS: &[&str] = &[
     "jitdump_parser",
     "perf_map_parser",
     "j9_metadata",
+    "mlpd_parser",
+    "xray_parser",
 ];
 
 fn nightly_available() -> bool {

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use jprof_fuzz::{
-    j9_metadata, jitdump_parser, perf_map_parser, recording_reader, wrap_records, J9_METADATA_ADDR,
-    JPROF_SAMPLE_TYPE,
+    j9_metadata, jitdump_parser, mlpd_parser, perf_map_parser, recording_reader, wrap_records,
+    xray_parser, J9_METADATA_ADDR, JPROF_SAMPLE_TYPE,
 };
 
 /// The tests' OpenJ9 metadata image writer: well-formed bodies to damage.
@@ -199,13 +199,76 @@ fn j9_input(rng: &mut Rng) -> Vec<u8> {
     data
 }
 
+/// One input for `mlpd_parser`: a version choice byte, then events that start with plausible
+/// event bytes (every type and sub-type) followed by LEB128 numbers and strings.
+fn mlpd_input(rng: &mut Rng) -> Vec<u8> {
+    let mut data = vec![rng.next() as u8];
+    for _ in 0..rng.below(40) {
+        data.push((rng.below(11) as u8) | ((rng.below(12) as u8) << 4));
+        for _ in 0..rng.below(8) {
+            match rng.below(5) {
+                0 => data.extend_from_slice(b"Name:M ()\0"),
+                1 => data.extend_from_slice(&[0x80 | rng.next() as u8, rng.next() as u8 & 0x7f]),
+                2 => data.push(0x7f),
+                _ => data.push(small_byte(rng) & 0x7f),
+            }
+        }
+    }
+    if rng.below(4) == 0 && data.len() > 1 {
+        let i = 1 + rng.below(data.len() - 1);
+        data[i] = rng.next() as u8;
+    }
+    data
+}
+
+/// One input for `xray_parser`: a choice byte (mode, version, byte order), then a mix of FDR
+/// metadata records (known kinds, small sizes), function records and basic-mode records.
+fn xray_input(rng: &mut Rng) -> Vec<u8> {
+    let mut data = vec![rng.next() as u8];
+    for _ in 0..rng.below(40) {
+        match rng.below(4) {
+            0 => {
+                let kind = rng.below(11) as u8;
+                data.push(if rng.below(2) == 0 {
+                    (kind << 1) | 1
+                } else {
+                    0x80 | kind
+                });
+                for _ in 0..15 {
+                    data.push(small_byte(rng));
+                }
+            }
+            1 => {
+                let word = ((rng.below(5) as u32) << 1) | ((rng.below(12) as u32) << 4);
+                data.extend_from_slice(&word.to_le_bytes());
+                data.extend_from_slice(&(rng.next() as u32 >> rng.below(32)).to_le_bytes());
+            }
+            2 => {
+                data.extend_from_slice(&[0, 0, 0, rng.below(5) as u8]);
+                data.extend_from_slice(&(rng.below(12) as u32).to_le_bytes());
+                data.extend_from_slice(&rng.next().to_le_bytes());
+                data.extend_from_slice(&[7, 0, 0, 0, 7, 0, 0, 0]);
+                data.extend_from_slice(&rng.next().to_le_bytes());
+            }
+            _ => data.push(small_byte(rng)),
+        }
+    }
+    if rng.below(4) == 0 {
+        let keep = rng.below(data.len() + 1);
+        data.truncate(keep);
+    }
+    data
+}
+
 type Target = (&'static str, fn(&mut Rng) -> Vec<u8>, fn(&[u8]));
 
-const TARGETS: [Target; 4] = [
+const TARGETS: [Target; 6] = [
     ("recording_reader", input, recording_reader),
     ("jitdump_parser", jitdump_input, jitdump_parser),
     ("perf_map_parser", perf_map_input, perf_map_parser),
     ("j9_metadata", j9_input, j9_metadata),
+    ("mlpd_parser", mlpd_input, mlpd_parser),
+    ("xray_parser", xray_input, xray_parser),
 ];
 
 fn main() {
