@@ -299,11 +299,7 @@ impl Analysis {
         let matched = thread.stack.last().is_some_and(|c| c.method == method);
         if !matched {
             let depth = thread.stack.len();
-            let name = self
-                .methods
-                .get(&method)
-                .map(|m| m.display_name(method))
-                .unwrap_or_else(|| format!("unknown method {method:#x}"));
+            let name = self.method(method).display_name(method);
             self.warnings.push(format!(
                 "unmatched leave at stack pos: {depth} for method {name}"
             ));
