@@ -13,6 +13,7 @@ pub mod cli;
 pub mod error;
 pub mod format;
 pub mod import;
+pub mod process_root;
 pub mod profile;
 pub mod record;
 pub mod recording;
@@ -22,5 +23,6 @@ pub mod symbolize;
 pub mod sys;
 pub mod timeline;
 pub mod tools;
+pub mod xray;
 
 pub use error::{Error, Result};

@@ -14,6 +14,14 @@ fn main() -> std::process::ExitCode {
         Command::Symbolize(args) => args.into_config().and_then(|config| {
             jprof::tools::symbolize::run(&config, &mut std::io::stdout().lock()).map(|()| 0)
         }),
+        Command::Diff(args) => jprof::report::diff::run(&args.into()).map(|()| 0),
+        Command::Doctor(_) => {
+            jprof::tools::doctor::run(&mut std::io::stdout().lock()).map(i32::from)
+        }
+        Command::Completions(args) => {
+            jprof::cli::write_completions(args.shell, &mut std::io::stdout().lock());
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),

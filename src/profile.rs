@@ -64,6 +64,9 @@ pub struct Profile {
     pub threads: BTreeMap<u32, ThreadInfo>,
     /// Things the reader should know (unknown addresses, missing kernel symbols, ...).
     pub notes: Vec<String>,
+    /// Sample-clock ns where the input starts (its first sample before any filter), when the
+    /// builder knows it; `--time` counts from here.
+    pub start_time: Option<u64>,
 }
 
 impl Profile {

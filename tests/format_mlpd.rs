@@ -1,6 +1,5 @@
 //! The .mlpd decoder: data-format-1 files from the 2010 description round-trip through a
-//! test-side writer; real Mono 6.8 files (the shared calls fixture, a sample-mode file kept in
-//! tests/fixtures/mono) decode without a problem and with the counts their headers and
+//! test-side writer; real Mono 6.8 files (the shared calls and sample fixtures) decode without a problem and with the counts their headers and
 //! mprof-report state; damaged and truncated files never panic and lose nothing before the damage.
 
 mod mlpd_support;
@@ -12,7 +11,6 @@ use jprof::format::mlpd::{self, BufferHeader, Event, EventKind, Metadata, Metada
 use mlpd_support::V1Writer;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
-const LOCAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mono");
 
 fn calls_fixture() -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/mono/shapes-calls.mlpd"))
@@ -20,7 +18,8 @@ fn calls_fixture() -> Vec<u8> {
 }
 
 fn sample_fixture() -> Vec<u8> {
-    std::fs::read(format!("{LOCAL}/shapes-sample.mlpd")).expect("tests/fixtures/mono")
+    std::fs::read(format!("{FIXTURES}/mono/shapes-sample.mlpd"))
+        .expect("fixture present (../shared/fixtures)")
 }
 
 /// Every event as `time kind` text, plus the decoder.
@@ -361,10 +360,21 @@ fn sample_fixture_has_every_hit_mprof_report_counts() {
     )
     .expect("valid header");
     assert_eq!(decoder.problems(), &[]);
-    // mprof-report: 94 unmanaged + 172 managed hits.
-    assert_eq!(hits, 94 + 172);
-    assert!(managed_frames > 172);
-    assert_eq!(usyms, 4);
+    // mprof-report's own counts for the file: unmanaged + managed hits.
+    let reference =
+        std::fs::read_to_string(format!("{FIXTURES}/mono/shapes-sample.mprof-report.txt"))
+            .expect("reference");
+    let count = |label: &str| -> u64 {
+        reference
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(label))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{label} in the reference"))
+    };
+    let (unmanaged, managed) = (count("Unmanaged hits:"), count("Managed hits:"));
+    assert_eq!(hits, unmanaged + managed);
+    assert!(managed_frames > managed);
+    assert!(usyms > 0, "no unmanaged symbols");
 }
 
 #[test]

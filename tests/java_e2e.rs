@@ -533,3 +533,93 @@ fn jdk17_attach_to_a_running_jvm() {
 fn jdk25_attach_to_a_running_jvm() {
     attach_run("25");
 }
+
+/// `jprof record -p` on a JVM in a container-like sandbox: its own mount namespace with a
+/// private `/tmp` (where it runs, so its jitdump and attach socket are invisible from here
+/// except through `/proc/PID/root`) and its own PID namespace (it is pid 1 there, so its files
+/// are named `jit-1.dump`, `.java_pid1`). jprof must copy its agent in, find the jitdump, and
+/// name Java frames.
+#[test]
+fn jdk17_attach_to_a_jvm_in_other_mount_and_pid_namespaces() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    agent();
+    // Outside /tmp, which the sandbox covers with its own tmpfs.
+    let classes = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/demo");
+    compile(
+        classes.path(),
+        &[src.join("App.java"), src.join("matrix/Matrix.java")],
+    );
+    let java = jdk("17");
+    let script = format!(
+        "mount -t tmpfs tmpfs /tmp && cd /tmp && exec {} -cp {} demo.App 25",
+        java.display(),
+        classes.path().display()
+    );
+    let mut sandbox = Command::new("unshare")
+        .args([
+            "--mount",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--propagation",
+            "private",
+        ])
+        .args(["sh", "-c", &script])
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run unshare");
+    // The JVM is the child of unshare (pid 1 inside).
+    let mut jvm_pid = None;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", sandbox.id()))
+                .unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "java" {
+                jvm_pid = Some(pid.to_string());
+                break;
+            }
+        }
+    }
+    let Some(pid) = jvm_pid else {
+        let _ = sandbox.kill();
+        let out = sandbox.wait_with_output().expect("sandbox output");
+        panic!(
+            "the sandboxed JVM did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = record_only(work.path(), &["-p", &pid, "--duration", "2"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let container_tmp = PathBuf::from(format!("/proc/{pid}/root/tmp"));
+    let left: Vec<String> = std::fs::read_dir(&container_tmp)
+        .expect("the sandbox's /tmp")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let _ = sandbox.kill();
+    let _ = Command::new("kill").arg(&pid).status();
+    let _ = sandbox.wait();
+    assert!(stderr.contains("loaded jprof's JVMTI agent"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("jitdump {}/jit-1.dump", container_tmp.display())),
+        "the sandbox's jitdump was not found: {stderr}"
+    );
+    assert!(
+        !left.iter().any(|n| n.starts_with("jprof-agent")),
+        "the agent copy was left in the sandbox: {left:?}"
+    );
+    let stacks = folded(work.path());
+    let has = |name: &str| total(&stacks, |s| s.iter().any(|f| f == name));
+    assert!(
+        has("demo.matrix.Matrix.multiply_[j]") > 0,
+        "no named Java frames from the sandboxed JVM: {stderr}"
+    );
+}

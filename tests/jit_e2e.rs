@@ -283,3 +283,81 @@ fn minijit_monotonic_timestamps() {
 fn minijit_tsc_timestamps() {
     end_to_end(true);
 }
+
+/// Records `minijit --frameless` (plus `extra`) with `--call-graph MODE`; returns the folded
+/// stacks (kernel frames dropped) of samples in `frameless_leaf`, with their weights.
+fn frameless_leaf_stacks(mode: &str, extra: &[&str]) -> Vec<(String, u64)> {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("frameless.data");
+    let out = Command::new(JPROF)
+        .current_dir(dir.path())
+        .args(["record", "--call-graph", mode, "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(minijit())
+        .args(["--millis", "100", "--frameless"])
+        .args(extra)
+        .output()
+        .expect("run jprof record");
+    assert!(
+        out.status.success(),
+        "jprof record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report(&data, "collapsed")
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.contains("frameless_leaf_[j]"))
+        .map(|(stack, n)| {
+            let user: Vec<&str> = stack.split(';').filter(|f| !f.ends_with("_[k]")).collect();
+            (user.join(";"), n.parse().unwrap())
+        })
+        .collect()
+}
+
+fn share(stacks: &[(String, u64)], pred: &dyn Fn(&str) -> bool) -> f64 {
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    let hit: u64 = stacks.iter().filter(|(s, _)| pred(s)).map(|(_, n)| n).sum();
+    assert!(total > 0, "no samples in frameless_leaf");
+    hit as f64 / total as f64
+}
+
+/// DWARF mode through JIT code that keeps no frame pointer: minijit's `frameless_leaf` moves
+/// the stack pointer and leaves rbp alone, so a frame-pointer walk skips its caller. Its
+/// `.eh_frame` (JIT_CODE_UNWINDING_INFO) gives the way to `frameless_caller`, and from there
+/// on to the Rust caller and `main`. Without the record the caller is lost: the test would
+/// notice if the table were not used.
+#[test]
+fn dwarf_unwinding_through_jit_code_uses_its_unwinding_info() {
+    let with = frameless_leaf_stacks("dwarf", &[]);
+    let through = share(&with, &|s| {
+        s.contains("minijit::run_phase;frameless_caller_[j];frameless_leaf_[j]")
+            && s.contains(";main;")
+    });
+    assert!(
+        through >= 0.9,
+        "{:.0}% of frameless_leaf samples unwound through frameless_caller to main: {with:?}",
+        through * 100.0
+    );
+    let without = frameless_leaf_stacks("dwarf", &["--no-unwind-info"]);
+    let lost = share(&without, &|s| !s.contains("frameless_caller_[j]"));
+    assert!(
+        lost >= 0.9,
+        "without UNWINDING_INFO the caller should be skipped, yet: {without:?}"
+    );
+}
+
+/// Frame-pointer mode (the default): the kernel's walk skips `frameless_caller`, and the
+/// frameless-leaf fix puts it back from the leaf's JIT unwind table.
+#[test]
+fn fp_mode_recovers_the_caller_of_a_frameless_jit_leaf() {
+    let stacks = frameless_leaf_stacks("fp", &[]);
+    let fixed = share(&stacks, &|s| {
+        s.contains("minijit::run_phase;frameless_caller_[j];frameless_leaf_[j]")
+    });
+    assert!(
+        fixed >= 0.9,
+        "{:.0}% of frameless_leaf samples have their caller: {stacks:?}",
+        fixed * 100.0
+    );
+}

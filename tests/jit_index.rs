@@ -292,3 +292,43 @@ fn unload_ends_the_code() {
     assert!(index.lookup(PID, 0x9010, 2_000).is_some());
     assert!(index.lookup(PID, 0x9010, 3_500).is_none());
 }
+
+/// V8's unwind tables (node fixture, `--perf-prof-unwinding-info`): each one that has an FDE
+/// is placed where its FDE starts the code, right after the code (V8 puts the table there).
+#[test]
+fn node_unwind_tables_are_placed_right_after_their_code() {
+    use jprof::format::jitdump::{self, RecordBody};
+    use jprof::symbolize::jit_unwind::JitUnwind;
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/fixtures/node/jit-13228.dump"
+    ))
+    .expect("fixture present (../shared/fixtures)");
+    let header = jitdump::parse_header(&bytes).unwrap();
+    let batch = jitdump::parse_records(&bytes, &header, 0);
+    let mut pending = None;
+    let (mut placed, mut gaps) = (0, std::collections::BTreeSet::new());
+    for r in batch.records {
+        match r.body {
+            RecordBody::UnwindingInfo { eh_frame, .. } => pending = Some(eh_frame),
+            RecordBody::CodeLoad { code_size, .. } => {
+                if let Some(table) = pending.take() {
+                    if let Some(u) = JitUnwind::place(&table, code_size) {
+                        placed += 1;
+                        assert!(u.eh_frame_offset >= code_size, "table inside the code");
+                        gaps.insert(u.eh_frame_offset - code_size);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        placed >= 10,
+        "only {placed} bodies had an unwind table with an FDE"
+    );
+    assert!(
+        gaps.iter().all(|&g| g < 8),
+        "gaps between code and table: {gaps:?}"
+    );
+}

@@ -16,13 +16,17 @@ use jprof::format::jitdump_write::{self, CodeLoad};
 use crate::clock::Clock;
 use crate::debug::{self, PcStack};
 use crate::dump::Dump;
-use crate::ffi::{Jvmti, MethodId};
+use crate::ffi::{self, Jvmti, MethodId};
+use crate::j9;
 
 pub struct Agent {
     pub jvmti: Jvmti,
     /// Replaced when the agent is attached again (a new jprof session).
     current: Mutex<Arc<Dump>>,
     pid: u32,
+    /// The VM is OpenJ9: compile_info is J9 metadata (docs/openj9.md).
+    pub openj9: bool,
+    j9_names: Mutex<j9::MethodNames<MethodId>>,
 }
 
 impl Agent {
@@ -53,11 +57,21 @@ pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
     let pid = std::process::id();
     let dump = Dump::create(&dump_dirs(options), pid, Clock::detect())
         .map_err(|e| format!("cannot create the jitdump: {e}"))?;
+    let openj9 = jvmti
+        .system_property(c"java.vm.name")
+        .is_some_and(|name| is_openj9(&name));
     Ok(Agent {
         jvmti,
         current: Mutex::new(dump),
         pid,
+        openj9,
+        j9_names: Mutex::default(),
     })
+}
+
+/// `java.vm.name` of OpenJ9 ("Eclipse OpenJ9 VM") and of IBM's J9 ("IBM J9 VM").
+fn is_openj9(vm_name: &str) -> bool {
+    vm_name.contains("OpenJ9") || vm_name.contains("J9 VM")
 }
 
 /// A second attach to the same VM (a new jprof session): the old file is closed and a fresh
@@ -80,6 +94,7 @@ pub fn compiled_method_load(
     code_addr: u64,
     code: &[u8],
     pcs: &[PcStack<MethodId>],
+    j9_metadata: Option<(u64, Vec<u8>)>,
 ) {
     let code_size = code.len() as u32;
     let tables = debug::build(method, code_size, pcs, |m| agent.jvmti.method_info(m));
@@ -110,6 +125,9 @@ pub fn compiled_method_load(
             &tables.lines,
         ));
     }
+    if let Some((metadata_addr, image)) = j9_metadata {
+        records.extend(j9_record(agent, method, code_addr, metadata_addr, &image));
+    }
     let dump = agent.dump();
     let code_index = dump.next_index();
     let load = CodeLoad {
@@ -122,6 +140,26 @@ pub fn compiled_method_load(
     };
     records.extend(jitdump_write::code_load(0, &load));
     dump.write_load(code_addr, method.raw(), code_index, records);
+}
+
+/// JPROF_J9_METADATA for an OpenJ9 body: the compiled method is named from the event, inlined
+/// ones through the loaded classes (`j9::MethodNames`).
+fn j9_record(
+    agent: &Agent,
+    method: MethodId,
+    code_addr: u64,
+    metadata_addr: u64,
+    image: &[u8],
+) -> Vec<u8> {
+    let mut names = agent.j9_names.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(name) = agent.jvmti.j9_name(method) {
+        names.insert(ffi::openj9_method(method), name);
+    }
+    let jvmti = &agent.jvmti;
+    j9::record(image, metadata_addr, code_addr, |m| {
+        names.name(m, || jvmti.openj9_loaded_methods(), |id| jvmti.j9_name(id))
+    })
+    .unwrap_or_default()
 }
 
 pub fn compiled_method_unload(agent: &Agent, method: MethodId, code_addr: u64) {
@@ -177,6 +215,13 @@ mod tests {
             [PathBuf::from("/x/y"), PathBuf::from("/tmp")]
         );
         assert_eq!(dump_dirs("").last(), Some(&PathBuf::from("/tmp")));
+    }
+
+    #[test]
+    fn openj9_is_recognized_by_its_vm_name() {
+        assert!(is_openj9("Eclipse OpenJ9 VM"));
+        assert!(is_openj9("IBM J9 VM"));
+        assert!(!is_openj9("OpenJDK 64-Bit Server VM"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use crate::debug::{MethodInfo, PcStack};
 use crate::events::{self, Agent};
+use crate::j9;
 use crate::names;
 
 type Jint = i32;
@@ -115,6 +116,11 @@ type GetMethodNameFn = unsafe extern "C" fn(
 type GetMethodDeclaringClassFn = unsafe extern "C" fn(RawEnv, JMethodId, *mut JClass) -> JvmtiError;
 type GetLineNumberTableFn =
     unsafe extern "C" fn(RawEnv, JMethodId, *mut Jint, *mut *mut LineNumberEntry) -> JvmtiError;
+type GetClassMethodsFn =
+    unsafe extern "C" fn(RawEnv, JClass, *mut Jint, *mut *mut JMethodId) -> JvmtiError;
+type GetLoadedClassesFn = unsafe extern "C" fn(RawEnv, *mut Jint, *mut *mut JClass) -> JvmtiError;
+type GetSystemPropertyFn =
+    unsafe extern "C" fn(RawEnv, *const c_char, *mut *mut c_char) -> JvmtiError;
 type SetEventCallbacksFn = unsafe extern "C" fn(RawEnv, *const c_void, Jint) -> JvmtiError;
 type GenerateEventsFn = unsafe extern "C" fn(RawEnv, c_int) -> JvmtiError;
 type CapabilitiesFn = unsafe extern "C" fn(RawEnv, *mut [u32; 4]) -> JvmtiError;
@@ -185,26 +191,29 @@ impl Jvmti {
         VmString { jvmti: self, ptr }
     }
 
-    /// Name, source file and line table of `method`; `None` if the VM cannot tell (e.g. the
-    /// class is being unloaded).
-    pub fn method_info(&self, method: MethodId) -> Option<MethodInfo> {
+    /// The method's name, its signature when `with_signature`, its class and the class's
+    /// signature (`Lpkg/Class;`).
+    fn name_parts(
+        &self,
+        method: MethodId,
+        with_signature: bool,
+    ) -> Option<(String, Option<String>, JClass, String)> {
         let id = method.0 as JMethodId;
         let get_name = table_fn!(self.env, 64, GetMethodNameFn)?;
         let get_class = table_fn!(self.env, 65, GetMethodDeclaringClassFn)?;
         let get_signature = table_fn!(self.env, 48, GetClassSignatureFn)?;
         let mut name = std::ptr::null_mut();
-        // SAFETY: `id` came from the VM in this callback; out-pointers are valid locals; a
-        // null signature/generic pointer means "not wanted" (JVMTI spec).
-        let err = unsafe {
-            get_name(
-                self.env,
-                id,
-                &mut name,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
+        let mut method_signature = std::ptr::null_mut();
+        let signature_out = if with_signature {
+            &mut method_signature as *mut *mut c_char
+        } else {
+            std::ptr::null_mut()
         };
+        // SAFETY: `id` came from the VM (a callback or GetClassMethods); out-pointers are valid
+        // locals; a null signature/generic pointer means "not wanted" (JVMTI spec).
+        let err = unsafe { get_name(self.env, id, &mut name, signature_out, std::ptr::null_mut()) };
         let name = self.vm_string(name);
+        let method_signature = self.vm_string(method_signature);
         if err != JVMTI_ERROR_NONE {
             return None;
         }
@@ -220,9 +229,84 @@ impl Jvmti {
         if err != JVMTI_ERROR_NONE {
             return None;
         }
-        let signature = signature.text()?;
+        Some((
+            name.text()?,
+            method_signature.text(),
+            class,
+            signature.text()?,
+        ))
+    }
+
+    /// OpenJ9's form of a method name, `pkg/Class.method(Sig)Ret` (JPROF_J9_METADATA).
+    pub fn j9_name(&self, method: MethodId) -> Option<String> {
+        let (name, method_signature, _, class_signature) = self.name_parts(method, true)?;
+        let class = class_signature
+            .strip_prefix('L')
+            .and_then(|c| c.strip_suffix(';'))
+            .unwrap_or(&class_signature);
+        Some(format!(
+            "{class}.{name}{}",
+            method_signature.unwrap_or_default()
+        ))
+    }
+
+    /// A system property (`java.vm.name`, ...).
+    pub fn system_property(&self, property: &CStr) -> Option<String> {
+        let get = table_fn!(self.env, 131, GetSystemPropertyFn)?;
+        let mut value = std::ptr::null_mut();
+        // SAFETY: live env; `property` is NUL-terminated; `value` is a valid out-pointer.
+        let err = unsafe { get(self.env, property.as_ptr(), &mut value) };
+        let value = self.vm_string(value);
+        (err == JVMTI_ERROR_NONE).then(|| value.text()).flatten()
+    }
+
+    /// Every loaded class's methods as (J9Method address, id). OpenJ9 only: there a jmethodID
+    /// points at a `J9JNIMethodID` whose first field is the J9Method (formats.md §6.5).
+    pub fn openj9_loaded_methods(&self) -> Vec<(u64, MethodId)> {
+        let mut out = Vec::new();
+        let (Some(get_classes), Some(get_methods)) = (
+            table_fn!(self.env, 78, GetLoadedClassesFn),
+            table_fn!(self.env, 52, GetClassMethodsFn),
+        ) else {
+            return out;
+        };
+        let mut count: Jint = 0;
+        let mut classes: *mut JClass = std::ptr::null_mut();
+        // SAFETY: live env, valid out-pointers; the array is freed below.
+        if unsafe { get_classes(self.env, &mut count, &mut classes) } != JVMTI_ERROR_NONE
+            || classes.is_null()
+        {
+            return out;
+        }
+        // SAFETY: JVMTI returned `count` class references at `classes`.
+        let list = unsafe { std::slice::from_raw_parts(classes, count.max(0) as usize) };
+        for &class in list {
+            let mut n: Jint = 0;
+            let mut methods: *mut JMethodId = std::ptr::null_mut();
+            // SAFETY: `class` is a live reference from GetLoadedClasses; fails for classes
+            // not yet prepared, leaving `methods` null.
+            let err = unsafe { get_methods(self.env, class, &mut n, &mut methods) };
+            if err == JVMTI_ERROR_NONE && !methods.is_null() {
+                // SAFETY: JVMTI returned `n` method ids at `methods`, freed just below.
+                let ids = unsafe { std::slice::from_raw_parts(methods, n.max(0) as usize) };
+                out.extend(
+                    ids.iter()
+                        .map(|&id| (openj9_method(MethodId(id as usize)), MethodId(id as usize))),
+                );
+            }
+            self.deallocate(methods.cast());
+        }
+        self.deallocate(classes.cast());
+        out
+    }
+
+    /// Name, source file and line table of `method`; `None` if the VM cannot tell (e.g. the
+    /// class is being unloaded).
+    pub fn method_info(&self, method: MethodId) -> Option<MethodInfo> {
+        let id = method.0 as JMethodId;
+        let (name, _, class, signature) = self.name_parts(method, false)?;
         let mut info = MethodInfo {
-            name: names::method_name(&signature, &name.text()?),
+            name: names::method_name(&signature, &name),
             ..MethodInfo::default()
         };
         if self.source_files {
@@ -288,6 +372,34 @@ fn copy_code(addr: *const c_void, len: Jint) -> Vec<u8> {
     unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len as usize) }.to_vec()
 }
 
+/// The J9Method of an OpenJ9 jmethodID (a `J9JNIMethodID*` whose first field is it); 0 for a
+/// null id.
+pub fn openj9_method(method: MethodId) -> u64 {
+    let id = method.0 as *const u64;
+    if id.is_null() {
+        return 0;
+    }
+    // SAFETY: on OpenJ9 (the only caller) a jmethodID points at a live J9JNIMethodID, which
+    // starts with the J9Method pointer; the VM never frees method ids of loaded classes.
+    unsafe { id.read_unaligned() }
+}
+
+/// A copy of OpenJ9's metadata for the body at `code_addr`: `compile_info` is its
+/// J9JITExceptionTable*. `None` when it is null or does not describe this body.
+pub fn copy_openj9_metadata(compile_info: *const c_void, code_addr: u64) -> Option<Vec<u8>> {
+    if compile_info.is_null() {
+        return None;
+    }
+    // SAFETY: OpenJ9 passes the body's J9JITExceptionTable as compile_info (jvmtiHook.c); every
+    // build's struct has at least MIN_STRUCT bytes, and the table lives as long as the body.
+    let head = unsafe { std::slice::from_raw_parts(compile_info.cast::<u8>(), j9::MIN_STRUCT) };
+    let eyecatchers = j9::eyecatchers(head, code_addr)?;
+    let len = j9::image_len(head, eyecatchers);
+    // SAFETY: `len` is the table's own `size` (its allocation: the struct and its
+    // variable-length section, bounded by MAX_IMAGE) or MIN_STRUCT; only copied.
+    Some(unsafe { std::slice::from_raw_parts(compile_info.cast::<u8>(), len) }.to_vec())
+}
+
 /// The inline records of `compile_info` (a chain of jvmticmlr.h records), as owned data.
 fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcStack<MethodId>> {
     let mut out = Vec::new();
@@ -345,13 +457,20 @@ unsafe extern "C" fn on_compiled_method_load(
 ) {
     with_agent(|agent| {
         let code = copy_code(code_addr, code_size);
-        let pcs = pc_stacks(compile_info, code_addr as u64);
+        // OpenJ9's compile_info is its metadata, not jvmticmlr.h records.
+        let (pcs, j9_metadata) = if agent.openj9 {
+            let image = copy_openj9_metadata(compile_info, code_addr as u64);
+            (Vec::new(), image.map(|i| (compile_info as u64, i)))
+        } else {
+            (pc_stacks(compile_info, code_addr as u64), None)
+        };
         events::compiled_method_load(
             agent,
             MethodId(method as usize),
             code_addr as u64,
             &code,
             &pcs,
+            j9_metadata,
         );
     });
 }

@@ -17,4 +17,5 @@ mod dump;
 mod events;
 #[allow(unsafe_code)]
 mod ffi;
+mod j9;
 mod names;

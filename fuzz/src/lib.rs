@@ -169,6 +169,44 @@ pub fn perf_map_parser(data: &[u8]) {
     }
 }
 
+/// JVM address the `j9_metadata` target's images were copied from.
+pub const J9_METADATA_ADDR: u64 = 0x7f00_1000_0000;
+
+/// The OpenJ9 metadata decoder: the first byte chooses the build (struct size, eyecatchers,
+/// stack-map alignment), the rest is the image copied from [`J9_METADATA_ADDR`]; then chains
+/// are looked up at PCs around the body the image declares.
+pub fn j9_metadata(data: &[u8]) {
+    use jprof::format::j9;
+    let Some((&choice, image)) = data.split_first() else {
+        return;
+    };
+    let eyecatchers = choice & 1 != 0;
+    let struct_size = [232, 224, 216, 208, 200, 192][(choice as usize >> 1) % 6];
+    let capture = j9::Capture {
+        metadata_addr: J9_METADATA_ADDR,
+        struct_size: if eyecatchers && struct_size < 216 {
+            struct_size + 24
+        } else {
+            struct_size
+        },
+        eyecatchers,
+        align_stack_maps: choice & 0x80 != 0,
+        base: 1,
+    };
+    let Ok(md) = j9::decode(image, capture) else {
+        return;
+    };
+    let names = j9::MethodNames::new();
+    let start = md.header.start_pc;
+    let span = md.header.end_pc.wrapping_sub(start).min(1 << 20);
+    for o in (0..span.saturating_add(2)).step_by((span / 32).max(1) as usize) {
+        let _ = md.lookup(start.wrapping_add(o), &names);
+        let _ = md.lookup_return_address(start.wrapping_add(o), &names);
+    }
+    let _ = md.header.fields();
+    let _ = md.methods();
+}
+
 /// The .mlpd decoder three ways: the input as a whole file; the input as the events of one
 /// buffer behind a valid header whose data version the first byte picks (1 or 13–17); and the
 /// file fed incrementally in pieces, which must decode the same events as the whole.
@@ -228,4 +266,47 @@ pub fn mlpd_file(version: u8, events: &[u8]) -> Vec<u8> {
     }
     f.extend_from_slice(events);
     f
+}
+
+/// The XRay readers, fed three ways: the input as a whole log (header checks), and the input as
+/// the body after a valid FDR or basic header whose version and byte order the first byte
+/// chooses (so the record state machines are reached). Every decoded log is replayed into
+/// stacks and accounted; the input is also read as an ELF file's instrumentation map.
+pub fn xray_parser(data: &[u8]) {
+    use jprof::format::xray::{self, write};
+    replay_log(data);
+    let _ = xray::instr_map::parse(data);
+    let Some((&choice, body)) = data.split_first() else {
+        return;
+    };
+    let endian = endian_of(choice);
+    let fdr = choice & 2 != 0;
+    let version = if fdr {
+        1 + (choice >> 2) as u16 % 5
+    } else {
+        1 + (choice >> 2) as u16 % 3
+    };
+    let mut tail = [0u8; 16];
+    tail[..8].copy_from_slice(&(64 + (choice as u64 >> 5) * 64).to_le_bytes());
+    let mut file = write::header(version, fdr, endian, 2_000_000_000, tail);
+    file.extend_from_slice(body);
+    replay_log(&file);
+}
+
+fn replay_log(bytes: &[u8]) {
+    let Ok(log) = jprof::format::xray::parse(bytes) else {
+        return;
+    };
+    for p in &log.problems {
+        assert!(p.offset <= bytes.len());
+    }
+    let replay = jprof::xray::replay::Replay::run(&log.events);
+    let accounting = jprof::xray::account::Accounting::run(&log.events, |_, _| true);
+    assert_eq!(accounting.calls, replay.calls.len());
+    for row in accounting.rows(log.header.cycle_frequency, |f| f.to_string()) {
+        assert!(row.min <= row.max);
+    }
+    for (_, call) in replay.calls.iter().take(16) {
+        let _ = replay.tree.path(call.node);
+    }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::record::{CallGraph, EventChoice, RecordConfig, Target};
+use crate::report::diff::DiffConfig;
 use crate::report::{Format, ReportConfig, TimeRange, Weight};
 use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
 
@@ -12,7 +13,8 @@ use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
 #[command(
     name = "jprof",
     version,
-    about = "Sampling profiler with JIT symbolization, on one timeline"
+    about = "Sampling profiler with JIT symbolization, on one timeline",
+    after_help = "Examples:\n  jprof doctor                      # can this machine profile? what to fix\n  jprof record -- ./my-program arg1 # writes jprof.data\n  jprof report                      # flamegraph.svg + top functions\n  jprof diff before.data after.data -o diff.svg\n\nRun `jprof COMMAND --help` for each command's options and examples."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -28,7 +30,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording and write a flame graph, folded stacks or a text summary.
     #[command(
-        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -i perf.data --search-dir ./jit-files"
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
     Report(ReportArgs),
     /// List a jitdump (header and every record with its offset) or a recording's chunks.
@@ -41,6 +43,30 @@ pub enum Command {
         after_help = "Examples:\n  jprof symbolize -i jprof.data 0x7f3a12345678\n  jprof symbolize -i jprof.data --pid 4242 --time 1.5 7f3a12345678 55d0c0de1234\n  jprof symbolize --jitdump /tmp/jit-1234.dump 0x7f0295412345"
     )]
     Symbolize(SymbolizeArgs),
+    /// Differential flame graph of two recordings or folded-stacks files: B's shape, red where
+    /// B spends more than A, blue where it spends less.
+    #[command(
+        after_help = "Examples:\n  jprof diff before.data after.data -o diff.svg\n  jprof diff --normalize old.folded new.folded   # compare shapes, not totals\n  jprof diff a.data b.data --comm worker --no-inline --inverted"
+    )]
+    Diff(DiffArgs),
+    /// Check whether this machine can profile (permissions, PMU, TSC, kernel symbols,
+    /// runtimes, the Java agent) and print the exact fix for each problem. Exits 1 when
+    /// profiling cannot work.
+    #[command(
+        after_help = "Examples:\n  jprof doctor\n  sudo jprof doctor   # what root would get"
+    )]
+    Doctor(DoctorArgs),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  jprof completions bash > /etc/bash_completion.d/jprof\n  jprof completions zsh > \"${fpath[1]}/_jprof\"\n  jprof completions fish > ~/.config/fish/completions/jprof.fish"
+    )]
+    Completions(CompletionsArgs),
+}
+
+/// Writes the completion script of `shell` for the whole CLI.
+pub fn write_completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory;
+    clap_complete::generate(shell, &mut Cli::command(), "jprof", out);
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -55,11 +81,23 @@ pub enum CallGraphArg {
     Dwarf,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum XrayModeArg {
+    Basic,
+    Fdr,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FormatArg {
     Flamegraph,
     Collapsed,
     Text,
+    /// Firefox Profiler (profile.json.gz; open at profiler.firefox.com).
+    Firefox,
+    /// pprof profile.proto (profile.pb.gz; go tool pprof, Pyroscope, Parca).
+    Pprof,
+    /// speedscope JSON (profile.speedscope.json).
+    Speedscope,
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +123,10 @@ pub struct RecordArgs {
     /// Keep the side files (e.g. Node's jit-PID.dump) jprof made the runtime write.
     #[arg(long)]
     pub keep_side_files: bool,
+    /// XRay logging mode for an XRay-instrumented target: `basic` logs every call; `fdr` is
+    /// for programs that start and flush FDR logging themselves.
+    #[arg(long, value_enum, default_value_t = XrayModeArg::Basic)]
+    pub xray: XrayModeArg,
     /// Attach to this running process (all its threads) instead of launching a command.
     #[arg(short, long, conflicts_with = "command")]
     pub pid: Option<u32>,
@@ -108,26 +150,115 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = FormatArg::Flamegraph)]
     pub format: FormatArg,
-    /// Output file (`-` for stdout). Default: flamegraph.svg for flamegraph, stdout otherwise.
+    /// Output file (`-` for stdout). Default: flamegraph.svg for flamegraph, profile.json.gz for
+    /// firefox, profile.pb.gz for pprof, profile.speedscope.json for speedscope, stdout otherwise.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Only samples of this thread id.
-    #[arg(long)]
-    pub tid: Option<u32>,
-    /// Only samples of threads with this name.
-    #[arg(long, visible_alias = "thread")]
-    pub comm: Option<String>,
     /// What widths measure: samples, calls or self time (calls/time need instrumentation:
     /// a Mono .mlpd with enter/leave events, or an XRay log).
     #[arg(long, value_enum)]
     pub weight: Option<WeightArg>,
+    /// The XRay-instrumented binary whose log `-i` names (for function names).
+    #[arg(long, value_name = "ELF")]
+    pub binary: Option<PathBuf>,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub flame: FlameArgs,
+}
+
+/// The filters every output format shares (report and diff).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Filters (every format)")]
+pub struct FilterArgs {
+    /// Only samples of this thread id.
+    #[arg(long)]
+    pub tid: Option<u32>,
+    /// Only samples of this process id.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Only samples of threads with this name (as it was when sampled).
+    #[arg(long, visible_alias = "thread", value_name = "NAME")]
+    pub comm: Option<String>,
     /// Only this range of seconds from the start: `START..END` (or `START-END`; either end may
     /// be left out).
     #[arg(long, value_name = "START..END", value_parser = parse_time_range)]
     pub time: Option<TimeRange>,
-    /// The XRay-instrumented binary whose log `-i` names (for function names).
-    #[arg(long, value_name = "ELF")]
-    pub binary: Option<PathBuf>,
+    /// Append `(file:line)` to frame names, so each line of a function is its own frame.
+    #[arg(long)]
+    pub lines: bool,
+    /// Drop inlined frames; their samples go to the function they were inlined into.
+    #[arg(long)]
+    pub no_inline: bool,
+}
+
+/// How a flame graph is drawn (report's flamegraph format, and diff).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Flame graph")]
+pub struct FlameArgs {
+    /// Icicle graph: roots at the top, stacks growing down.
+    #[arg(long)]
+    pub inverted: bool,
+    /// Title at the top of the graph (default: jprof and the profiled command).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Leave out frames narrower than this percentage of the width (default 0.01).
+    #[arg(long, value_name = "PERCENT", value_parser = parse_min_width)]
+    pub min_width: Option<f64>,
+}
+
+impl From<FlameArgs> for crate::report::flamegraph::Look {
+    fn from(a: FlameArgs) -> Self {
+        Self {
+            inverted: a.inverted,
+            title: a.title,
+            min_width: a.min_width,
+        }
+    }
+}
+
+fn parse_min_width(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("{text:?} is not a percentage from 0 to 100")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline: a recording (jprof.data, perf.data) or a folded-stacks file.
+    #[arg(value_name = "A")]
+    pub before: PathBuf,
+    /// The profile compared with A (same kinds of input); the graph has its shape.
+    #[arg(value_name = "B")]
+    pub after: PathBuf,
+    /// Output SVG (`-` for stdout).
+    #[arg(short, long, default_value = crate::report::diff::DEFAULT_DIFF_SVG)]
+    pub output: PathBuf,
+    /// Scale A's counts so both inputs have the same total: compare where time goes, not how
+    /// much there was.
+    #[arg(long)]
+    pub normalize: bool,
+    /// For perf.data inputs: also look for their jitdumps and perf maps in DIR (repeatable).
+    #[arg(long = "search-dir", value_name = "DIR")]
+    pub search_dirs: Vec<PathBuf>,
+    /// Also read separate debug files (/usr/lib/debug/.build-id) for lines and inlined frames.
+    #[arg(long)]
+    pub debug_files: bool,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub flame: FlameArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to write a completion script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -229,6 +360,7 @@ impl From<RecordArgs> for RecordConfig {
             },
             embed_symbols: !a.no_embed_symbols,
             keep_side_files: a.keep_side_files,
+            xray_fdr: a.xray == XrayModeArg::Fdr,
         }
     }
 }
@@ -241,10 +373,13 @@ impl From<ReportArgs> for ReportConfig {
                 FormatArg::Flamegraph => Format::Flamegraph,
                 FormatArg::Collapsed => Format::Collapsed,
                 FormatArg::Text => Format::Text,
+                FormatArg::Firefox => Format::Firefox,
+                FormatArg::Pprof => Format::Pprof,
+                FormatArg::Speedscope => Format::Speedscope,
             },
             output: a.output,
-            tid: a.tid,
-            comm: a.comm,
+            tid: a.filters.tid,
+            comm: a.filters.comm,
             search_dirs: a.search_dirs,
             debug_files: a.debug_files,
             weight: a.weight.map(|w| match w {
@@ -252,8 +387,40 @@ impl From<ReportArgs> for ReportConfig {
                 WeightArg::Calls => Weight::Calls,
                 WeightArg::Time => Weight::Time,
             }),
-            time: a.time,
+            time: a.filters.time,
             binary: a.binary,
+            pid: a.filters.pid,
+            lines: a.filters.lines,
+            no_inline: a.filters.no_inline,
+            flamegraph: a.flame.into(),
+        }
+    }
+}
+
+impl From<DiffArgs> for DiffConfig {
+    fn from(a: DiffArgs) -> Self {
+        let report = ReportConfig {
+            input: a.before.clone(),
+            format: Format::Flamegraph,
+            output: None,
+            tid: a.filters.tid,
+            comm: a.filters.comm,
+            search_dirs: a.search_dirs,
+            debug_files: a.debug_files,
+            weight: None,
+            time: a.filters.time,
+            binary: None,
+            pid: a.filters.pid,
+            lines: a.filters.lines,
+            no_inline: a.filters.no_inline,
+            flamegraph: a.flame.into(),
+        };
+        DiffConfig {
+            before: a.before,
+            after: a.after,
+            output: Some(a.output),
+            normalize: a.normalize,
+            report,
         }
     }
 }

@@ -30,6 +30,53 @@ impl RecordId {
     pub const SAMPLY_EMBEDDED_SOURCE: Self = Self(827_346_261);
     /// jprof extension ("JPR1"): the code at an address was unloaded (see docs/formats.md).
     pub const JPROF_CODE_UNLOAD: Self = Self(827_478_090);
+    /// jprof extension ("J9MD" in a little-endian file): an OpenJ9 J9JITExceptionTable image
+    /// and the names of its methods, for the next CODE_LOAD (see docs/formats.md).
+    pub const JPROF_J9_METADATA: Self = Self(0x444D_394A);
+}
+
+/// JPROF_J9_METADATA `flags` bit 0: the struct begins with the className/methodName/
+/// methodSignature eyecatchers.
+pub const J9_FLAG_EYECATCHERS: u32 = 1;
+/// JPROF_J9_METADATA `flags` bit 1: the JVM aligns stack maps (ARM builds).
+pub const J9_FLAG_ALIGN_STACK_MAPS: u32 = 2;
+
+/// A JPROF_J9_METADATA record: a copy of an OpenJ9 body's metadata and its method names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct J9Metadata {
+    /// startPC of the body (matches the following CODE_LOAD).
+    pub code_addr: u64,
+    /// Address of the J9JITExceptionTable in the JVM.
+    pub metadata_addr: u64,
+    pub struct_size: u32,
+    pub flags: u32,
+    /// The struct and its variable-length section, as copied.
+    pub image: Vec<u8>,
+    /// File offset of the image's first byte.
+    pub image_offset: usize,
+    /// J9Method address → `pkg/Class.method(Sig)Ret`.
+    pub methods: Vec<(u64, String)>,
+}
+
+impl J9Metadata {
+    pub fn capture(&self) -> super::j9::Capture {
+        super::j9::Capture {
+            metadata_addr: self.metadata_addr,
+            struct_size: self.struct_size,
+            eyecatchers: self.flags & J9_FLAG_EYECATCHERS != 0,
+            align_stack_maps: self.flags & J9_FLAG_ALIGN_STACK_MAPS != 0,
+            base: self.image_offset,
+        }
+    }
+
+    /// Decodes the image (see `format::j9`).
+    pub fn decode(&self) -> Result<super::j9::Metadata, ParseError> {
+        super::j9::decode(&self.image, self.capture())
+    }
+
+    pub fn names(&self) -> super::j9::MethodNames {
+        self.methods.iter().cloned().collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,6 +256,8 @@ pub enum RecordBody {
         code_addr: u64,
         code_index: u64,
     },
+    /// jprof's JPROF_J9_METADATA: OpenJ9 metadata for the next CODE_LOAD.
+    J9Metadata(J9Metadata),
     /// A record id jprof does not interpret (skipped by its size).
     Unknown(RecordId),
 }
@@ -388,7 +437,45 @@ fn parse_body(id: RecordId, c: &mut Cursor<'_>) -> Result<RecordBody, ParseError
             code_addr: c.u64()?,
             code_index: c.u64()?,
         },
+        RecordId::JPROF_J9_METADATA => RecordBody::J9Metadata(parse_j9_metadata(c)?),
         other => RecordBody::Unknown(other),
+    })
+}
+
+fn parse_j9_metadata(c: &mut Cursor<'_>) -> Result<J9Metadata, ParseError> {
+    let code_addr = c.u64()?;
+    let metadata_addr = c.u64()?;
+    let struct_size = c.u32()?;
+    let flags = c.u32()?;
+    let image_size = c.u64()?;
+    if image_size > c.remaining() as u64 {
+        return Err(c.error(format!(
+            "an image of {image_size} bytes to fit in the {} bytes left",
+            c.remaining()
+        )));
+    }
+    let image_offset = c.offset();
+    let image = c.bytes(image_size as usize)?.to_vec();
+    let count = c.u32()?;
+    // Each method takes at least 12 bytes.
+    if count as u64 * 12 > c.remaining() as u64 {
+        return Err(c.error(format!("{count} method names to fit in the record")));
+    }
+    let mut methods = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let method = c.u64()?;
+        let len = c.u32()? as usize;
+        let name = String::from_utf8_lossy(c.bytes(len)?).into_owned();
+        methods.push((method, name));
+    }
+    Ok(J9Metadata {
+        code_addr,
+        metadata_addr,
+        struct_size,
+        flags,
+        image,
+        image_offset,
+        methods,
     })
 }
 

@@ -162,12 +162,61 @@ pub fn debug_info2(
     record(RecordId::SAMPLY_DEBUG_INFO2, timestamp, &b)
 }
 
+/// UNWINDING_INFO for the next CODE_LOAD: `.eh_frame` then `.eh_frame_hdr` (perf's and V8's
+/// order); `mapped_size` = how many of those bytes the process has right after the code.
+pub fn unwinding_info(
+    timestamp: u64,
+    eh_frame: &[u8],
+    eh_frame_hdr: &[u8],
+    mapped_size: u64,
+) -> Vec<u8> {
+    let size = eh_frame.len() + eh_frame_hdr.len();
+    let mut b = Vec::with_capacity(24 + size);
+    b.extend((size as u64).to_le_bytes());
+    b.extend((eh_frame_hdr.len() as u64).to_le_bytes());
+    b.extend(mapped_size.to_le_bytes());
+    b.extend(eh_frame);
+    b.extend(eh_frame_hdr);
+    record(RecordId::CODE_UNWINDING_INFO, timestamp, &b)
+}
+
 /// jprof's CODE_UNLOAD (docs/formats.md).
 pub fn code_unload(timestamp: u64, code_addr: u64, code_index: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(16);
     b.extend(code_addr.to_le_bytes());
     b.extend(code_index.to_le_bytes());
     record(RecordId::JPROF_CODE_UNLOAD, timestamp, &b)
+}
+
+/// The fields of a JPROF_J9_METADATA record (docs/formats.md).
+pub struct J9Metadata<'a> {
+    pub code_addr: u64,
+    pub metadata_addr: u64,
+    pub struct_size: u32,
+    /// `jitdump::J9_FLAG_*` bits.
+    pub flags: u32,
+    pub image: &'a [u8],
+    /// J9Method address and `pkg/Class.method(Sig)Ret` name.
+    pub methods: &'a [(u64, String)],
+}
+
+/// jprof's JPROF_J9_METADATA, written before the CODE_LOAD of the same body.
+pub fn j9_metadata(timestamp: u64, md: &J9Metadata<'_>) -> Vec<u8> {
+    let names: usize = md.methods.iter().map(|(_, n)| 12 + n.len()).sum();
+    let mut b = Vec::with_capacity(36 + md.image.len() + 4 + names);
+    b.extend(md.code_addr.to_le_bytes());
+    b.extend(md.metadata_addr.to_le_bytes());
+    b.extend(md.struct_size.to_le_bytes());
+    b.extend(md.flags.to_le_bytes());
+    b.extend((md.image.len() as u64).to_le_bytes());
+    b.extend(md.image);
+    b.extend((md.methods.len() as u32).to_le_bytes());
+    for (method, name) in md.methods {
+        b.extend(method.to_le_bytes());
+        b.extend((name.len() as u32).to_le_bytes());
+        b.extend(name.as_bytes());
+    }
+    record(RecordId::JPROF_J9_METADATA, timestamp, &b)
 }
 
 pub fn close(timestamp: u64) -> Vec<u8> {

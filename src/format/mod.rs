@@ -1,6 +1,7 @@
 //! Pure parsers over bytes, one file per external format. No I/O, no unsafe, no panics on any
 //! input: every error names the byte offset and what was expected there.
 
+pub mod j9;
 pub mod jitdump;
 pub mod jitdump_write;
 pub mod mlpd;
@@ -9,6 +10,7 @@ pub mod perf_map;
 pub mod perf_write;
 pub mod procfs;
 pub mod recording;
+pub mod xray;
 
 use thiserror::Error;
 
@@ -35,6 +37,29 @@ pub enum Endian {
     #[default]
     Little,
     Big,
+}
+
+impl Endian {
+    pub fn u16(self, b: [u8; 2]) -> u16 {
+        match self {
+            Self::Little => u16::from_le_bytes(b),
+            Self::Big => u16::from_be_bytes(b),
+        }
+    }
+
+    pub fn u32(self, b: [u8; 4]) -> u32 {
+        match self {
+            Self::Little => u32::from_le_bytes(b),
+            Self::Big => u32::from_be_bytes(b),
+        }
+    }
+
+    pub fn u64(self, b: [u8; 8]) -> u64 {
+        match self {
+            Self::Little => u64::from_le_bytes(b),
+            Self::Big => u64::from_be_bytes(b),
+        }
+    }
 }
 
 /// Reader over a slice; `base` is the slice's offset in the whole input, so errors name
@@ -75,6 +100,11 @@ impl<'a> Cursor<'a> {
         &self.buf[self.pos..]
     }
 
+    /// The part of the slice already read.
+    pub fn consumed(&self) -> &'a [u8] {
+        &self.buf[..self.pos]
+    }
+
     pub fn offset(&self) -> usize {
         self.base + self.pos
     }
@@ -102,20 +132,12 @@ impl<'a> Cursor<'a> {
 
     pub fn u16(&mut self) -> Result<u16, ParseError> {
         let b = self.bytes(2)?;
-        let a = [b[0], b[1]];
-        Ok(match self.endian {
-            Endian::Little => u16::from_le_bytes(a),
-            Endian::Big => u16::from_be_bytes(a),
-        })
+        Ok(self.endian.u16([b[0], b[1]]))
     }
 
     pub fn u32(&mut self) -> Result<u32, ParseError> {
         let b = self.bytes(4)?;
-        let a = [b[0], b[1], b[2], b[3]];
-        Ok(match self.endian {
-            Endian::Little => u32::from_le_bytes(a),
-            Endian::Big => u32::from_be_bytes(a),
-        })
+        Ok(self.endian.u32([b[0], b[1], b[2], b[3]]))
     }
 
     pub fn i32(&mut self) -> Result<i32, ParseError> {
@@ -126,10 +148,7 @@ impl<'a> Cursor<'a> {
         let b = self.bytes(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
-        Ok(match self.endian {
-            Endian::Little => u64::from_le_bytes(a),
-            Endian::Big => u64::from_be_bytes(a),
-        })
+        Ok(self.endian.u64(a))
     }
 
     /// `n` u64 values appended to `out`, read with one bounds check (callchains).
@@ -142,10 +161,7 @@ impl<'a> Cursor<'a> {
         out.extend(bytes.chunks_exact(8).map(|b| {
             let mut a = [0u8; 8];
             a.copy_from_slice(b);
-            match endian {
-                Endian::Little => u64::from_le_bytes(a),
-                Endian::Big => u64::from_be_bytes(a),
-            }
+            endian.u64(a)
         }));
         Ok(())
     }

@@ -146,6 +146,10 @@ impl SideKind {
     pub const PERF_MAP: Self = Self(2);
     /// A Mono log profiler file (.mlpd).
     pub const MLPD: Self = Self(3);
+    /// An LLVM XRay log (basic or FDR mode) written during the recording.
+    pub const XRAY_LOG: Self = Self(4);
+    /// The XRay-instrumented binary: the piece's path names it, its data is empty.
+    pub const XRAY_BINARY: Self = Self(5);
 }
 
 /// A piece of a side file (SIDE_FILE chunk): `data` is the file's bytes at `offset`.

@@ -66,7 +66,7 @@ pub fn read_sysctl(name: &str) -> Option<i32> {
         .ok()
 }
 
-fn attr_for(
+pub(crate) fn attr_for(
     event: EventChoice,
     frequency_hz: u64,
     call_graph: CallGraph,

@@ -9,6 +9,7 @@ mod runtimes;
 mod side_files;
 mod summary;
 pub mod writer;
+mod xray_logs;
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -24,7 +25,9 @@ use crate::recording::{Meta, Recording};
 use crate::sys::child::{self, ChildExit};
 use crate::timeline::Calibration;
 
-pub use events::online_cpus;
+pub(crate) use events::attr_for;
+pub use events::{online_cpus, read_sysctl};
+pub use runtimes::{find_agent, AGENT_FILE};
 
 /// What to profile.
 #[derive(Clone, Debug)]
@@ -66,6 +69,8 @@ pub struct RecordConfig {
     /// Keep the side files jprof made a runtime write (they are in the recording anyway).
     /// Default is false.
     pub keep_side_files: bool,
+    /// XRay-instrumented targets log in FDR mode instead of basic mode (`--xray fdr`).
+    pub xray_fdr: bool,
 }
 
 /// Batches in flight between ring reader and writer; beyond this the reader drops batches
@@ -104,7 +109,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     if config.frequency_hz == 0 {
         return Err(Error::Usage("-F must be at least 1 Hz".into()));
     }
-    let (argv, setup) = match &config.target {
+    let (argv, mut setup) = match &config.target {
         Target::Launch(argv) if !argv.is_empty() => (argv.clone(), runtimes::prepare(argv)),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
         Target::Pid(pid) => (
@@ -112,6 +117,14 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             runtimes::RuntimeSetup::default(),
         ),
     };
+
+    let xray = match &config.target {
+        Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr),
+        Target::Pid(_) => None,
+    };
+    if let Some(x) = &xray {
+        setup.env.extend(x.env.iter().cloned());
+    }
 
     let calibration = Calibration::start();
     let wall_start = Instant::now();
@@ -141,6 +154,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         Ok(ev) => ev,
         Err(e) => {
             profiled.abandon();
+            xray.iter().for_each(xray_logs::discard);
             return Err(e);
         }
     };
@@ -195,6 +209,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         }
     };
     if let Err(e) = started {
+        xray.iter().for_each(xray_logs::discard);
         drop(tx);
         let _ = writer_thread.join();
         let _ = std::fs::remove_file(&config.output);
@@ -325,6 +340,12 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         summary.notes.push(note.clone());
     }
     summary.notes.extend(side.notes());
+    if let Some(x) = &xray {
+        let pid = profiled.pid() as u32;
+        summary
+            .notes
+            .extend(xray_logs::store(x, pid, &mut out, config.keep_side_files)?);
+    }
     summary.notes.extend(setup.notes.iter().cloned());
     let attach_notes = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
     let agent_attached = attach_notes.iter().any(|n| n.ends_with(runtimes::LOADED));

@@ -9,6 +9,7 @@
 //! and helpers) and `--jitmap` as a second source, and `MONO_DEBUG=disable_omit_fp` so the
 //! frame-pointer walk gets through managed frames (docs/mono.md).
 
+use crate::process_root;
 use std::path::{Path, PathBuf};
 
 /// V8 flags for Node: a jitdump with unwinding info, and interpreter frames on the native stack
@@ -172,17 +173,21 @@ fn is_hotspot(pid: u32) -> bool {
         .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("/libjvm.so")))
 }
 
-/// The pid inside the target's PID namespace (the last `NStgid` field), which names its
-/// attach files.
-fn namespace_pid(pid: u32) -> u32 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("NStgid:"))
-                .and_then(|v| v.split_whitespace().last()?.parse().ok())
-        })
-        .unwrap_or(pid)
+/// Copies the agent into the container's `/tmp` owned by the JVM's user; returns the copy's
+/// path here and as the JVM sees it.
+fn copy_agent_into(
+    root: &Path,
+    agent: &Path,
+    nspid: u32,
+    pid: u32,
+) -> std::io::Result<(PathBuf, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let inside = format!("/tmp/jprof-agent-{nspid}.so");
+    let host = process_root::host_path(Some(root), Path::new(&inside));
+    std::fs::copy(agent, &host)?;
+    let owner = std::fs::metadata(format!("/proc/{pid}"))?;
+    std::os::unix::fs::chown(&host, Some(owner.uid()), Some(owner.gid()))?;
+    Ok((host, inside))
 }
 
 /// Sends one HotSpot attach request (protocol 1: version and exactly four arguments) and
@@ -243,7 +248,7 @@ pub fn attach_java(pid: u32) -> Vec<String> {
             )];
         }
     }
-    let nspid = namespace_pid(pid);
+    let nspid = process_root::namespace_pid(pid);
     let tmp = PathBuf::from(format!("/proc/{pid}/root/tmp"));
     let socket = tmp.join(format!(".java_pid{nspid}"));
     let is_socket = |p: &Path| {
@@ -285,8 +290,29 @@ pub fn attach_java(pid: u32) -> Vec<String> {
         }
     }
     let mut notes = Vec::new();
-    let agent_arg = agent.display().to_string();
-    match attach_request(&socket, ["load", &agent_arg, "true", ""]) {
+    // A JVM in another mount namespace (a container) cannot see jprof's files: give it a copy
+    // of the agent in its own /tmp, readable by its user, removed once loaded (the mapping
+    // stays).
+    let copied = match process_root::foreign_root(pid) {
+        None => None,
+        Some(root) => match copy_agent_into(&root, &agent, nspid, pid) {
+            Ok(copy) => Some(copy),
+            Err(e) => {
+                return vec![format!(
+                    "HotSpot JVM {pid} runs in another mount namespace and jprof's agent could not be copied into its /tmp: {e}; Java JIT frames will not be named"
+                )]
+            }
+        },
+    };
+    let agent_arg = match &copied {
+        Some((_, inside)) => inside.clone(),
+        None => agent.display().to_string(),
+    };
+    let loaded = attach_request(&socket, ["load", &agent_arg, "true", ""]);
+    if let Some((host, _)) = &copied {
+        let _ = std::fs::remove_file(host);
+    }
+    match loaded {
         Ok(reply) if load_succeeded(&reply) => notes.push(format!("HotSpot JVM {pid}: {LOADED}")),
         Ok(reply) => notes.push(format!(
             "HotSpot JVM {pid}: loading {AGENT_FILE} failed: {}",

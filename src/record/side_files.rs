@@ -12,6 +12,7 @@ use crate::format::jitdump;
 use crate::format::mlpd;
 use crate::format::perf_map;
 use crate::format::recording::{SideKind, SidePiece};
+use crate::process_root;
 
 /// One file being tailed.
 struct Tailed {
@@ -32,17 +33,27 @@ struct Tailed {
 pub struct SideFiles {
     files: Vec<Tailed>,
     known: HashSet<PathBuf>,
+    /// (device, inode) of the files tailed: one file reached by two paths (a container's
+    /// `/proc/PID/cwd` and `/proc/PID/root/tmp`, say) is tailed once.
+    known_files: HashSet<(u64, u64)>,
     /// Processes seen in the recording, with the uid that owns them.
     pids: BTreeMap<u32, Option<u32>>,
+    /// `/proc/PID/root` of the processes seen that live in another mount namespace.
+    roots: BTreeMap<u32, PathBuf>,
 }
 
-/// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see.
-fn jitdump_candidates(pid: u32) -> Vec<PathBuf> {
-    let name = format!("jit-{pid}.dump");
+/// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see. The
+/// file is named with the pid the process has in its own PID namespace; a process in another
+/// mount namespace (a container) is looked for in its own working directory and `/tmp` only.
+fn jitdump_candidates(pid: u32, root: Option<&Path>) -> Vec<PathBuf> {
+    let name = format!("jit-{}.dump", process_root::namespace_pid(pid));
     let mut dirs = vec![
         PathBuf::from(format!("/proc/{pid}/cwd")),
-        PathBuf::from("/tmp"),
+        process_root::host_path(root, Path::new("/tmp")),
     ];
+    if root.is_some() {
+        return dirs.into_iter().map(|d| d.join(&name)).collect();
+    }
     if let Ok(d) = std::env::var("JITDUMPDIR") {
         dirs.push(PathBuf::from(&d));
         dirs.extend(subdirs(&Path::new(&d).join(".debug/jit")));
@@ -67,29 +78,46 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 impl SideFiles {
     /// A process appeared in the recording; remember who owns it for the perf-map check.
     pub fn saw_pid(&mut self, pid: u32) {
-        self.pids.entry(pid).or_insert_with(|| {
-            std::fs::metadata(format!("/proc/{pid}"))
-                .ok()
-                .map(|m| m.uid())
-        });
+        if self.pids.contains_key(&pid) {
+            return;
+        }
+        let owner = std::fs::metadata(format!("/proc/{pid}"))
+            .ok()
+            .map(|m| m.uid());
+        self.pids.insert(pid, owner);
+        if let Some(root) = process_root::foreign_root(pid) {
+            self.roots.insert(pid, root);
+        }
     }
 
-    /// An MMAP2 record named this file in process `pid`.
+    /// An MMAP2 record named this file in process `pid` (a path in the process's namespace).
     pub fn saw_mapping(&mut self, pid: u32, filename: &str) {
         if jitdump::is_jitdump_path(filename).is_some() {
-            self.add(SideKind::JITDUMP, pid, PathBuf::from(filename));
+            self.saw_pid(pid);
+            let path = process_root::host_path(
+                self.roots.get(&pid).map(PathBuf::as_path),
+                Path::new(filename),
+            );
+            self.add(SideKind::JITDUMP, pid, path);
         }
     }
 
     fn add(&mut self, kind: SideKind, pid: u32, path: PathBuf) {
         // /proc/PID/cwd is a link that dies with the process: resolve the directory. The file
         // itself stays as named, so a symlinked perf map is still seen (and refused) as one.
+        // Not for a process in another mount namespace: its links resolve to paths of its own
+        // namespace, which mean something else here.
         let path = match (path.parent(), path.file_name()) {
-            (Some(dir), Some(name)) => {
+            (Some(dir), Some(name)) if !self.roots.contains_key(&pid) => {
                 std::fs::canonicalize(dir).map_or_else(|_| path.clone(), |d| d.join(name))
             }
             _ => path,
         };
+        if let Ok(meta) = std::fs::metadata(&path) {
+            if self.known.contains(&path) || !self.known_files.insert((meta.dev(), meta.ino())) {
+                return;
+            }
+        }
         if self.known.insert(path.clone()) {
             self.files.push(Tailed {
                 kind,
@@ -108,12 +136,19 @@ impl SideFiles {
     pub fn scan_known_places(&mut self) {
         let pids: Vec<u32> = self.pids.keys().copied().collect();
         for pid in pids {
-            for path in jitdump_candidates(pid) {
+            let root = self.roots.get(&pid).cloned();
+            for path in jitdump_candidates(pid, root.as_deref()) {
                 if path.is_file() {
                     self.add(SideKind::JITDUMP, pid, path);
                 }
             }
-            let map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
+            let map = process_root::host_path(
+                root.as_deref(),
+                Path::new(&format!(
+                    "/tmp/perf-{}.map",
+                    process_root::namespace_pid(pid)
+                )),
+            );
             if map.exists() {
                 self.add(SideKind::PERF_MAP, pid, map);
             }

@@ -1,10 +1,14 @@
-//! Flame graph SVG from folded stacks, drawn by inferno as a library. Output is deterministic:
-//! colours come from a fixed hash of each name, never from a random generator.
+//! Flame graph SVG from folded stacks, drawn by inferno as a library. Owns the graph's look
+//! (`--inverted`, `--title`, `--min-width`) and its colours: one hue per frame kind, the shade
+//! from a fixed hash of the name, so the same profile always gives the same bytes.
 
 use std::io::{self, Write};
 
-use inferno::flamegraph::color::{MultiPalette, Palette};
-use inferno::flamegraph::{self, Options};
+use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
+use inferno::flamegraph::{self, Direction, Options};
+
+use crate::profile::{Frame, FrameKind, Profile};
+use crate::report::collapsed;
 
 /// What goes on the graph besides the stacks.
 #[derive(Clone, Debug)]
@@ -15,16 +19,95 @@ pub struct Labels {
     pub count_name: String,
 }
 
-/// Draws `folded` (`stack weight` lines) as an SVG flame graph.
-pub fn write(folded: &[String], labels: &Labels, out: impl Write) -> io::Result<()> {
-    let mut options = Options::default();
-    options.title = labels.title.clone();
-    options.count_name = labels.count_name.clone();
-    // The java palette colours by the `_[k]`/`_[j]`/`_[i]` suffixes and `::` (C++) names.
-    options.colors = Palette::Multi(MultiPalette::Java);
-    // Colour from a stable FNV hash of the name instead of inferno's per-call random numbers,
-    // so the same profile always gives the same bytes.
-    options.deterministic = true;
+/// How the graph is drawn, from the command line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Look {
+    /// Icicle graph: roots at the top, growing down (`--inverted`).
+    pub inverted: bool,
+    /// Replaces the default title (`--title`).
+    pub title: Option<String>,
+    /// Frames narrower than this percentage of the width are left out (`--min-width`;
+    /// inferno's default 0.01 when unset).
+    pub min_width: Option<f64>,
+}
+
+impl Look {
+    /// inferno's options for this look, with `labels` and jprof's fixed colouring.
+    fn options<'a>(&self, labels: &Labels, palette: Option<&'a mut PaletteMap>) -> Options<'a> {
+        let mut options = Options::default();
+        options.title = self.title.clone().unwrap_or_else(|| labels.title.clone());
+        options.count_name = labels.count_name.clone();
+        if self.inverted {
+            options.direction = Direction::Inverted;
+        }
+        if let Some(min_width) = self.min_width {
+            options.min_width = min_width;
+        }
+        // Names missing from the palette map (thread names added as roots, folded files) are
+        // coloured by the java palette: by `_[k]`/`_[j]`/`_[i]` suffix, from a stable FNV hash
+        // of the name rather than inferno's random numbers.
+        options.colors = Palette::Multi(MultiPalette::Java);
+        options.deterministic = true;
+        options.palette_map = palette;
+        options
+    }
+}
+
+/// The colour of every frame label of `profile`: the hue tells the kind (native red, kernel
+/// orange, JIT green, inlined aqua, interpreter yellow, roots grey, unknown pale), the shade
+/// comes from a hash of the label so neighbours differ.
+pub fn kind_palette(profile: &Profile) -> PaletteMap {
+    let mut palette = PaletteMap::default();
+    // Thread names are roots too when the folding puts them in front of a rootless stack.
+    let thread_roots = profile.threads.values().map(|t| Frame {
+        name: t.comm.clone(),
+        kind: FrameKind::Root,
+        module: None,
+        file: None,
+        line: None,
+    });
+    for frame in profile.frames().iter().cloned().chain(thread_roots) {
+        let label = collapsed::frame_label(&frame);
+        if palette.get(&label).is_none() {
+            let colour = kind_colour(frame.kind, shade(&label));
+            palette.insert(label, colour);
+        }
+    }
+    palette
+}
+
+/// 0.0..=1.0 from the FNV-1a hash of `name`, stable across machines and runs.
+fn shade(name: &str) -> f32 {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash >> 40) as f32 / (1u64 << 24) as f32
+}
+
+fn kind_colour(kind: FrameKind, v: f32) -> Color {
+    let span = |low: u8, width: f32| low.saturating_add((width * v) as u8);
+    let (r, g, b) = match kind {
+        FrameKind::Native => (span(200, 55.0), span(50, 80.0), span(50, 80.0)),
+        FrameKind::Kernel => (span(190, 65.0), span(90, 65.0), 0),
+        FrameKind::Jit => (span(50, 60.0), span(200, 55.0), span(50, 60.0)),
+        FrameKind::Inlined => (span(50, 60.0), span(165, 55.0), span(165, 55.0)),
+        FrameKind::Interpreter => (span(175, 55.0), span(175, 55.0), span(50, 20.0)),
+        FrameKind::Root => (span(160, 30.0), span(160, 30.0), span(160, 30.0)),
+        FrameKind::Unknown => (span(215, 30.0), span(200, 30.0), span(200, 30.0)),
+    };
+    Color { r, g, b }
+}
+
+/// Draws `folded` (`stack weight` lines, or `stack before after` for a differential graph)
+/// as an SVG flame graph; `palette` fixes the colours of the names it holds.
+pub fn write(
+    folded: &[String],
+    labels: &Labels,
+    look: &Look,
+    palette: Option<&mut PaletteMap>,
+    out: impl Write,
+) -> io::Result<()> {
+    let mut options = look.options(labels, palette);
     flamegraph::from_lines(&mut options, folded.iter().map(String::as_str), out)
 }
 
@@ -53,8 +136,20 @@ mod tests {
             title: "jprof: ./hotspots".into(),
             count_name: "cycles".into(),
         };
+        draw(&p, &labels, &Look::default())
+    }
+
+    fn draw(p: &Profile, labels: &Labels, look: &Look) -> String {
         let mut out = Vec::new();
-        write(&collapsed::lines(&p), &labels, &mut out).unwrap();
+        let mut palette = kind_palette(p);
+        write(
+            &collapsed::lines(p),
+            labels,
+            look,
+            Some(&mut palette),
+            &mut out,
+        )
+        .unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -82,6 +177,111 @@ mod tests {
             title: "t".into(),
             count_name: "cycles".into(),
         };
-        assert!(write(&[], &labels, io::sink()).is_err());
+        assert!(write(&[], &labels, &Look::default(), None, io::sink()).is_err());
+    }
+
+    /// The fill colour of the frame whose tooltip starts with `name (`.
+    fn fill_of(svg: &str, name: &str) -> (u8, u8, u8) {
+        let at = svg
+            .find(&format!("<title>{name} ("))
+            .unwrap_or_else(|| panic!("no frame {name}"));
+        let rest = &svg[at..];
+        let fill = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
+        let parts: Vec<u8> = fill[..fill.find(')').unwrap()]
+            .split(',')
+            .map(|p| p.trim().parse().unwrap())
+            .collect();
+        (parts[0], parts[1], parts[2])
+    }
+
+    #[test]
+    fn colours_tell_the_frame_kind() {
+        let p = collapsed::tests::profile(&[(
+            &[
+                ("main.c_helper", Native),
+                ("Foo.bar", Jit),
+                ("Foo.baz", Inlined),
+                ("sys_read", Kernel),
+                ("LOAD_ATTR", Interpreter),
+            ],
+            1,
+        )]);
+        let svg = draw(&p, &labels(), &Look::default());
+        // A dotted native name stays red (the java palette alone would make it green).
+        let (r, g, b) = fill_of(&svg, "main.c_helper");
+        assert!(r >= 200 && g < 140 && b < 140, "native {r},{g},{b}");
+        let (r, g, b) = fill_of(&svg, "Foo.bar");
+        assert!(g >= 200 && r < 120 && b < 120, "jit {r},{g},{b}");
+        let (r, g, b) = fill_of(&svg, "Foo.baz");
+        assert!(g >= 165 && b >= 165 && r < 120, "inlined {r},{g},{b}");
+        let (r, g, b) = fill_of(&svg, "sys_read");
+        assert!(r >= 190 && b == 0, "kernel {r},{g},{b}");
+        let (r, g, b) = fill_of(&svg, "LOAD_ATTR");
+        assert!(r >= 175 && g >= 175 && b < 80, "interpreter {r},{g},{b}");
+        let (r, g, b) = fill_of(&svg, "prog");
+        assert!(r == g && g == b && r >= 160, "root {r},{g},{b}");
+    }
+
+    #[test]
+    fn thread_names_put_in_front_are_grey_roots() {
+        let mut p = Profile::default();
+        let main = p.intern(collapsed::tests::frame("main", Native));
+        p.threads.insert(
+            42,
+            crate::profile::ThreadInfo {
+                pid: 42,
+                comm: "Worker.pool".into(),
+            },
+        );
+        p.samples.push(crate::profile::ProfileSample {
+            pid: 42,
+            tid: 42,
+            time: 0,
+            cpu: 0,
+            weight: 3,
+            stack: vec![main],
+        });
+        let svg = draw(&p, &labels(), &Look::default());
+        // The java palette alone would paint this dotted, capitalised name green.
+        let (r, g, b) = fill_of(&svg, "Worker.pool");
+        assert!(r == g && g == b, "root {r},{g},{b}");
+    }
+
+    fn labels() -> Labels {
+        Labels {
+            title: "jprof: ./hotspots".into(),
+            count_name: "cycles".into(),
+        }
+    }
+
+    #[test]
+    fn look_options_reach_the_svg() {
+        let p = collapsed::tests::profile(&[
+            (&[("main", Native), ("wide", Native)], 999),
+            (&[("main", Native), ("narrow", Native)], 1),
+        ]);
+        let plain = draw(&p, &labels(), &Look::default());
+        assert!(plain.contains("narrow (1 cycles"));
+        let look = Look {
+            inverted: true,
+            title: Some("My title".into()),
+            min_width: Some(1.0),
+        };
+        let svg = draw(&p, &labels(), &look);
+        assert!(svg.contains("My title") && !svg.contains("jprof: ./hotspots"));
+        assert!(
+            !svg.contains("narrow ("),
+            "0.1% frame is under --min-width 1"
+        );
+        assert!(svg.contains("wide ("));
+        // Icicle: the root frame ("all") is drawn at the top, above its children.
+        let y_of = |svg: &str, name: &str| -> f64 {
+            let at = svg.find(&format!("<title>{name} (")).unwrap();
+            let rest = &svg[at..];
+            let y = &rest[rest.find(" y=\"").unwrap() + 4..];
+            y[..y.find('"').unwrap()].parse().unwrap()
+        };
+        assert!(y_of(&svg, "all") < y_of(&svg, "wide"));
+        assert!(y_of(&plain, "all") > y_of(&plain, "wide"));
     }
 }

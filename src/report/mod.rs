@@ -2,9 +2,18 @@
 //! owns `jprof report`'s choice of outputs and where they go; the writers are in the submodules.
 
 pub mod collapsed;
+pub mod diff;
+pub mod export;
+pub mod filter;
+pub mod firefox;
 pub mod flamegraph;
 pub mod mlpd;
+pub mod pprof;
+pub mod progress;
+pub mod speedscope;
 pub mod text;
+
+pub use filter::{Filters, TimeRange};
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -21,6 +30,12 @@ pub enum Format {
     Flamegraph,
     Collapsed,
     Text,
+    /// Firefox Profiler processed profile, gzipped JSON.
+    Firefox,
+    /// pprof's profile.proto, gzipped.
+    Pprof,
+    /// speedscope's JSON file format.
+    Speedscope,
 }
 
 /// What `jprof report` should do.
@@ -45,6 +60,28 @@ pub struct ReportConfig {
     pub time: Option<TimeRange>,
     /// The instrumented binary of an XRay log (`--binary`).
     pub binary: Option<PathBuf>,
+    /// Only samples of this process (`--pid`).
+    pub pid: Option<u32>,
+    /// Append file:line to frame names (`--lines`).
+    pub lines: bool,
+    /// Drop inlined frames (`--no-inline`).
+    pub no_inline: bool,
+    /// `--inverted`, `--title`, `--min-width` of the flame graph.
+    pub flamegraph: flamegraph::Look,
+}
+
+impl ReportConfig {
+    /// The filters shared by every format.
+    pub fn filters(&self) -> Filters {
+        Filters {
+            tid: self.tid,
+            pid: self.pid,
+            comm: self.comm.clone(),
+            time: self.time,
+            lines: self.lines,
+            no_inline: self.no_inline,
+        }
+    }
 }
 
 /// What the width of a stack in the outputs measures.
@@ -56,54 +93,6 @@ pub enum Weight {
     Calls,
     /// Self time in ns of the leaf via that stack (instrumentation).
     Time,
-}
-
-/// `--time START..END` (also `START-END`): seconds from the start of the input; either end may
-/// be left out (`2..`, `..5`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TimeRange {
-    pub start_s: Option<f64>,
-    pub end_s: Option<f64>,
-}
-
-impl TimeRange {
-    /// Parses `A..B` or `A-B` (seconds, either side optional).
-    pub fn parse(text: &str) -> std::result::Result<Self, String> {
-        let (a, b) = text
-            .split_once("..")
-            .or_else(|| text.split_once('-'))
-            .ok_or_else(|| {
-                format!("--time {text:?}: expected START..END in seconds, e.g. 1.5..3")
-            })?;
-        let side = |s: &str| -> std::result::Result<Option<f64>, String> {
-            let s = s.trim();
-            if s.is_empty() {
-                return Ok(None);
-            }
-            match s.parse::<f64>() {
-                Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-                _ => Err(format!(
-                    "--time {text:?}: {s:?} is not a number of seconds, 0 or more"
-                )),
-            }
-        };
-        let range = Self {
-            start_s: side(a)?,
-            end_s: side(b)?,
-        };
-        if let (Some(a), Some(b)) = (range.start_s, range.end_s) {
-            if b < a {
-                return Err(format!("--time {text:?}: the end is before the start"));
-            }
-        }
-        Ok(range)
-    }
-
-    /// Whether `offset_ns` (ns from the start of the input) falls in the range (end inclusive).
-    pub fn contains_ns(&self, offset_ns: u64) -> bool {
-        let s = offset_ns as f64 / 1e9;
-        self.start_s.is_none_or(|a| s >= a) && self.end_s.is_none_or(|b| s <= b)
-    }
 }
 
 /// What kind of file `report -i` was given, told by its first bytes.
@@ -157,13 +146,13 @@ pub const TOP_N: usize = 15;
 pub const DEFAULT_SVG: &str = "flamegraph.svg";
 
 /// Where one output goes.
-enum Destination {
+pub(crate) enum Destination {
     Stdout,
     File(PathBuf),
 }
 
 impl Destination {
-    fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
+    pub(crate) fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
         match (output, default_file) {
             (Some(p), _) if p == Path::new("-") => Self::Stdout,
             (Some(p), _) => Self::File(p.to_path_buf()),
@@ -173,7 +162,10 @@ impl Destination {
     }
 
     /// Runs `write` on a buffered writer for the destination; I/O errors name the file.
-    fn write_with(&self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    pub(crate) fn write_with(
+        &self,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
         match self {
             Self::Stdout => {
                 let stdout = io::stdout();
@@ -209,67 +201,110 @@ pub fn labels(recording: &Recording) -> flamegraph::Labels {
     }
 }
 
-/// Keeps the samples inside `range`, counted from the profile's first sample.
-pub fn keep_time_range(profile: &mut crate::profile::Profile, range: &TimeRange) {
-    let Some(first) = profile.samples.iter().map(|s| s.time).min() else {
-        return;
+/// Reads a recording (or imports a perf.data), symbolizes it and applies the filters.
+pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
+    let (recording, mut profile) = load_unfiltered(config)?;
+    filter::apply(&mut profile, &config.filters());
+    Ok((recording, profile))
+}
+
+/// Reads and symbolizes; only `--tid`/`--comm` are applied already (so filtered-out samples
+/// are never symbolized), the rest of the filters are the caller's.
+pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
+    let recording = progress::while_busy(
+        &format!("reading {}", config.input.display()),
+        || -> Result<Recording> {
+            if import::is_perf_data(&config.input) {
+                let options = import::ImportOptions {
+                    search_dirs: config.search_dirs.clone(),
+                };
+                import::import(&config.input, &options)
+            } else {
+                Recording::open(&config.input)
+            }
+        },
+    )?;
+    let options = ResolveOptions {
+        // Also applied here so filtered-out samples are never symbolized.
+        tid: config.tid,
+        comm: config.comm.clone(),
+        debug_files: config.debug_files,
+        progress: progress::Progress::bar("symbolizing"),
     };
-    profile
-        .samples
-        .retain(|s| range.contains_ns(s.time.saturating_sub(first)));
+    let profile = symbolize::resolve(&recording, &options)?;
+    options.progress.finish();
+    Ok((recording, profile))
 }
 
 /// Runs `jprof report`.
 pub fn run(config: &ReportConfig) -> Result<()> {
     match InputKind::detect(&config.input) {
         InputKind::Mlpd => return mlpd::run(config),
-        InputKind::XrayLog => {
-            return Err(Error::Other(format!(
-                "{}: XRay logs are not readable yet",
-                config.input.display()
-            )))
-        }
+        InputKind::XrayLog => return crate::xray::standalone::run(config),
         InputKind::Recording | InputKind::PerfData => {}
     }
-    let recording = if import::is_perf_data(&config.input) {
-        let options = import::ImportOptions {
-            search_dirs: config.search_dirs.clone(),
-        };
-        import::import(&config.input, &options)?
-    } else {
-        Recording::open(&config.input)?
-    };
-    let options = ResolveOptions {
-        tid: config.tid,
-        comm: config.comm.clone(),
-        debug_files: config.debug_files,
-    };
-    let mut profile = symbolize::resolve(&recording, &options)?;
-    if let Some(range) = &config.time {
-        keep_time_range(&mut profile, range);
+    let (recording, mut profile) = load_unfiltered(config)?;
+    // XRay logs stored in the recording complete stacks before any filter looks at them.
+    let xray = crate::xray::live::correlate(&recording, &mut profile);
+    filter::apply(&mut profile, &config.filters());
+    let mut summary = Vec::new();
+    text::write(&recording, &profile, TOP_N, &mut summary)
+        .and_then(|()| match &xray {
+            Some(x) if config.format == Format::Text => x.write(&mut summary),
+            Some(x) => writeln!(summary, "\n{}", x.agreement_line()),
+            None => Ok(()),
+        })
+        .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+    if config.format == Format::Text {
+        return Destination::of(config.output.as_deref(), None)
+            .write_with(|w| w.write_all(&summary));
     }
+    let context = export::ExportContext::from_recording(&recording, &profile);
+    write_profile(config, &profile, &labels(&recording), &context, summary)
+}
+
+/// Writes a profile in `config.format` (any format but text, which each input kind writes
+/// its own way). `summary` is printed next to a flame graph written to a file.
+pub fn write_profile(
+    config: &ReportConfig,
+    profile: &crate::profile::Profile,
+    labels: &flamegraph::Labels,
+    context: &export::ExportContext,
+    mut summary: Vec<u8>,
+) -> Result<()> {
     let output = config.output.as_deref();
     match config.format {
-        Format::Collapsed => {
-            Destination::of(output, None).write_with(|w| collapsed::write(&profile, w))
+        Format::Collapsed | Format::Text => {
+            Destination::of(output, None).write_with(|w| collapsed::write(profile, w))
         }
-        Format::Text => Destination::of(output, None)
-            .write_with(|w| text::write(&recording, &profile, TOP_N, w)),
+        Format::Firefox | Format::Pprof | Format::Speedscope => {
+            let file = export::default_file(config.format);
+            let destination = Destination::of(output, file);
+            destination.write_with(|w| export::write(config.format, profile, context, w))?;
+            if let Destination::File(path) = &destination {
+                println!(
+                    "{} samples written to {}",
+                    profile.samples.len(),
+                    path.display()
+                );
+            }
+            Ok(())
+        }
         Format::Flamegraph => {
             let svg = Destination::of(output, Some(DEFAULT_SVG));
-            let mut summary = Vec::new();
-            text::write(&recording, &profile, TOP_N, &mut summary)
-                .map_err(|e| Error::io(Path::new("<memory>"), e))?;
-            let folded = collapsed::lines(&profile);
+            let folded = collapsed::lines(profile);
             let drawn = if folded.is_empty() {
                 // Checked before creating the file, so no empty SVG is left behind.
                 Err(Error::Other(
                     "no samples to draw, no flame graph written (see the summary above and the \
-                     --tid/--comm filters)"
+                     --tid/--pid/--comm/--time filters)"
                         .into(),
                 ))
             } else {
-                svg.write_with(|w| flamegraph::write(&folded, &labels(&recording), w))
+                let mut palette = flamegraph::kind_palette(profile);
+                svg.write_with(|w| {
+                    flamegraph::write(&folded, labels, &config.flamegraph, Some(&mut palette), w)
+                })
             };
             // The text top list goes to stdout next to the SVG file, or to stderr when the SVG
             // itself is on stdout, so it never corrupts the SVG.

@@ -64,6 +64,11 @@ impl AddressNamer {
         }
     }
 
+    /// The OpenJ9 inline chain at `addr` when JIT code with JPROF_J9_METADATA is there.
+    pub fn j9_chain(&self, pid: u32, addr: u64) -> Option<Vec<crate::format::j9::InlineFrame>> {
+        self.jit.j9_chain(pid, addr, self.time)
+    }
+
     /// Frames for `addr` in process `pid`, innermost first; empty when nothing names it.
     pub fn frames(&mut self, pid: u32, addr: u64) -> Vec<Frame> {
         let mut symbolizer = Symbolizer::new(self.embedded.as_ref(), self.same_kernel);

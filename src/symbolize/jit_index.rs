@@ -6,12 +6,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::format::jitdump::{self, DebugEntry, DebugInfo2, RecordBody, TierKind};
+use crate::format::j9::{self, InlineFrame, LookupError};
+use crate::format::jitdump::{self, DebugEntry, DebugInfo2, J9Metadata, RecordBody, TierKind};
 use crate::format::mlpd;
 use crate::format::perf_map;
 use crate::format::recording::{parse_side_piece, ChunkKind, SideKind};
 use crate::profile::{Frame, FrameKind};
 use crate::recording::Recording;
+use crate::symbolize::jit_unwind::JitUnwind;
 use crate::timeline::ClockConversion;
 
 /// Line and inline information of one code body.
@@ -20,6 +22,36 @@ pub struct JitDebug {
     /// DEBUG_INFO entries, sorted by address (absolute, bias removed).
     pub lines: Vec<DebugEntry>,
     pub info2: Option<DebugInfo2>,
+    /// OpenJ9 metadata (JPROF_J9_METADATA): inline chains with bytecode indexes.
+    pub j9: Option<J9Body>,
+}
+
+/// A decoded OpenJ9 body and the names of its methods.
+#[derive(Debug)]
+pub struct J9Body {
+    pub metadata: j9::Metadata,
+    pub names: j9::MethodNames,
+}
+
+impl J9Body {
+    /// The inline chain at `addr`, innermost first; what was walked before an error in the
+    /// metadata, or nothing when no map covers `addr`.
+    pub fn chain(&self, addr: u64) -> Vec<InlineFrame> {
+        match self.metadata.lookup(addr, &self.names) {
+            Ok(frames) => frames,
+            Err(LookupError::BadCallerIndex { partial, .. })
+            | Err(LookupError::CallerCycle { partial, .. }) => partial,
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// `pkg/Class.method(Sig)Ret` (OpenJ9) → `pkg.Class.method`, like the agent names bodies.
+pub fn java_readable(name: &str) -> String {
+    if name.starts_with('[') {
+        return name.to_string();
+    }
+    name.split('(').next().unwrap_or(name).replace('/', ".")
 }
 
 /// One body of JIT code, valid on `[start, start + size)` from `from` until `until`.
@@ -38,6 +70,8 @@ pub struct JitCode {
     pub source: Arc<str>,
     /// jitdump beats perf map when both name an address.
     pub from_jitdump: bool,
+    /// The body's unwind table (JIT_CODE_UNWINDING_INFO), for DWARF-mode unwinding.
+    pub unwind: Option<Arc<JitUnwind>>,
 }
 
 impl JitCode {
@@ -110,6 +144,31 @@ fn tier_name(kind: TierKind, name: &str) -> String {
         class.to_string()
     } else {
         format!("{name} ({class})")
+    }
+}
+
+/// Decodes a JPROF_J9_METADATA record, noting what could not be read.
+fn decode_j9(notes: &mut Vec<String>, path: &str, md: &J9Metadata) -> Option<J9Body> {
+    match md.decode() {
+        Ok(metadata) => {
+            for p in metadata.problems.iter().take(3) {
+                notes.push(format!(
+                    "{path}: OpenJ9 metadata of {:#x}: {}: {}",
+                    md.code_addr, p.section, p.error
+                ));
+            }
+            Some(J9Body {
+                metadata,
+                names: md.names(),
+            })
+        }
+        Err(e) => {
+            notes.push(format!(
+                "{path}: OpenJ9 metadata of {:#x} not decodable: {e}",
+                md.code_addr
+            ));
+            None
+        }
     }
 }
 
@@ -300,13 +359,17 @@ impl JitIndex {
         let process = self.processes.entry(pid).or_default();
         let mut pending_lines: Option<Vec<DebugEntry>> = None;
         let mut pending_info2: Option<DebugInfo2> = None;
+        let mut pending_j9: Option<J9Metadata> = None;
         let mut pending_tier: Option<String> = None;
+        let mut pending_unwind: Option<Vec<u8>> = None;
         let mut tiers_by_addr: BTreeMap<u64, String> = BTreeMap::new();
         for r in batch.records {
             let t = to_sample(r.timestamp).unwrap_or(0);
             match r.body {
                 RecordBody::DebugInfo { entries, .. } => pending_lines = Some(entries),
                 RecordBody::DebugInfo2(info) => pending_info2 = Some(info),
+                RecordBody::UnwindingInfo { eh_frame, .. } => pending_unwind = Some(eh_frame),
+                RecordBody::J9Metadata(md) => pending_j9 = Some(md),
                 RecordBody::JitTier(tier) => {
                     let name = tier_name(tier.kind, &tier.name);
                     if tier.code_addr == 0 {
@@ -322,23 +385,32 @@ impl JitIndex {
                     ..
                 } => {
                     let (name, name_tier) = readable_name(&name);
-                    let debug = match (pending_lines.take(), pending_info2.take()) {
-                        (None, None) => None,
-                        (lines, info2) => {
+                    let j9 = pending_j9
+                        .take()
+                        .filter(|md| md.code_addr == code_addr)
+                        .and_then(|md| decode_j9(&mut self.notes, path, &md));
+                    let cold = j9.as_ref().and_then(|b| {
+                        let h = &b.metadata.header;
+                        (h.start_cold_pc != 0 && h.end_pc > h.start_cold_pc)
+                            .then(|| (h.start_cold_pc, h.end_pc - h.start_cold_pc))
+                    });
+                    let debug = match (pending_lines.take(), pending_info2.take(), j9) {
+                        (None, None, None) => None,
+                        (lines, info2, j9) => {
                             let mut lines = lines.unwrap_or_default();
                             let bias = debug_bias(&lines, code_addr, code_size);
                             for e in &mut lines {
                                 e.addr = e.addr.wrapping_sub(bias);
                             }
                             lines.sort_by_key(|e| e.addr);
-                            Some(Arc::new(JitDebug { lines, info2 }))
+                            Some(Arc::new(JitDebug { lines, info2, j9 }))
                         }
                     };
                     let tier = pending_tier
                         .take()
                         .or_else(|| tiers_by_addr.remove(&code_addr))
                         .or(name_tier);
-                    process.load(JitCode {
+                    let body = JitCode {
                         name,
                         start: code_addr,
                         size: code_size,
@@ -348,7 +420,22 @@ impl JitIndex {
                         debug,
                         source: source.clone(),
                         from_jitdump: true,
-                    });
+                        unwind: pending_unwind
+                            .take()
+                            .and_then(|t| JitUnwind::place(&t, code_size))
+                            .map(Arc::new),
+                    };
+                    // An OpenJ9 body's cold code lies apart from its warm code.
+                    if let Some((start, size)) = cold {
+                        process.load(JitCode {
+                            start,
+                            size,
+                            // The table (if any) describes the warm code.
+                            unwind: None,
+                            ..body.clone()
+                        });
+                    }
+                    process.load(body);
                 }
                 RecordBody::CodeUnload { code_addr, .. } => {
                     if let Some(gone) = process
@@ -441,6 +528,7 @@ impl JitIndex {
                 debug: None,
                 source: source.clone(),
                 from_jitdump: true,
+                unwind: None,
             });
         }
         process.finish();
@@ -460,7 +548,11 @@ impl JitIndex {
                 .rev()
                 .find(|(off, _)| *off <= e.offset as u64)
                 .map_or(0, |s| s.1);
-            let (name, tier) = readable_name(&e.name);
+            let (name, tier) = match e.tier {
+                // OpenJ9's perfTool map: `pkg/Class.method(Sig)Ret` at a hotness.
+                Some(tier) => (java_readable(&e.name), Some(tier)),
+                None => readable_name(&e.name),
+            };
             process.load(JitCode {
                 name,
                 start: e.start,
@@ -471,13 +563,29 @@ impl JitIndex {
                 debug: None,
                 source: source.clone(),
                 from_jitdump: false,
+                unwind: None,
             });
         }
         process.finish();
     }
 
+    /// The OpenJ9 inline chain at `addr` (innermost first), when the code there has
+    /// JPROF_J9_METADATA.
+    pub fn j9_chain(&self, pid: u32, addr: u64, t: u64) -> Option<Vec<InlineFrame>> {
+        let code = self.lookup(pid, addr, t)?;
+        let body = code.debug.as_ref()?.j9.as_ref()?;
+        Some(body.chain(addr))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty()
+    }
+
+    /// Every body of code with its process, by pid then start address (for code-load markers).
+    pub fn code(&self) -> impl Iterator<Item = (u32, &JitCode)> + '_ {
+        self.processes
+            .iter()
+            .flat_map(|(&pid, p)| p.code.iter().map(move |c| (pid, c)))
     }
 
     /// The code at `addr` in `pid` at sample-clock time `t`.
@@ -499,7 +607,19 @@ impl JitIndex {
         let offset = (addr - code.start) as u32;
         let mut outer_line = None;
         if let Some(debug) = &code.debug {
-            if let Some(info) = &debug.info2 {
+            if let Some(body) = &debug.j9 {
+                // The chain ends with the compiled method itself: the body frame below.
+                let chain = body.chain(addr);
+                for f in chain.iter().take(chain.len().saturating_sub(1)) {
+                    frames.push(Frame {
+                        name: java_readable(&f.name),
+                        kind: FrameKind::Inlined,
+                        module: module.clone(),
+                        file: None,
+                        line: None,
+                    });
+                }
+            } else if let Some(info) = &debug.info2 {
                 // The deepest chain of inline calls whose ranges cover the offset. Calls are in
                 // DFS order: a call's parent is the latest call one level up, and it counts only
                 // if that parent (and so every ancestor) covers the offset too. The first such

@@ -90,7 +90,7 @@ impl<'e> Symbolizer<'e> {
             Some(hit) => hit.clone(),
             None => {
                 let record_id = mapping.build_id.as_deref().map(hex);
-                let (id, frames) = self.native(binaries, &mapping.path, record_id, offset);
+                let (id, frames) = self.native(binaries, pid, &mapping.path, record_id, offset);
                 let found: Named = (id.map(Arc::from), frames);
                 self.cache.insert(key, found.clone());
                 found
@@ -115,6 +115,7 @@ impl<'e> Symbolizer<'e> {
     fn native(
         &mut self,
         binaries: &mut BinaryCache,
+        pid: u32,
         path: &Arc<str>,
         record_id: Option<String>,
         offset: u64,
@@ -127,7 +128,7 @@ impl<'e> Symbolizer<'e> {
                 }
             }
         }
-        let Ok(binary) = binaries.get(path) else {
+        let Ok(binary) = binaries.get(pid, path) else {
             return (record_id, Arc::from([]));
         };
         let disk_id = binary.build_id.as_deref().map(hex);

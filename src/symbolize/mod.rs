@@ -8,6 +8,7 @@ pub mod at_time;
 pub mod embedded;
 pub mod frame_cache;
 pub mod jit_index;
+pub mod jit_unwind;
 pub mod kernel;
 pub mod lookup;
 pub mod native;
@@ -29,7 +30,7 @@ use lookup::{Symbolizer, UserLookup};
 use native::BinaryCache;
 use process::{Mapping, ProcessModel};
 use records::{time_ordered, Ordered};
-use unwind::{split_callchain, AddressStack, Unwinders, UserRegs};
+use unwind::{split_callchain, AddressStack, Unwinders, UserRegs, UserState};
 
 /// Options for turning a recording into a profile.
 #[derive(Clone, Debug, Default)]
@@ -40,7 +41,12 @@ pub struct ResolveOptions {
     pub comm: Option<String>,
     /// Read lines and inlined frames from separate debug files (`/usr/lib/debug`) too.
     pub debug_files: bool,
+    /// Counts symbolized samples (a bar on a terminal, else nothing).
+    pub progress: crate::report::progress::Progress,
 }
+
+/// Samples symbolized between two progress updates.
+const PROGRESS_EVERY: u64 = 512;
 
 /// Module name shown for kernel frames.
 const KERNEL_MODULE: &str = "[kernel.kallsyms]";
@@ -126,6 +132,7 @@ fn walk(
     recording: &Recording,
     ordered: &Ordered<'_>,
     embedded: Option<&EmbeddedSymbols>,
+    jit: &jit_index::JitIndex,
     binaries: &mut BinaryCache,
     mut visit: impl FnMut(&ProcessModel, &mut BinaryCache, &SampleStack),
 ) -> ProcessModel {
@@ -155,17 +162,18 @@ fn walk(
             None => {
                 callchain_user = stack.user.clone();
                 if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
+                    let at = UserState {
+                        pid: s.pid,
+                        time: s.time,
+                        regs,
+                        stack: s.stack_user,
+                    };
                     if dwarf {
-                        stack.user = unwinders.unwind(s.pid, &model, binaries, regs, s.stack_user);
+                        stack.user = unwinders.unwind(&model, binaries, jit, &at);
                     } else if stack.user.first() == Some(&regs.ip) {
-                        if let Some(ra) = unwinders.leaf_caller(
-                            s.pid,
-                            &model,
-                            binaries,
-                            regs,
-                            s.stack_user,
-                            &stack.user,
-                        ) {
+                        if let Some(ra) =
+                            unwinders.leaf_caller(&model, binaries, jit, &at, &stack.user)
+                        {
                             stack.user.insert(1, ra);
                         }
                     }
@@ -216,17 +224,34 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
-    let ordered = time_ordered(recording);
+    let ordered =
+        crate::report::progress::while_busy("reading records", || time_ordered(recording));
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
     let mut cache = frame_cache::FrameCache::default();
+    let progress = &options.progress;
+    progress.set_length(
+        ordered
+            .records
+            .iter()
+            .filter(|r| matches!(r.record, Record::Sample(_)))
+            .count() as u64,
+    );
+    let mut visited = 0u64;
     let model = walk(
         recording,
         &ordered,
         embedded.as_ref().map(|e| &e.symbols),
+        &jit,
         &mut binaries,
         |model, binaries, s| {
+            // Samples come in time order: the first one, before any filter, is the start.
+            profile.start_time.get_or_insert(s.time);
+            visited += 1;
+            if visited.is_multiple_of(PROGRESS_EVERY) {
+                progress.inc(PROGRESS_EVERY);
+            }
             let comm: Cow<'_, str> = match model.thread(s.tid) {
                 Some(t) if !t.comm.is_empty() => Cow::Borrowed(&t.comm),
                 _ => Cow::Owned(format!(":{}", s.tid)),
@@ -467,6 +492,7 @@ fn notes(
 pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     let ordered = time_ordered(recording);
     let mut binaries = BinaryCache::new(true, true);
+    binaries.live_roots = true;
     let mut symbolizer = Symbolizer::new(None, true);
     let mut out = EmbeddedSymbols {
         version: embedded::VERSION,
@@ -475,10 +501,13 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     };
     let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
         BTreeMap::new();
+    // Unwinding through JIT code needs the JIT bodies' unwind tables.
+    let jit = jit_index::JitIndex::from_recording(recording);
     walk(
         recording,
         &ordered,
         None,
+        &jit,
         &mut binaries,
         |model, binaries, s| {
             if s.stack.user != s.callchain_user {

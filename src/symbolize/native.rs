@@ -197,6 +197,20 @@ impl Binary {
             .map(|s| file_offset - s.file_offset + s.address)
     }
 
+    /// The address the first byte of a mapping at page-aligned file offset `pgoff` has in the
+    /// file's address space. The kernel maps a segment from the page its file offset falls
+    /// in, and that page may also hold the end of the segment before it (the linker packs
+    /// segments by file offset but page-aligns their addresses), so the segment is the one
+    /// that starts in that page, not the first one covering `pgoff`.
+    pub fn svma_of_mapping(&self, pgoff: u64) -> Option<u64> {
+        const PAGE: u64 = 4096;
+        self.segments
+            .iter()
+            .find(|s| s.file_offset & !(PAGE - 1) == pgoff)
+            .map(|s| s.address.wrapping_sub(s.file_offset - pgoff))
+            .or_else(|| self.svma_of_offset(pgoff))
+    }
+
     /// Frames for an ELF address, innermost (inlined) first; empty when nothing names it.
     /// The outermost frame is named from the symbol table when it has the address, as
     /// `perf report` does (so `.cold`/`.part.0` clones keep their names); inlined frames
@@ -413,6 +427,10 @@ pub struct BinaryCache {
     pub vdso_allowed: bool,
     /// Whether the DWARF of separate debug files is read (see [`Binary::parse`]).
     pub debug_files: bool,
+    /// Whether binaries of live processes in another mount namespace (containers) are read
+    /// through `/proc/PID/root` (while recording), with each process's answer kept.
+    pub live_roots: bool,
+    roots: HashMap<u32, Option<std::path::PathBuf>>,
 }
 
 impl BinaryCache {
@@ -421,11 +439,28 @@ impl BinaryCache {
             loaded: HashMap::new(),
             vdso_allowed,
             debug_files,
+            live_roots: false,
+            roots: HashMap::new(),
         }
     }
 
-    /// The binary for a mapping's path; `[vdso]` is read from this process's memory.
-    pub fn get(&mut self, path: &Arc<str>) -> Result<Arc<Binary>, String> {
+    /// The binary for a mapping's path in process `pid`; `[vdso]` is read from this process's
+    /// memory.
+    pub fn get(&mut self, pid: u32, path: &Arc<str>) -> Result<Arc<Binary>, String> {
+        if self.live_roots && path.starts_with('/') {
+            let root = self
+                .roots
+                .entry(pid)
+                .or_insert_with(|| crate::process_root::foreign_root(pid));
+            if let Some(root) = root {
+                let inside = crate::process_root::host_path(Some(root), Path::new(&**path));
+                return self.get_path(&Arc::from(inside.to_string_lossy()));
+            }
+        }
+        self.get_path(path)
+    }
+
+    fn get_path(&mut self, path: &Arc<str>) -> Result<Arc<Binary>, String> {
         if let Some(r) = self.loaded.get(path) {
             return r.clone();
         }
@@ -497,6 +532,41 @@ mod tests {
                 .any(|s| b.name(s).contains("clock_gettime")),
             "vdso symbols: {:?}",
             b.symbols.iter().map(|s| b.name(s)).collect::<Vec<_>>()
+        );
+    }
+
+    /// The text mapping of this test binary: its page-aligned file offset shares a page with
+    /// the end of the read-only segment before it, and the address of a function in it must
+    /// come out as that function's symbol address.
+    #[test]
+    fn text_mapping_svma_is_that_of_the_segment_starting_in_its_page() {
+        #[inline(never)]
+        fn marker() -> u64 {
+            std::hint::black_box(7)
+        }
+        let here = marker as fn() -> u64 as usize as u64;
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (start, pgoff) = maps
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (range, offset, path) = (f[0], f[2], f.get(5)?);
+                let (a, b) = range.split_once('-')?;
+                let (a, b) = (
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                );
+                (Path::new(path) == exe && (a..b).contains(&here))
+                    .then(|| (a, u64::from_str_radix(offset, 16).unwrap()))
+            })
+            .expect("the mapping of this test's code");
+        let binary = Binary::open(&exe, false).unwrap();
+        let svma = binary.svma_of_mapping(pgoff).unwrap() + (here - start);
+        let symbol = binary.symbol_at(svma).map(|s| demangle(&binary.name(s)));
+        assert!(
+            symbol.as_deref().is_some_and(|n| n.contains("marker")),
+            "{symbol:?} at svma {svma:#x}"
         );
     }
 }

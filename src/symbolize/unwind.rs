@@ -3,11 +3,13 @@
 //! unwinder over the copied user stack. Addresses are innermost first.
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 
+use super::jit_index::{JitCode, JitIndex};
 use super::native::BinaryCache;
 use super::process::{Mapping, ProcessModel};
 use crate::format::perf::{context, misc, Sample};
@@ -46,6 +48,17 @@ impl UserRegs {
             bp: get(REG_BP)?,
         })
     }
+}
+
+/// Where a sample's thread was in user space: what unwinding starts from.
+#[derive(Clone, Copy, Debug)]
+pub struct UserState<'a> {
+    pub pid: u32,
+    /// Sample-clock time (which JIT code was live).
+    pub time: u64,
+    pub regs: UserRegs,
+    /// The copied user stack, starting at `regs.sp`.
+    pub stack: &'a [u8],
 }
 
 /// A sample's addresses, innermost first.
@@ -117,6 +130,8 @@ struct ProcessUnwinder {
     unwinder: UnwinderX86_64<SectionData>,
     cache: CacheX86_64,
     registered: FxHashSet<u64>,
+    /// JIT bodies registered as modules: start → (load time, end).
+    jit: BTreeMap<u64, (u64, u64)>,
 }
 
 #[derive(Default)]
@@ -131,6 +146,7 @@ impl Unwinders {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             registered: FxHashSet::default(),
+            jit: BTreeMap::new(),
         });
         if entry.generation != generation {
             *entry = ProcessUnwinder {
@@ -138,6 +154,7 @@ impl Unwinders {
                 unwinder: UnwinderX86_64::new(),
                 cache: CacheX86_64::new(),
                 registered: FxHashSet::default(),
+                jit: BTreeMap::new(),
             };
         }
         entry
@@ -146,19 +163,30 @@ impl Unwinders {
     /// Frame-pointer mode's fix for a frameless leaf: the kernel's frame-pointer walk skips
     /// the caller of a function that has not set up its frame (yet). The leaf's CFI at the
     /// sample IP gives its real return address; returns it when it is not already the
-    /// callchain's second user entry.
+    /// callchain's second user entry. A leaf in JIT code is fixed the same way when its body
+    /// came with an unwind table.
     pub fn leaf_caller(
         &mut self,
-        pid: u32,
         model: &ProcessModel,
         binaries: &mut BinaryCache,
-        regs: UserRegs,
-        stack: &[u8],
+        jit: &JitIndex,
+        at: &UserState<'_>,
         callchain_user: &[u64],
     ) -> Option<u64> {
-        let mapping = model.lookup(pid, regs.ip)?;
+        let UserState {
+            pid,
+            time,
+            regs,
+            stack,
+        } = *at;
         let p = self.process(pid, model.generation(pid));
-        register(p, mapping, binaries);
+        match jit.lookup(pid, regs.ip, time) {
+            Some(code) => {
+                code.unwind.as_ref()?;
+                register_jit(p, code);
+            }
+            None => register(p, pid, model.lookup(pid, regs.ip)?, binaries),
+        }
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut read = stack_reader(stack, regs.sp);
         let ra = p
@@ -170,54 +198,118 @@ impl Unwinders {
                 &mut read,
             )
             .ok()??;
-        // Only an address inside a mapped file can be a return address.
-        model.lookup(pid, ra)?;
+        // Only an address inside a mapped file or JIT code can be a return address.
+        if jit.lookup(pid, ra.wrapping_sub(1), time).is_none() {
+            model.lookup(pid, ra)?;
+        }
         (callchain_user.get(1) != Some(&ra)).then_some(ra)
     }
 
-    /// DWARF mode: the whole user stack from the registers and the stack copy. Always holds
-    /// at least the IP.
+    /// DWARF mode: the whole user stack from the registers and the stack copy, through JIT
+    /// code whose unwind table the JIT index holds (live at `time`). Always holds at least the
+    /// IP.
     pub fn unwind(
         &mut self,
-        pid: u32,
         model: &ProcessModel,
         binaries: &mut BinaryCache,
-        regs: UserRegs,
-        stack: &[u8],
+        jit: &JitIndex,
+        at: &UserState<'_>,
     ) -> Vec<u64> {
+        let UserState {
+            pid,
+            time,
+            regs,
+            stack,
+        } = *at;
         let p = self.process(pid, model.generation(pid));
         for mapping in model.mappings(pid) {
-            register(p, mapping, binaries);
+            register(p, pid, mapping, binaries);
         }
         let mut read = stack_reader(stack, regs.sp);
-        let uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
-        let mut iter = p
-            .unwinder
-            .iter_frames(regs.ip, uregs, &mut p.cache, &mut read);
-        let mut out = Vec::new();
-        while let Ok(Some(frame)) = iter.next() {
-            out.push(frame.address());
-            if out.len() >= MAX_FRAMES {
-                break;
+        let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+        let mut address = FrameAddress::from_instruction_pointer(regs.ip);
+        let mut out = vec![regs.ip];
+        while out.len() < MAX_FRAMES {
+            if let Some(code) = jit.lookup(pid, address.address_for_lookup(), time) {
+                register_jit(p, code);
             }
-        }
-        if out.is_empty() {
-            out.push(regs.ip);
+            match p
+                .unwinder
+                .unwind_frame(address, &mut uregs, &mut p.cache, &mut read)
+            {
+                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                    Some(next) => {
+                        out.push(ra);
+                        address = next;
+                    }
+                    None => break,
+                },
+                // The end of the stack, or no way on (framehop says which; either way the
+                // stack so far is what there is).
+                Ok(None) | Err(_) => break,
+            }
         }
         out
     }
 }
 
+/// Makes a JIT body with an unwind table a module of the process's unwinder, replacing
+/// bodies that were at its addresses before (code memory is reused).
+fn register_jit(p: &mut ProcessUnwinder, code: &JitCode) {
+    let Some(unwind) = &code.unwind else {
+        return;
+    };
+    let end = code.start.saturating_add(code.size);
+    if p.jit.get(&code.start) == Some(&(code.from, end)) {
+        return;
+    }
+    let stale: Vec<u64> = p
+        .jit
+        .range(..end)
+        .filter(|(&start, &(_, old_end))| start < end && code.start < old_end)
+        .map(|(&start, _)| start)
+        .collect();
+    for start in stale {
+        p.jit.remove(&start);
+        p.unwinder.remove_module(start);
+    }
+    let table = unwind.eh_frame_offset;
+    let info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        text_svma: None,
+        text: None,
+        stubs_svma: None,
+        stub_helper_svma: None,
+        got_svma: None,
+        unwind_info: None,
+        eh_frame_svma: Some(table..table + unwind.eh_frame.len() as u64),
+        eh_frame: Some(unwind.eh_frame.clone()),
+        eh_frame_hdr_svma: None,
+        eh_frame_hdr: None,
+        debug_frame: None,
+        text_segment_svma: None,
+        text_segment: None,
+    };
+    // Section addresses are relative to the code start (framehop keeps 32-bit offsets).
+    p.unwinder.add_module(Module::new(
+        code.name.clone(),
+        code.start..end,
+        code.start,
+        info,
+    ));
+    p.jit.insert(code.start, (code.from, end));
+}
+
 /// Adds the module for a mapping's binary once; mappings whose binary is unreadable are
 /// left out (framehop then falls back to frame pointers there).
-fn register(p: &mut ProcessUnwinder, mapping: &Mapping, binaries: &mut BinaryCache) {
+fn register(p: &mut ProcessUnwinder, pid: u32, mapping: &Mapping, binaries: &mut BinaryCache) {
     if !p.registered.insert(mapping.start) {
         return;
     }
-    let Ok(binary) = binaries.get(&mapping.path) else {
+    let Ok(binary) = binaries.get(pid, &mapping.path) else {
         return;
     };
-    let Some(svma) = binary.svma_of_offset(mapping.pgoff) else {
+    let Some(svma) = binary.svma_of_mapping(mapping.pgoff) else {
         return;
     };
     let u = binary.unwind();

@@ -58,6 +58,7 @@ fn id_name(id: RecordId) -> String {
         RecordId::SAMPLY_JIT_TIER => "JIT_TIER".into(),
         RecordId::SAMPLY_EMBEDDED_SOURCE => "EMBEDDED_SOURCE".into(),
         RecordId::JPROF_CODE_UNLOAD => "JPROF_CODE_UNLOAD".into(),
+        RecordId::JPROF_J9_METADATA => "JPROF_J9_METADATA".into(),
         RecordId(other) => format!("UNKNOWN({other})"),
     }
 }
@@ -264,6 +265,7 @@ fn dump_record(r: &Record, size: Option<u32>, out: &mut dyn Write) -> io::Result
             " code_addr={code_addr:#x} path={path:?} content={} bytes",
             content.len()
         ),
+        RecordBody::J9Metadata(md) => super::dump_j9::dump_record(md, out),
         RecordBody::Unknown(_) => writeln!(out, " (not interpreted; skipped by its size)"),
     }
 }
@@ -396,6 +398,8 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
                             SideKind::JITDUMP => "jitdump".to_string(),
                             SideKind::PERF_MAP => "perf map".to_string(),
                             SideKind::MLPD => "Mono log".to_string(),
+                            SideKind::XRAY_LOG => "XRay log".to_string(),
+                            SideKind::XRAY_BINARY => "XRay binary".to_string(),
                             SideKind(k) => format!("kind {k}"),
                         };
                         writeln!(

@@ -1,5 +1,8 @@
 //! Tools for users around the profiler itself: `jprof dump` (a readable listing of a jitdump or
-//! a recording) and `jprof symbolize` (addr2line for JIT code).
+//! a recording), `jprof symbolize` (addr2line for JIT code) and `jprof doctor` (can this
+//! machine profile, and the fix for each thing that is missing).
 
+pub mod doctor;
 pub mod dump;
+pub mod dump_j9;
 pub mod symbolize;

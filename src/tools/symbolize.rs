@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::format::j9::InlineFrame;
 use crate::profile::Frame;
 use crate::recording::Recording;
 use crate::symbolize::at_time::AddressNamer;
@@ -48,24 +49,40 @@ pub fn frame_line(frame: &Frame) -> String {
     }
 }
 
+/// An OpenJ9 inline chain (JPROF_J9_METADATA), one frame a line: `name bci=N`.
+pub fn j9_lines(chain: &[InlineFrame]) -> Vec<String> {
+    chain
+        .iter()
+        .map(|f| format!("{} bci={}", f.name, f.bytecode_index))
+        .collect()
+}
+
 fn print(
     config: &SymbolizeConfig,
-    mut frames_of: impl FnMut(u64) -> Vec<Frame>,
+    mut lines_of: impl FnMut(u64) -> Vec<String>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     for &addr in &config.addresses {
         if config.show_addresses {
             writeln!(out, "{addr:#x}")?;
         }
-        let frames = frames_of(addr);
-        if frames.is_empty() {
+        let lines = lines_of(addr);
+        if lines.is_empty() {
             writeln!(out, "?? ({addr:#x})")?;
         }
-        for f in &frames {
-            writeln!(out, "{}", frame_line(f))?;
+        for line in &lines {
+            writeln!(out, "{line}")?;
         }
     }
     Ok(())
+}
+
+/// The OpenJ9 chain when there is one, else the frames.
+fn lines(chain: Option<Vec<InlineFrame>>, frames: impl FnOnce() -> Vec<Frame>) -> Vec<String> {
+    match chain {
+        Some(chain) if !chain.is_empty() => j9_lines(&chain),
+        _ => frames().iter().map(frame_line).collect(),
+    }
 }
 
 /// Runs `jprof symbolize`, writing to `out`.
@@ -90,7 +107,11 @@ pub fn run(config: &SymbolizeConfig, out: &mut dyn Write) -> Result<()> {
             // Every body loaded at any time counts: the latest one at an address wins.
             print(
                 config,
-                |addr| index.frames(pid, addr, u64::MAX).unwrap_or_default(),
+                |addr| {
+                    lines(index.j9_chain(pid, addr, u64::MAX), || {
+                        index.frames(pid, addr, u64::MAX).unwrap_or_default()
+                    })
+                },
                 out,
             )
             .map_err(stdout)
@@ -118,7 +139,11 @@ pub fn run(config: &SymbolizeConfig, out: &mut dyn Write) -> Result<()> {
                     namer.end.saturating_sub(namer.first_sample) as f64 / 1e9
                 );
             }
-            print(config, |addr| namer.frames(pid, addr), out).map_err(stdout)
+            let lines_of = |addr| {
+                let chain = namer.j9_chain(pid, addr);
+                lines(chain, || namer.frames(pid, addr))
+            };
+            print(config, lines_of, out).map_err(stdout)
         }
     }
 }

@@ -27,6 +27,8 @@ mod import;
 mod java;
 /// .mlpd decode throughput and `jprof report` against mprof-report.
 mod mono;
+/// `jprof report -f text` on an XRay log against `llvm-xray account`.
+mod xray;
 
 struct Options {
     runs: usize,
@@ -37,6 +39,8 @@ struct Options {
     java_only: bool,
     /// Only the Mono comparison (`--mono-only`).
     mono_only: bool,
+    /// Only the XRay account comparison (`--xray-only`).
+    xray_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -46,6 +50,7 @@ fn parse(args: &[String]) -> Result<Options> {
         import_only: false,
         java_only: false,
         mono_only: false,
+        xray_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -65,8 +70,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--import-only" => options.import_only = true,
             "--java-only" => options.java_only = true,
             "--mono-only" => options.mono_only = true,
+            "--xray-only" => options.xray_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only)"
             ),
         }
     }
@@ -239,6 +245,12 @@ fn file_mib(path: &Path) -> f64 {
 
 pub fn run(args: &[String]) -> Result<()> {
     let options = parse(args)?;
+    if options.xray_only {
+        // Needs llvm-xray only, not perf or inferno.
+        let table = xray::compare(&build_jprof()?, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     check_tools()?;
     let jprof = build_jprof()?;
     if options.import_only {
@@ -336,6 +348,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&jitdump_throughput()?);
     table.push_str(&java::compare(&jprof, options.runs)?);
     table.push_str(&mono::compare(&jprof, options.runs)?);
+    table.push_str(&xray::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;

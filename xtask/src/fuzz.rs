@@ -14,7 +14,9 @@ const TARGETS: &[&str] = &[
     "recording_reader",
     "jitdump_parser",
     "perf_map_parser",
+    "j9_metadata",
     "mlpd_parser",
+    "xray_parser",
 ];
 
 fn nightly_available() -> bool {

@@ -23,8 +23,11 @@ tasks:
   fuzz [SECS] [--stable]   fuzz every target (recording reader, jitdump, perf map) for SECS seconds
                            each (default 60); uses cargo-fuzz on nightly, or a deterministic
                            stable-toolchain fallback
-  svg-check [SVG]          open a flame graph (default target/demo/flamegraph.svg) in headless
-                           Chromium and fail unless it renders as SVG";
+  svg-check [SVG] [--search TERM] [--click NAME]
+                           open a flame graph (default target/demo/flamegraph.svg) in headless
+                           Chromium, press Ctrl-F (TERM), click the frame NAME, and fail unless
+                           it rendered, highlighted the matches and zoomed; keeps a screenshot
+                           in target/svg-check/";
 
 fn main() -> std::process::ExitCode {
     match run_task() {

@@ -75,6 +75,28 @@ impl Asm {
         self.emit(&[REX_W, 0xff, 0xc9]); // FF /1, modrm 11 001 001
     }
 
+    /// `sub rsp, imm8`: a frameless function's stack space (4 bytes).
+    pub fn sub_rsp_imm8(&mut self, imm: i8) {
+        self.emit(&[REX_W, 0x83, 0xec, imm as u8]); // 83 /5 ib, modrm 11 101 100
+    }
+
+    /// `add rsp, imm8` (4 bytes).
+    pub fn add_rsp_imm8(&mut self, imm: i8) {
+        self.emit(&[REX_W, 0x83, 0xc4, imm as u8]); // 83 /0 ib, modrm 11 000 100
+    }
+
+    /// `mov rax, imm64; call rax`: a call to an absolute address.
+    pub fn call_abs(&mut self, target: u64) {
+        self.emit(&[REX_W, 0xb8]); // B8+r io
+        self.emit(&target.to_le_bytes());
+        self.emit(&[0xff, 0xd0]); // FF /2, modrm 11 010 000
+    }
+
+    /// `ret`.
+    pub fn ret(&mut self) {
+        self.emit(&[0xc3]);
+    }
+
     /// `jnz target` (rel32, counted from the end of the instruction).
     pub fn jnz_to(&mut self, target: u32) {
         let end = self.offset() as i64 + 6;

@@ -17,6 +17,7 @@
 
 mod asm;
 mod dump;
+mod frameless;
 mod memory;
 
 use std::path::PathBuf;
@@ -151,18 +152,27 @@ struct Options {
     millis: u64,
     arch_timestamp: bool,
     dir: PathBuf,
+    /// Run the fourth phase (a frameless leaf called from JIT code).
+    frameless: bool,
+    /// Leave out the leaf's UNWINDING_INFO.
+    no_unwind_info: bool,
 }
 
 const USAGE: &str = "usage: minijit [--millis N] [--arch-timestamp] [--dir DIR]
   --millis N         run each of the three phases for N ms (default 300)
   --arch-timestamp   stamp jitdump records with raw TSC (default CLOCK_MONOTONIC)
-  --dir DIR          where jit-<pid>.dump goes (default: the current directory)";
+  --dir DIR          where jit-<pid>.dump goes (default: the current directory)
+  --frameless        a fourth phase: frameless_caller calls frameless_leaf, which keeps no
+                     frame pointer; its .eh_frame goes into an UNWINDING_INFO record
+  --no-unwind-info   with --frameless: leave the UNWINDING_INFO record out";
 
 fn parse_options() -> Result<Options, String> {
     let mut o = Options {
         millis: 300,
         arch_timestamp: false,
         dir: PathBuf::from("."),
+        frameless: false,
+        no_unwind_info: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -174,6 +184,8 @@ fn parse_options() -> Result<Options, String> {
                     .ok_or("--millis needs a number")?
             }
             "--arch-timestamp" => o.arch_timestamp = true,
+            "--frameless" => o.frameless = true,
+            "--no-unwind-info" => o.no_unwind_info = true,
             "--dir" => o.dir = args.next().ok_or("--dir needs a directory")?.into(),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -267,6 +279,30 @@ fn run(o: &Options) -> std::io::Result<()> {
     load(&mut dump, addr_a, "second_tenant", &tenant)?;
     let times = run_phase(page_a2.entry(), o.millis);
     report_phase("reused", "second_tenant", addr_a, times);
+
+    // Phase 4 (--frameless): a frameless leaf in page C, its caller in page D.
+    if o.frameless {
+        let (leaf, after_sub, after_add) = frameless::leaf();
+        let mut page_c = CodePage::new()?;
+        let leaf_addr = page_c.addr();
+        if !o.no_unwind_info {
+            let eh_frame = frameless::leaf_eh_frame(leaf.len() as u32, after_sub, after_add);
+            dump.write(&jitdump_write::unwinding_info(
+                dump.now(),
+                &eh_frame,
+                &[],
+                0,
+            ))?;
+        }
+        page_c.install(&leaf)?;
+        load(&mut dump, leaf_addr, "frameless_leaf", &leaf)?;
+        let caller = frameless::caller(leaf_addr);
+        let mut page_d = CodePage::new()?;
+        page_d.install(&caller)?;
+        load(&mut dump, page_d.addr(), "frameless_caller", &caller)?;
+        let times = run_phase(page_d.entry(), o.millis);
+        report_phase("frameless", "frameless_leaf", leaf_addr, times);
+    }
 
     eprintln!("minijit: wrote {}", dump.path().display());
     Ok(())

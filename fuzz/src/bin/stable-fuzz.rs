@@ -6,8 +6,13 @@
 use std::time::{Duration, Instant};
 
 use jprof_fuzz::{
-    jitdump_parser, mlpd_parser, perf_map_parser, recording_reader, wrap_records, JPROF_SAMPLE_TYPE,
+    j9_metadata, jitdump_parser, mlpd_parser, perf_map_parser, recording_reader, wrap_records,
+    xray_parser, J9_METADATA_ADDR, JPROF_SAMPLE_TYPE,
 };
+
+/// The tests' OpenJ9 metadata image writer: well-formed bodies to damage.
+#[path = "../../../tests/j9_support/mod.rs"]
+mod j9_support;
 
 /// xorshift64*: deterministic and good enough to pick mutations.
 struct Rng(u64);
@@ -95,7 +100,19 @@ fn small_byte(rng: &mut Rng) -> u8 {
 /// One input for `jitdump_parser`: a choice byte (endianness, TSC flag), then records with
 /// plausible prefixes (known ids, sizes mostly right) and bodies of small numbers and text.
 fn jitdump_input(rng: &mut Rng) -> Vec<u8> {
-    const IDS: [u32; 10] = [0, 1, 2, 3, 4, 827_346_259, 827_346_260, 827_346_261, 5, 77];
+    const IDS: [u32; 11] = [
+        0,
+        1,
+        2,
+        3,
+        4,
+        827_346_259,
+        827_346_260,
+        827_346_261,
+        0x444D_394A,
+        5,
+        77,
+    ];
     let mut data = vec![rng.next() as u8 & 2];
     for _ in 0..rng.below(12) {
         let id = IDS[rng.below(IDS.len())];
@@ -157,6 +174,31 @@ fn perf_map_input(rng: &mut Rng) -> Vec<u8> {
     data
 }
 
+/// One input for `j9_metadata`: a build choice byte, then a well-formed image of one of the
+/// test bodies with a few bytes changed or cut off.
+fn j9_input(rng: &mut Rng) -> Vec<u8> {
+    let mut body = if rng.below(2) == 0 {
+        j9_support::three_levels()
+    } else {
+        j9_support::wide_body()
+    };
+    body.metadata_addr = J9_METADATA_ADDR;
+    // The choice byte's encoding (see `j9_metadata`): 0x01 = eyecatchers; 232 is index 0,
+    // 192 (no eyecatchers) index 5.
+    let choice = if body.eyecatchers { 0x01 } else { 5 << 1 };
+    let mut data = vec![choice];
+    data.extend(body.build());
+    for _ in 0..rng.below(6) {
+        let i = 1 + rng.below(data.len() - 1);
+        data[i] = small_byte(rng);
+    }
+    if rng.below(4) == 0 {
+        let keep = rng.below(data.len() + 1);
+        data.truncate(keep);
+    }
+    data
+}
+
 /// One input for `mlpd_parser`: a version choice byte, then events that start with plausible
 /// event bytes (every type and sub-type) followed by LEB128 numbers and strings.
 fn mlpd_input(rng: &mut Rng) -> Vec<u8> {
@@ -179,13 +221,54 @@ fn mlpd_input(rng: &mut Rng) -> Vec<u8> {
     data
 }
 
+/// One input for `xray_parser`: a choice byte (mode, version, byte order), then a mix of FDR
+/// metadata records (known kinds, small sizes), function records and basic-mode records.
+fn xray_input(rng: &mut Rng) -> Vec<u8> {
+    let mut data = vec![rng.next() as u8];
+    for _ in 0..rng.below(40) {
+        match rng.below(4) {
+            0 => {
+                let kind = rng.below(11) as u8;
+                data.push(if rng.below(2) == 0 {
+                    (kind << 1) | 1
+                } else {
+                    0x80 | kind
+                });
+                for _ in 0..15 {
+                    data.push(small_byte(rng));
+                }
+            }
+            1 => {
+                let word = ((rng.below(5) as u32) << 1) | ((rng.below(12) as u32) << 4);
+                data.extend_from_slice(&word.to_le_bytes());
+                data.extend_from_slice(&(rng.next() as u32 >> rng.below(32)).to_le_bytes());
+            }
+            2 => {
+                data.extend_from_slice(&[0, 0, 0, rng.below(5) as u8]);
+                data.extend_from_slice(&(rng.below(12) as u32).to_le_bytes());
+                data.extend_from_slice(&rng.next().to_le_bytes());
+                data.extend_from_slice(&[7, 0, 0, 0, 7, 0, 0, 0]);
+                data.extend_from_slice(&rng.next().to_le_bytes());
+            }
+            _ => data.push(small_byte(rng)),
+        }
+    }
+    if rng.below(4) == 0 {
+        let keep = rng.below(data.len() + 1);
+        data.truncate(keep);
+    }
+    data
+}
+
 type Target = (&'static str, fn(&mut Rng) -> Vec<u8>, fn(&[u8]));
 
-const TARGETS: [Target; 4] = [
+const TARGETS: [Target; 6] = [
     ("recording_reader", input, recording_reader),
     ("jitdump_parser", jitdump_input, jitdump_parser),
     ("perf_map_parser", perf_map_input, perf_map_parser),
+    ("j9_metadata", j9_input, j9_metadata),
     ("mlpd_parser", mlpd_input, mlpd_parser),
+    ("xray_parser", xray_input, xray_parser),
 ];
 
 fn main() {

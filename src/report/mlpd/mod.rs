@@ -7,13 +7,12 @@
 pub mod analysis;
 pub mod text;
 
-use std::io::Write;
-use std::path::Path;
+use crate::report::export::{ExportContext, WeightUnit};
 
 use analysis::{Analysis, Filter};
 use text::{IpResolver, Resolved};
 
-use super::{collapsed, flamegraph, Destination, Format, ReportConfig, Weight, DEFAULT_SVG};
+use super::{flamegraph, Destination, Format, ReportConfig, Weight};
 use crate::error::{Error, Result};
 use crate::format::mlpd::{self, BufferHeader, Decoder, Event, EventKind, Metadata};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo};
@@ -205,47 +204,47 @@ pub fn run(config: &ReportConfig) -> Result<()> {
             path.display()
         ));
     }
-    match config.format {
-        Format::Collapsed => {
-            Destination::of(output, None).write_with(|w| collapsed::write(&profile, w))
-        }
-        _ => {
-            let folded = collapsed::lines(&profile);
-            if folded.is_empty() {
-                return Err(Error::Other(format!(
-                    "{}: nothing to draw with --weight {} (sample hits: {}, calls: {})",
-                    path.display(),
-                    count_name(weight),
-                    analysis.hits.len(),
-                    analysis
-                        .call_tree
-                        .nodes
-                        .iter()
-                        .map(|n| n.calls)
-                        .sum::<u64>()
-                )));
-            }
-            let labels = flamegraph::Labels {
-                title: format!("jprof: {}", path.display()),
-                count_name: count_name(weight).into(),
-            };
-            let svg = Destination::of(output, Some(DEFAULT_SVG));
-            svg.write_with(|w| flamegraph::write(&folded, &labels, w))?;
-            let total: u64 = profile.samples.iter().map(|s| s.weight).sum();
-            let mut note = format!(
-                "{}: {} stacks, {total} {} in total",
-                path.display(),
-                profile.samples.len(),
-                count_name(weight)
-            );
-            if let Destination::File(f) = &svg {
-                note.push_str(&format!("\nFlame graph: {}", f.display()));
-            }
-            for n in &profile.notes {
-                note.push_str(&format!("\nnote: {n}"));
-            }
-            let mut err = std::io::stderr();
-            writeln!(err, "{note}").map_err(|e| Error::io(Path::new("<stderr>"), e))
-        }
+    // Thread, tid and time were applied while reading the events (call times need them
+    // there); the rest of the shared filters apply to the profile.
+    let filters = super::filter::Filters {
+        tid: None,
+        comm: None,
+        time: None,
+        ..config.filters()
+    };
+    super::filter::apply(&mut profile, &filters);
+    let labels = flamegraph::Labels {
+        title: format!("jprof: {}", path.display()),
+        count_name: count_name(weight).into(),
+    };
+    let unit = if weight == Weight::Time {
+        WeightUnit::Nanoseconds
+    } else {
+        WeightUnit::Events
+    };
+    let context = ExportContext::for_profile(&profile, &labels.title, count_name(weight), unit);
+    let total: u64 = profile.samples.iter().map(|s| s.weight).sum();
+    let mut summary = format!(
+        "{}: {} stacks, {total} {} in total\n",
+        path.display(),
+        profile.samples.len(),
+        count_name(weight)
+    );
+    if profile.samples.is_empty() {
+        summary.push_str(&format!(
+            "nothing to draw with --weight {} (sample hits: {}, calls: {})\n",
+            count_name(weight),
+            analysis.hits.len(),
+            analysis
+                .call_tree
+                .nodes
+                .iter()
+                .map(|n| n.calls)
+                .sum::<u64>()
+        ));
     }
+    for n in &profile.notes {
+        summary.push_str(&format!("note: {n}\n"));
+    }
+    super::write_profile(config, &profile, &labels, &context, summary.into_bytes())
 }

@@ -1,0 +1,600 @@
+//! The variable-length section after the fixed struct: exception ranges, inlined call sites
+//! (each with its monitor mask), the stack atlas and its stack maps, the stack-alloc map, the
+//! internal pointer map in J9 format, OSR info, GPU info and the bytecode-PC → instruction map.
+//! Each decoder reads only through bounds-checked cursors and allocates no more entries than
+//! the remaining bytes can hold, so a hostile count ends in an error, not an allocation.
+
+use super::header::StructLayout;
+use super::WIDE_EXCEPTIONS;
+use super::{flags, ByteCodeInfo, Image, Metadata, ParseError, Problem, HAS_BYTECODE_PC};
+use crate::format::Cursor;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExceptionRange {
+    /// Offsets from startPC.
+    pub start: u32,
+    pub end: u32,
+    pub handler: u32,
+    pub catch_type: u32,
+    /// Wide entries only: the J9Method of the handler's method (a local compilation) or a
+    /// caller index (an AOT or remote compilation).
+    pub method_or_caller_index: Option<u64>,
+    /// With HAS_BYTECODE_PC (FSD): the handler's bytecode PC.
+    pub bytecode_pc: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlinedCallSite {
+    /// J9Method* of the inlined callee ([`super::UNLOADED_METHOD`] once unloaded).
+    pub method: u64,
+    /// The call site: bytecode index in the caller and the caller's index.
+    pub bytecode_info: ByteCodeInfo,
+    /// `numberOfMapBytes` bytes; meaningful when `is_same_receiver` is set.
+    pub monitor_mask: Vec<u8>,
+}
+
+/// `index, count, items[count]` groups of the internal pointer maps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinningArray {
+    pub index: u8,
+    pub items: Vec<u8>,
+}
+
+/// A stack map's internal pointer registers: the map size byte, then pinning arrays with the
+/// registers derived from each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisterPinningArrays {
+    pub map_size: u8,
+    pub arrays: Vec<PinningArray>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FullMap {
+    pub register_save_description: u32,
+    pub register_map: u32,
+    pub internal_pointers: Option<RegisterPinningArrays>,
+    pub map_bits: Vec<u8>,
+    pub live_monitor_bits: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapKind {
+    /// `_doNotProfile` set: only the offset and the bytecode info.
+    BytecodeInfoOnly,
+    Full(FullMap),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackMap {
+    /// Offset of the map in the image.
+    pub image_offset: usize,
+    pub low_code_offset: u32,
+    /// Last code offset the map covers (inclusive): the next map's low offset - 1, or
+    /// `endPC - startPC - 1` for the last map. Negative when that underflows.
+    pub range_end: i64,
+    pub bytecode_info: ByteCodeInfo,
+    pub kind: MapKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackAtlas {
+    pub stack_alloc_map: u64,
+    pub internal_pointer_map: u64,
+    pub number_of_maps: u16,
+    pub number_of_map_bytes: u16,
+    pub parm_base_offset: i16,
+    pub number_of_parm_slots: u16,
+    pub local_base_offset: i16,
+    pub padding_to_32: u16,
+    pub monitor_autos_map: Vec<u8>,
+    /// In image order (ascending low offsets as OpenJ9 writes them).
+    pub maps: Vec<StackMap>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackAllocMap {
+    pub first_stack_map: u64,
+    /// `numberOfMapBytes` bytes.
+    pub bits: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InternalPointerMap {
+    /// The parameter map's address (internal pointers are not initialized at that map).
+    pub first_stack_map: u64,
+    pub map_size: u8,
+    pub index_of_first_internal_pointer: i16,
+    pub offset_of_first_internal_pointer: i16,
+    /// Distinct pinning array temps (with their internal pointer temps), then the pinning
+    /// arrays of internal pointer registers (with no items).
+    pub arrays: Vec<PinningArray>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScratchBufferInfo {
+    pub inlined_site_index: i32,
+    pub osr_buffer_offset: u32,
+    pub scratch_buffer_offset: u32,
+    pub sym_size: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OsrMapping {
+    pub instruction_pc_offset: u32,
+    pub scratch_buffer_infos: Vec<ScratchBufferInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OsrInfo {
+    pub section0_size: u32,
+    pub max_scratch_buffer_size: u32,
+    pub mappings: Vec<OsrMapping>,
+    pub section1_size: u32,
+    /// OSR catch block start offsets, indexed by caller index + 1 (0 = none).
+    pub catch_blocks: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuInfo {
+    pub method_signature: Option<String>,
+    pub num_ptx_kernels: i32,
+    pub max_num_cached_devices: i32,
+    pub line_numbers: Vec<i32>,
+    pub ptx: Vec<Option<String>>,
+    pub cu_module_array: u64,
+}
+
+const ATLAS_SIZE: usize = 32;
+const CALL_SITE_SIZE: usize = 16;
+/// `INTERNAL_PTR_REG_MASK` on x86: the register map says internal pointer registers follow.
+const INTERNAL_PTR_REG_MASK: u32 = 0x8000_0000;
+const METADATA_MAPPING_EYECATCHER: u64 = 0xBC1A_FFFF;
+
+/// Decodes every section into `md`, recording problems per section.
+pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metadata) {
+    let mut problems = Vec::new();
+    let mut note =
+        |section: &'static str, error: ParseError| problems.push(Problem { section, error });
+    let h = md.header.clone();
+
+    if let Err(e) = exception_ranges(img, layout, &h, &mut md.exception_ranges) {
+        note("exception ranges", e);
+    }
+    match img.locate(h.gc_stack_atlas, "gcStackAtlas", layout.at(88)) {
+        Ok(Some(at)) => {
+            let mut atlas = None;
+            if let Err(e) = stack_atlas(img, at, &h, &mut atlas) {
+                note("stack atlas", e);
+            }
+            md.stack_atlas = atlas;
+        }
+        Ok(None) => {}
+        Err(e) => note("stack atlas", e),
+    }
+    if h.inlined_calls != 0 {
+        match inlined_call_sites(
+            img,
+            layout,
+            &h,
+            md.stack_atlas.as_ref(),
+            &mut md.inlined_call_sites,
+        ) {
+            Ok(()) => {}
+            Err(e) => note("inlined call sites", e),
+        }
+    }
+    if let Some(atlas) = &md.stack_atlas {
+        let atlas_at = h.gc_stack_atlas.wrapping_sub(img.capture.metadata_addr) as usize;
+        match img.locate(atlas.stack_alloc_map, "stackAllocMap", atlas_at) {
+            Ok(Some(at)) => match stack_alloc_map(img, at, atlas.number_of_map_bytes) {
+                Ok(m) => md.stack_alloc_map = Some(m),
+                Err(e) => note("stack alloc map", e),
+            },
+            Ok(None) => {}
+            Err(e) => note("stack alloc map", e),
+        }
+        match img.locate(
+            atlas.internal_pointer_map,
+            "internalPointerMap",
+            atlas_at + 8,
+        ) {
+            Ok(Some(at)) => match internal_pointer_map(img, at) {
+                Ok(m) => md.internal_pointer_map = Some(m),
+                Err(e) => note("internal pointer map", e),
+            },
+            Ok(None) => {}
+            Err(e) => note("internal pointer map", e),
+        }
+    }
+    match img
+        .locate(h.osr_info, "osrInfo", layout.at(144))
+        .and_then(|at| at.map(|at| osr_info(img, at)).transpose())
+    {
+        Ok(info) => md.osr_info = info,
+        Err(e) => note("OSR info", e),
+    }
+    match img
+        .locate(h.gpu_code, "gpuCode", layout.at(176))
+        .and_then(|at| at.map(|at| gpu_info(img, at)).transpose())
+    {
+        Ok(info) => md.gpu_info = info,
+        Err(e) => note("GPU info", e),
+    }
+    match img
+        .locate(h.ri_data, "riData", layout.at(184))
+        .and_then(|at| at.map(|at| bytecode_pc_map(img, at)).transpose())
+    {
+        Ok(map) => md.bytecode_pc_map = map,
+        Err(e) => note("bytecode PC map", e),
+    }
+    md.problems = problems;
+}
+
+/// Ensures `count` entries of at least `each` bytes can fit in what `c` has left.
+fn fits(c: &Cursor<'_>, count: u64, each: u64, what: &str) -> Result<usize, ParseError> {
+    if count.saturating_mul(each) > c.remaining() as u64 {
+        return Err(c.error(format!(
+            "{count} {what} of {each} bytes to fit in the {} bytes left",
+            c.remaining()
+        )));
+    }
+    Ok(count as usize)
+}
+
+fn exception_ranges(
+    img: &Image<'_>,
+    layout: &StructLayout,
+    h: &super::ExceptionTableHeader,
+    out: &mut Vec<ExceptionRange>,
+) -> Result<(), ParseError> {
+    let wide = h.num_exception_ranges & WIDE_EXCEPTIONS != 0;
+    let bytecode_pc = h.num_exception_ranges & HAS_BYTECODE_PC != 0;
+    let mut c = img.cursor(layout.struct_size as usize);
+    let each = if wide { 24 } else { 8 } + if bytecode_pc { 4 } else { 0 };
+    let n = fits(
+        &c,
+        h.exception_range_count() as u64,
+        each,
+        "exception ranges",
+    )?;
+    for _ in 0..n {
+        let field = |c: &mut Cursor<'_>| -> Result<u32, ParseError> {
+            if wide {
+                c.u32()
+            } else {
+                c.u16().map(u32::from)
+            }
+        };
+        let (start, end, handler, catch_type) = (
+            field(&mut c)?,
+            field(&mut c)?,
+            field(&mut c)?,
+            field(&mut c)?,
+        );
+        let method_or_caller_index = if wide { Some(c.u64()?) } else { None };
+        let bytecode_pc = if bytecode_pc { Some(c.u32()?) } else { None };
+        out.push(ExceptionRange {
+            start,
+            end,
+            handler,
+            catch_type,
+            method_or_caller_index,
+            bytecode_pc,
+        });
+    }
+    Ok(())
+}
+
+fn inlined_call_sites(
+    img: &Image<'_>,
+    layout: &StructLayout,
+    h: &super::ExceptionTableHeader,
+    atlas: Option<&StackAtlas>,
+    out: &mut Vec<InlinedCallSite>,
+) -> Result<(), ParseError> {
+    let Some(at) = img.locate(h.inlined_calls, "inlinedCalls", layout.at(96))? else {
+        return Ok(());
+    };
+    let Some(atlas) = atlas else {
+        return Err(ParseError::new(
+            img.capture.base + at,
+            "a stack atlas: the inlined call sites' size and count come from it",
+        ));
+    };
+    // The sites fill the space up to the atlas.
+    let elem = CALL_SITE_SIZE + atlas.number_of_map_bytes as usize;
+    let Some(span) = h.gc_stack_atlas.checked_sub(h.inlined_calls) else {
+        return Err(ParseError::new(
+            img.capture.base + at,
+            format!(
+                "inlinedCalls {:#x} below gcStackAtlas {:#x}",
+                h.inlined_calls, h.gc_stack_atlas
+            ),
+        ));
+    };
+    let mut c = img.cursor(at);
+    let n = fits(&c, span / elem as u64, elem as u64, "inlined call sites")?;
+    for _ in 0..n {
+        let method = c.u64()?;
+        let bytecode_info = ByteCodeInfo { raw: c.u32()? };
+        c.u32()?; // padding
+        let monitor_mask = c.bytes(atlas.number_of_map_bytes as usize)?.to_vec();
+        out.push(InlinedCallSite {
+            method,
+            bytecode_info,
+            monitor_mask,
+        });
+    }
+    Ok(())
+}
+
+/// Reads the atlas; `out` holds it with every map read before an error.
+fn stack_atlas(
+    img: &Image<'_>,
+    at: usize,
+    h: &super::ExceptionTableHeader,
+    out: &mut Option<StackAtlas>,
+) -> Result<(), ParseError> {
+    let mut c = img.cursor(at);
+    if c.remaining() < ATLAS_SIZE {
+        return Err(c.error("a 32-byte J9JITStackAtlas"));
+    }
+    let mut atlas = StackAtlas {
+        stack_alloc_map: c.u64()?,
+        internal_pointer_map: c.u64()?,
+        number_of_maps: c.u16()?,
+        number_of_map_bytes: c.u16()?,
+        parm_base_offset: c.u16()? as i16,
+        number_of_parm_slots: c.u16()?,
+        local_base_offset: c.u16()? as i16,
+        padding_to_32: c.u16()?,
+        monitor_autos_map: Vec::new(),
+        maps: Vec::new(),
+    };
+    c.u32()?;
+    let nmb = atlas.number_of_map_bytes as usize;
+    let result = c
+        .bytes(nmb)
+        .map(|m| atlas.monitor_autos_map = m.to_vec())
+        .and_then(|()| {
+            let four = h.flags & flags::GC_MAP_32_BIT_OFFSETS != 0;
+            stack_maps(img, &mut c, &mut atlas, four)
+        });
+    // Each map ends where the next begins; the last one at the end of the body.
+    let body_end = (h.end_pc.wrapping_sub(h.start_pc) as i64).saturating_sub(1);
+    let lows: Vec<u32> = atlas.maps.iter().map(|m| m.low_code_offset).collect();
+    for (i, map) in atlas.maps.iter_mut().enumerate() {
+        map.range_end = lows.get(i + 1).map_or(body_end, |&next| next as i64 - 1);
+    }
+    *out = Some(atlas);
+    result
+}
+
+fn stack_maps(
+    img: &Image<'_>,
+    c: &mut Cursor<'_>,
+    atlas: &mut StackAtlas,
+    four_byte_offsets: bool,
+) -> Result<(), ParseError> {
+    let nmb = atlas.number_of_map_bytes as usize;
+    let align = img.capture.align_stack_maps;
+    // The smallest map is 4 bytes (2-byte offset + bytecode info).
+    let n = fits(c, atlas.number_of_maps as u64, 4, "stack maps")?;
+    for _ in 0..n {
+        let image_offset = c.offset() - img.capture.base;
+        let low_code_offset = if four_byte_offsets {
+            c.u32()?
+        } else {
+            let low = c.u16()?;
+            if align {
+                c.u16()?; // alignment
+            }
+            low as u32
+        };
+        let bytecode_info = ByteCodeInfo { raw: c.u32()? };
+        let kind = if bytecode_info.do_not_profile() {
+            MapKind::BytecodeInfoOnly
+        } else {
+            MapKind::Full(full_map(c, nmb, atlas.internal_pointer_map != 0)?)
+        };
+        atlas.maps.push(StackMap {
+            image_offset,
+            low_code_offset,
+            range_end: 0,
+            bytecode_info,
+            kind,
+        });
+    }
+    Ok(())
+}
+
+/// The part of a full map after its bytecode info (x86 layout; OpenJ9's GET_NEXT_STACK_MAP).
+fn full_map(c: &mut Cursor<'_>, nmb: usize, atlas_has_ipm: bool) -> Result<FullMap, ParseError> {
+    let register_save_description = c.u32()?;
+    let register_map = c.u32()?;
+    let internal_pointers = if register_map & INTERNAL_PTR_REG_MASK != 0 && atlas_has_ipm {
+        let map_size = c.u8()?;
+        let block_at = c.offset();
+        let block = c.bytes(map_size as usize)?;
+        let mut b = Cursor::new(block, block_at);
+        let count = b.u8()?;
+        Some(RegisterPinningArrays {
+            map_size,
+            arrays: pinning_arrays(&mut b, count)?,
+        })
+    } else {
+        None
+    };
+    // Bit 7 of the last map-bits byte says live monitor bits follow (with no map bits OpenJ9
+    // reads the byte before them; so does this).
+    let map_bits = c.bytes(nmb)?.to_vec();
+    let flag = c.consumed().last().copied().unwrap_or(0);
+    let live_monitor_bits = if flag & 0x80 != 0 {
+        Some(c.bytes(nmb)?.to_vec())
+    } else {
+        None
+    };
+    Ok(FullMap {
+        register_save_description,
+        register_map,
+        internal_pointers,
+        map_bits,
+        live_monitor_bits,
+    })
+}
+
+fn pinning_arrays(c: &mut Cursor<'_>, count: u8) -> Result<Vec<PinningArray>, ParseError> {
+    let mut out = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let index = c.u8()?;
+        let n = c.u8()?;
+        out.push(PinningArray {
+            index,
+            items: c.bytes(n as usize)?.to_vec(),
+        });
+    }
+    Ok(out)
+}
+
+fn stack_alloc_map(img: &Image<'_>, at: usize, nmb: u16) -> Result<StackAllocMap, ParseError> {
+    let mut c = img.cursor(at);
+    Ok(StackAllocMap {
+        first_stack_map: c.u64()?,
+        bits: c.bytes(nmb as usize)?.to_vec(),
+    })
+}
+
+fn internal_pointer_map(img: &Image<'_>, at: usize) -> Result<InternalPointerMap, ParseError> {
+    let mut c = img.cursor(at);
+    let first_stack_map = c.u64()?;
+    let map_size = c.u8()?;
+    if img.capture.align_stack_maps {
+        c.u8()?;
+    }
+    let index_of_first_internal_pointer = c.u16()? as i16;
+    let offset_of_first_internal_pointer = c.u16()? as i16;
+    let count = c.u8()?;
+    Ok(InternalPointerMap {
+        first_stack_map,
+        map_size,
+        index_of_first_internal_pointer,
+        offset_of_first_internal_pointer,
+        arrays: pinning_arrays(&mut c, count)?,
+    })
+}
+
+fn osr_info(img: &Image<'_>, at: usize) -> Result<OsrInfo, ParseError> {
+    let mut c = img.cursor(at);
+    let section0_size = c.u32()?;
+    let max_scratch_buffer_size = c.u32()?;
+    let n = c.u32()?;
+    let n = fits(&c, n as u64, 8, "OSR instruction mappings")?;
+    let mut mappings = Vec::with_capacity(n);
+    for _ in 0..n {
+        let instruction_pc_offset = c.u32()?;
+        let k = c.u32()?;
+        let k = fits(&c, k as u64, 16, "OSR scratch buffer infos")?;
+        let mut scratch_buffer_infos = Vec::with_capacity(k);
+        for _ in 0..k {
+            scratch_buffer_infos.push(ScratchBufferInfo {
+                inlined_site_index: c.i32()?,
+                osr_buffer_offset: c.u32()?,
+                scratch_buffer_offset: c.u32()?,
+                sym_size: c.u32()?,
+            });
+        }
+        mappings.push(OsrMapping {
+            instruction_pc_offset,
+            scratch_buffer_infos,
+        });
+    }
+    // Section 1 starts `section0_size` bytes after section 0.
+    let s1 = at
+        .checked_add(section0_size as usize)
+        .filter(|&s| s < img.bytes.len());
+    let Some(s1) = s1 else {
+        return Err(c.error(format!(
+            "OSR section 1 inside the image ({section0_size}-byte section 0 at image offset {at})"
+        )));
+    };
+    let mut c = img.cursor(s1);
+    let section1_size = c.u32()?;
+    let n = c.u32()?;
+    let n = fits(&c, n as u64, 4, "OSR catch block offsets")?;
+    let mut catch_blocks = Vec::with_capacity(n);
+    for _ in 0..n {
+        catch_blocks.push(c.u32()?);
+    }
+    Ok(OsrInfo {
+        section0_size,
+        max_scratch_buffer_size,
+        mappings,
+        section1_size,
+        catch_blocks,
+    })
+}
+
+fn cstr_at(
+    img: &Image<'_>,
+    ptr: u64,
+    what: &str,
+    field_at: usize,
+) -> Result<Option<String>, ParseError> {
+    img.locate(ptr, what, field_at)?
+        .map(|at| img.cursor(at).cstr())
+        .transpose()
+}
+
+fn gpu_info(img: &Image<'_>, at: usize) -> Result<GpuInfo, ParseError> {
+    let mut c = img.cursor(at);
+    let signature = c.u64()?;
+    let num_ptx_kernels = c.i32()?;
+    let max_num_cached_devices = c.i32()?;
+    let line_number_array = c.u64()?;
+    let ptx_array = c.u64()?;
+    let cu_module_array = c.u64()?;
+    let count = u64::try_from(num_ptx_kernels).map_err(|_| {
+        ParseError::new(img.capture.base + at + 8, "a non-negative PTX kernel count")
+    })?;
+    let mut info = GpuInfo {
+        method_signature: cstr_at(img, signature, "GPU methodSignature", at)?,
+        num_ptx_kernels,
+        max_num_cached_devices,
+        line_numbers: Vec::new(),
+        ptx: Vec::new(),
+        cu_module_array,
+    };
+    if let Some(at) = img.locate(line_number_array, "GPU lineNumberArray", at + 16)? {
+        let mut c = img.cursor(at);
+        for _ in 0..fits(&c, count, 4, "GPU line numbers")? {
+            info.line_numbers.push(c.i32()?);
+        }
+    }
+    if let Some(at) = img.locate(ptx_array, "GPU ptxArray", at + 24)? {
+        let mut c = img.cursor(at);
+        for _ in 0..fits(&c, count, 8, "GPU PTX pointers")? {
+            let ptr = c.u64()?;
+            let field_at = c.offset() - img.capture.base - 8;
+            info.ptx.push(cstr_at(img, ptr, "GPU PTX entry", field_at)?);
+        }
+    }
+    Ok(info)
+}
+
+fn bytecode_pc_map(img: &Image<'_>, at: usize) -> Result<Vec<(u64, u64)>, ParseError> {
+    let mut c = img.cursor(at);
+    let eyecatcher = c.u64()?;
+    if eyecatcher != METADATA_MAPPING_EYECATCHER {
+        return Err(ParseError::new(
+            img.capture.base + at,
+            format!("the bytecode-PC map eyecatcher {METADATA_MAPPING_EYECATCHER:#x}, found {eyecatcher:#x}"),
+        ));
+    }
+    let n = c.u64()?;
+    let n = fits(&c, n, 16, "bytecode-PC map entries")?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push((c.u64()?, c.u64()?));
+    }
+    Ok(out)
+}

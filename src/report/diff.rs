@@ -1,0 +1,192 @@
+//! `jprof diff A B -o diff.svg`: a differential flame graph of two inputs, each a recording
+//! (jprof.data or perf.data, symbolized and filtered like `jprof report`) or a folded-stacks
+//! file. The graph has B's shape; red frames grew from A to B, blue ones shrank (inferno's
+//! differential mode).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use inferno::differential;
+
+use crate::error::{Error, Result};
+use crate::report::{collapsed, flamegraph, labels, load, ReportConfig};
+
+/// Default output file of `jprof diff`.
+pub const DEFAULT_DIFF_SVG: &str = "diff.svg";
+
+/// What `jprof diff` should do.
+#[derive(Clone, Debug)]
+pub struct DiffConfig {
+    /// The baseline (A).
+    pub before: PathBuf,
+    /// The profile compared with it (B); the graph has its shape.
+    pub after: PathBuf,
+    /// `None` = `diff.svg`; `-` = stdout.
+    pub output: Option<PathBuf>,
+    /// Scale A's counts so both inputs have the same total (compare shapes, not load).
+    pub normalize: bool,
+    /// How recordings are read (filters, search dirs, debug files) and the graph's look; its
+    /// `input` is replaced by each side.
+    pub report: ReportConfig,
+}
+
+/// One side of the comparison: its folded lines and what its counts are.
+struct Side {
+    folded: Vec<String>,
+    count_name: String,
+}
+
+/// Whether `bytes` (the start of a file) look like folded stacks: text whose first line ends
+/// in a space and a count.
+pub fn looks_folded(bytes: &[u8]) -> bool {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        // The read may have cut a multi-byte character at the end.
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return false,
+    };
+    let Some(line) = text.lines().find(|l| !l.trim().is_empty()) else {
+        return false;
+    };
+    line.trim_end()
+        .rsplit_once(' ')
+        .is_some_and(|(stack, count)| {
+            !stack.is_empty() && !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
+fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
+    let mut head = Vec::new();
+    {
+        use std::io::Read;
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        file.take(4096)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::io(path, e))?;
+    }
+    if looks_folded(&head) {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        return Ok(Side {
+            folded: text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect(),
+            count_name: "samples".into(),
+        });
+    }
+    let config = ReportConfig {
+        input: path.to_path_buf(),
+        ..report.clone()
+    };
+    let (recording, profile) = load(&config)?;
+    Ok(Side {
+        folded: collapsed::lines(&profile),
+        count_name: labels(&recording).count_name,
+    })
+}
+
+/// The two-count folded lines (`stack before after`) inferno draws as a differential graph.
+fn differential_lines(before: &[String], after: &[String], normalize: bool) -> Vec<String> {
+    let options = differential::Options {
+        normalize,
+        strip_hex: false,
+    };
+    let mut out = Vec::new();
+    let joined = |lines: &[String]| lines.join("\n").into_bytes();
+    // Reading and writing in memory cannot fail.
+    let _ = differential::from_readers(
+        options,
+        joined(before).as_slice(),
+        joined(after).as_slice(),
+        &mut out,
+    );
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // inferno writes them in hash order; sorted, the output is deterministic.
+    lines.sort_unstable();
+    lines
+}
+
+/// Runs `jprof diff`.
+pub fn run(config: &DiffConfig) -> Result<()> {
+    let before = read_side(&config.before, &config.report)?;
+    let after = read_side(&config.after, &config.report)?;
+    if after.folded.is_empty() && before.folded.is_empty() {
+        return Err(Error::Other(
+            "no samples in either input, no differential flame graph written".into(),
+        ));
+    }
+    let lines = differential_lines(&before.folded, &after.folded, config.normalize);
+    let labels = flamegraph::Labels {
+        title: format!(
+            "jprof diff: {} → {} (red grew, blue shrank)",
+            config.before.display(),
+            config.after.display()
+        ),
+        count_name: if before.count_name == after.count_name {
+            after.count_name
+        } else {
+            format!("{} / {}", before.count_name, after.count_name)
+        },
+    };
+    let look = &config.report.flamegraph;
+    let draw = |w: &mut dyn Write| flamegraph::write(&lines, &labels, look, None, w);
+    match config.output.as_deref() {
+        Some(p) if p == Path::new("-") => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            draw(&mut w)
+                .and_then(|()| w.flush())
+                .map_err(|e| Error::io(Path::new("<stdout>"), e))
+        }
+        output => {
+            let path = output.unwrap_or(Path::new(DEFAULT_DIFF_SVG));
+            let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+            let mut w = std::io::BufWriter::new(file);
+            draw(&mut w)
+                .and_then(|()| w.flush())
+                .map_err(|e| Error::io(path, e))?;
+            println!("Differential flame graph: {}", path.display());
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folded_text_is_told_from_binary_inputs() {
+        assert!(looks_folded(b"main;a;b 12\nmain;c 3\n"));
+        assert!(looks_folded(b"\n  \nprog;f (a.c:1)_[i] 7"));
+        assert!(!looks_folded(b"JPROFREC\0\0\x01"));
+        assert!(!looks_folded(b"PERFILE2\x68\0\0\0"));
+        assert!(!looks_folded(b"main;a;b twelve\n"));
+        assert!(!looks_folded(b""));
+        // A read cut inside a multi-byte character still counts as text.
+        let mut cut = "main;caf\u{e9} 4\nmain;\u{e9}".as_bytes().to_vec();
+        cut.pop();
+        assert!(looks_folded(&cut));
+    }
+
+    #[test]
+    fn differential_lines_pair_the_counts() {
+        let before = vec!["m;a 10".to_string(), "m;b 5".to_string()];
+        let after = vec!["m;a 4".to_string(), "m;c 6".to_string()];
+        assert_eq!(
+            differential_lines(&before, &after, false),
+            ["m;a 10 4", "m;b 5 0", "m;c 0 6"]
+        );
+        // Normalized: A scaled to B's total (15 → 10).
+        assert_eq!(
+            differential_lines(&before, &after, true),
+            ["m;a 6 4", "m;b 3 0", "m;c 0 6"]
+        );
+    }
+}

@@ -1,0 +1,353 @@
+//! What the viewer formats (Firefox Profiler, pprof, speedscope) need besides the profile: the
+//! title, the event and its unit, where time zero is, and the JIT code loads, gathered once from
+//! the recording. Also the small helpers those writers share (thread names, stacks without the
+//! root frame, frame names).
+
+use std::collections::BTreeMap;
+
+use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample};
+use crate::recording::Recording;
+use crate::symbolize::jit_index::JitIndex;
+
+/// What a sample's weight counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightUnit {
+    /// Nanoseconds of CPU time (cpu-clock, instrumentation self time).
+    Nanoseconds,
+    /// Events of the sampled counter (cycles), or plain counts.
+    Events,
+}
+
+/// One body of JIT code appearing, for the Firefox Profiler's markers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeLoad {
+    pub pid: u32,
+    /// Sample-clock ns.
+    pub time: u64,
+    pub name: String,
+    pub tier: Option<String>,
+    pub address: u64,
+    pub size: u64,
+    /// The side file that announced it (`jit-1234.dump`, `perf-1234.map`).
+    pub source: String,
+}
+
+/// Everything the exported formats take from the input besides the [`Profile`].
+#[derive(Clone, Debug)]
+pub struct ExportContext {
+    /// Shown as the profile's name, e.g. `jprof: ./app --fast`.
+    pub title: String,
+    /// The sampled event (`cpu-clock`, `cycles`), or what the weights count.
+    pub event: String,
+    pub weight_unit: WeightUnit,
+    /// Sampling frequency; 0 when not sampled at a fixed rate.
+    pub frequency_hz: u64,
+    /// Sample-clock ns that counts as time zero.
+    pub start_time: u64,
+    /// Wall-clock time of `start_time`, Unix ns (0 = unknown).
+    pub start_unix_ns: u64,
+    /// Sorted by pid, time, address.
+    pub code_loads: Vec<CodeLoad>,
+}
+
+impl ExportContext {
+    /// A context from the profile alone (standalone inputs, tests): time zero is the first sample.
+    pub fn for_profile(profile: &Profile, title: &str, event: &str, unit: WeightUnit) -> Self {
+        Self {
+            title: title.to_string(),
+            event: event.to_string(),
+            weight_unit: unit,
+            frequency_hz: 0,
+            start_time: first_sample_time(profile).unwrap_or(0),
+            start_unix_ns: 0,
+            code_loads: Vec::new(),
+        }
+    }
+
+    /// The context of a recording: its command, event, start and JIT code loads.
+    pub fn from_recording(recording: &Recording, profile: &Profile) -> Self {
+        let meta = &recording.meta;
+        let recorded_start = recording
+            .summary
+            .as_ref()
+            .map(|s| s.start_time)
+            .filter(|&t| t > 0);
+        let start_time = match (recorded_start, first_sample_time(profile)) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(0),
+        };
+        let mut code_loads: Vec<CodeLoad> = JitIndex::from_recording(recording)
+            .code()
+            .map(|(pid, code)| CodeLoad {
+                pid,
+                time: code.from,
+                name: code.name.clone(),
+                tier: code.tier.clone(),
+                address: code.start,
+                size: code.size,
+                source: code.source.to_string(),
+            })
+            .collect();
+        code_loads.sort_by(|a, b| {
+            (a.pid, a.time, a.address, &a.name).cmp(&(b.pid, b.time, b.address, &b.name))
+        });
+        Self {
+            title: super::labels(recording).title,
+            event: meta.event.event.clone(),
+            weight_unit: if meta.event.event == "cpu-clock" {
+                WeightUnit::Nanoseconds
+            } else {
+                WeightUnit::Events
+            },
+            frequency_hz: meta.event.frequency_hz,
+            start_time,
+            start_unix_ns: meta.start_unix_ns,
+            code_loads,
+        }
+    }
+
+    /// CPU time a sample of this weight stands for: the weight itself when it is in ns, else
+    /// one sampling period (1/frequency), else nothing known.
+    pub fn cpu_ns(&self, weight: u64) -> u64 {
+        match self.weight_unit {
+            WeightUnit::Nanoseconds => weight,
+            WeightUnit::Events if self.frequency_hz > 0 => 1_000_000_000 / self.frequency_hz,
+            WeightUnit::Events => 0,
+        }
+    }
+
+    /// ns since time zero (0 for anything before it).
+    pub fn offset_ns(&self, time: u64) -> u64 {
+        time.saturating_sub(self.start_time)
+    }
+}
+
+/// Default output file of a viewer format.
+pub fn default_file(format: super::Format) -> Option<&'static str> {
+    match format {
+        super::Format::Firefox => Some(super::firefox::DEFAULT_FILE),
+        super::Format::Pprof => Some(super::pprof::DEFAULT_FILE),
+        super::Format::Speedscope => Some(super::speedscope::DEFAULT_FILE),
+        _ => None,
+    }
+}
+
+/// Writes `profile` in a viewer format (firefox, pprof, speedscope); other formats are not
+/// written here and give an error.
+pub fn write(
+    format: super::Format,
+    profile: &Profile,
+    context: &ExportContext,
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
+    match format {
+        super::Format::Firefox => super::firefox::write(profile, context, out),
+        super::Format::Pprof => super::pprof::write(profile, context, out),
+        super::Format::Speedscope => super::speedscope::write(profile, context, out),
+        other => Err(std::io::Error::other(format!(
+            "{other:?} is not a viewer format"
+        ))),
+    }
+}
+
+fn first_sample_time(profile: &Profile) -> Option<u64> {
+    profile.samples.iter().map(|s| s.time).min()
+}
+
+/// A thread as the viewers show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadTrack {
+    pub tid: u32,
+    pub pid: u32,
+    pub name: String,
+    /// Indices into `profile.samples`, in time order.
+    pub samples: Vec<usize>,
+}
+
+/// The threads that have samples, by tid, each with its samples in time order. A thread's
+/// name is its comm, else the root frame of its first sample, else `:tid`.
+pub fn threads(profile: &Profile) -> Vec<ThreadTrack> {
+    let mut by_tid: BTreeMap<u32, ThreadTrack> = BTreeMap::new();
+    for (i, s) in profile.samples.iter().enumerate() {
+        by_tid
+            .entry(s.tid)
+            .or_insert_with(|| ThreadTrack {
+                tid: s.tid,
+                pid: s.pid,
+                name: thread_name(profile, s),
+                samples: Vec::new(),
+            })
+            .samples
+            .push(i);
+    }
+    let mut tracks: Vec<ThreadTrack> = by_tid.into_values().collect();
+    for t in &mut tracks {
+        t.samples
+            .sort_by_key(|&i| (profile.samples[i].time, profile.samples[i].cpu));
+    }
+    tracks
+}
+
+fn thread_name(profile: &Profile, sample: &ProfileSample) -> String {
+    if let Some(t) = profile
+        .threads
+        .get(&sample.tid)
+        .filter(|t| !t.comm.is_empty())
+    {
+        return t.comm.clone();
+    }
+    match sample.stack.first().map(|&id| profile.frame(id)) {
+        Some(f) if f.kind == FrameKind::Root && !f.name.is_empty() => f.name.clone(),
+        _ => format!(":{}", sample.tid),
+    }
+}
+
+/// The stack without its leading root frames (the thread name, which the viewers show as
+/// the thread itself), root first.
+pub fn code_frames<'a>(profile: &Profile, stack: &'a [FrameId]) -> &'a [FrameId] {
+    let roots = stack
+        .iter()
+        .take_while(|&&id| profile.frame(id).kind == FrameKind::Root)
+        .count();
+    &stack[roots..]
+}
+
+/// The frame's name as shown: `[unknown]` for an empty one.
+pub fn frame_name(frame: &Frame) -> &str {
+    if frame.name.is_empty() {
+        "[unknown]"
+    } else {
+        &frame.name
+    }
+}
+
+/// Name of the module a frame belongs to, or a bracketed stand-in by kind.
+pub fn module_name(frame: &Frame) -> &str {
+    match (&frame.module, frame.kind) {
+        (Some(m), _) if !m.is_empty() => m,
+        (_, FrameKind::Kernel) => "[kernel]",
+        (_, FrameKind::Jit | FrameKind::Inlined) => "[jit]",
+        (_, FrameKind::Interpreter) => "[interpreter]",
+        _ => "[unknown]",
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::profile::ThreadInfo;
+
+    /// A small profile with every frame kind, two threads of one process, file/line info and
+    /// an inline chain, for the writers' tests.
+    pub(crate) fn sample_profile() -> Profile {
+        let mut p = Profile::default();
+        let frame = |name: &str, kind, module: Option<&str>, file: Option<&str>, line| Frame {
+            name: name.into(),
+            kind,
+            module: module.map(str::to_string),
+            file: file.map(str::to_string),
+            line,
+        };
+        let root_main = p.intern(frame("app", FrameKind::Root, None, None, None));
+        let root_worker = p.intern(frame("worker", FrameKind::Root, None, None, None));
+        let main = p.intern(frame(
+            "main",
+            FrameKind::Native,
+            Some("app"),
+            Some("main.c"),
+            Some(10),
+        ));
+        let run = p.intern_tiered(
+            frame(
+                "Demo.run",
+                FrameKind::Jit,
+                Some("jit-100.dump"),
+                Some("Demo.java"),
+                Some(20),
+            ),
+            Some("C2 (optimized)".into()),
+        );
+        let step = p.intern(frame(
+            "Demo.step",
+            FrameKind::Inlined,
+            Some("jit-100.dump"),
+            Some("Demo.java"),
+            Some(33),
+        ));
+        let interp = p.intern(frame("Demo.slow", FrameKind::Interpreter, None, None, None));
+        let read = p.intern(frame("sys_read", FrameKind::Kernel, None, None, None));
+        let unknown = p.intern(frame("", FrameKind::Unknown, None, None, None));
+        let stacks: [(u32, u64, Vec<FrameId>); 5] = [
+            (100, 1_000_000, vec![root_main, main, run, step]),
+            (100, 2_000_000, vec![root_main, main, run, step]),
+            (100, 3_000_000, vec![root_main, main, interp, read]),
+            (101, 1_500_000, vec![root_worker, main, run]),
+            (101, 2_500_000, vec![root_worker, unknown]),
+        ];
+        for (tid, time, stack) in stacks {
+            p.samples.push(ProfileSample {
+                pid: 100,
+                tid,
+                time,
+                cpu: 0,
+                weight: 1_001_001,
+                stack,
+            });
+        }
+        for (tid, comm) in [(100, "app"), (101, "worker")] {
+            p.threads.insert(
+                tid,
+                ThreadInfo {
+                    pid: 100,
+                    comm: comm.into(),
+                },
+            );
+        }
+        p
+    }
+
+    pub(crate) fn sample_context(profile: &Profile) -> ExportContext {
+        let mut ctx =
+            ExportContext::for_profile(profile, "jprof: app", "cpu-clock", WeightUnit::Nanoseconds);
+        ctx.frequency_hz = 999;
+        ctx.code_loads.push(CodeLoad {
+            pid: 100,
+            time: 500_000,
+            name: "Demo.run".into(),
+            tier: Some("C2 (optimized)".into()),
+            address: 0x7f00_0000_1000,
+            size: 256,
+            source: "jit-100.dump".into(),
+        });
+        ctx
+    }
+
+    #[test]
+    fn threads_are_named_and_time_ordered() {
+        let p = sample_profile();
+        let t = threads(&p);
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].tid, t[0].name.as_str()), (100, "app"));
+        assert_eq!(t[0].samples, vec![0, 1, 2]);
+        assert_eq!((t[1].tid, t[1].name.as_str()), (101, "worker"));
+    }
+
+    #[test]
+    fn root_frames_are_left_out_of_code_frames() {
+        let p = sample_profile();
+        let frames = code_frames(&p, &p.samples[0].stack);
+        assert_eq!(frames.len(), 3);
+        assert_eq!(p.frame(frames[0]).name, "main");
+    }
+
+    #[test]
+    fn cpu_time_per_sample_by_unit() {
+        let p = sample_profile();
+        let mut ctx = sample_context(&p);
+        assert_eq!(ctx.cpu_ns(1234), 1234);
+        ctx.weight_unit = WeightUnit::Events;
+        assert_eq!(ctx.cpu_ns(1234), 1_001_001);
+        ctx.frequency_hz = 0;
+        assert_eq!(ctx.cpu_ns(1234), 0);
+    }
+}

@@ -1,0 +1,199 @@
+//! `jprof record` on XRay-instrumented programs, for real: `examples/xray/xray_demo.c` built
+//! with clang's XRay, recorded in basic mode (the emulated clock this VM gives, and a real TSC
+//! with a deliberately wrong frequency in a private sysfs), and the fixture binary `xray_rows`
+//! in FDR mode. Checks the function names and exact call counts, the completed stacks, and the
+//! printed `timeline agreement` figure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/xray");
+const ROUNDS: u32 = 200;
+
+fn jprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_jprof"))
+}
+
+fn check(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Builds the example with clang's XRay instrumentation (clang and libclang-rt are required).
+fn build_demo(dir: &Path) -> PathBuf {
+    let bin = dir.join("xray_demo");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/xray/xray_demo.c");
+    let out = Command::new("clang")
+        .args([
+            "-fxray-instrument",
+            "-fxray-instruction-threshold=1",
+            "-O1",
+            "-pthread",
+            "-o",
+        ])
+        .arg(&bin)
+        .arg(src)
+        .output()
+        .expect("clang is installed (.ci/run installs clang and libclang-rt-14-dev)");
+    check(out, "clang");
+    bin
+}
+
+/// `(percent, samples)` from `timeline agreement: NN.N% of N samples`.
+fn agreement(text: &str) -> (f64, usize) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("timeline agreement: "))
+        .unwrap_or_else(|| panic!("no agreement line in:\n{text}"));
+    let rest = line.trim_start_matches("timeline agreement: ");
+    let (pct, n) = rest.split_once("% of ").unwrap();
+    (
+        pct.parse().unwrap(),
+        n.trim_end_matches(" samples").parse().unwrap(),
+    )
+}
+
+/// The calls column of the XRay table's row for `name`.
+fn calls(text: &str, name: &str) -> u64 {
+    let section = text.split("XRay: ").nth(1).expect("an XRay section");
+    let row = section
+        .lines()
+        .find(|l| l.split_whitespace().last() == Some(name))
+        .unwrap_or_else(|| panic!("no row for {name} in:\n{section}"));
+    row.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// Records the demo (optionally through `wrap`, e.g. a private sysfs) and checks the report.
+fn record_demo(wrap: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_demo(dir.path());
+    let data = dir.path().join("x.data");
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(env!("CARGO_BIN_EXE_jprof"));
+            c
+        }
+        None => jprof(),
+    };
+    cmd.arg("record")
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .arg(&bin)
+        .arg(ROUNDS.to_string());
+    let recorded = cmd.output().unwrap();
+    // jprof's summary goes to stderr (stdout is the target's).
+    let stdout = String::from_utf8_lossy(&recorded.stderr).into_owned();
+    assert!(
+        recorded.status.success(),
+        "record: {stdout}\n{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    assert!(stdout.contains("XRay (basic mode): 1 log(s)"), "{stdout}");
+    let text = check(
+        jprof()
+            .args(["report", "-f", "text", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap(),
+        "report",
+    );
+    // Exact counts: two threads, ROUNDS rounds of 5 `middle` calls, each with 4 `leaf_hash`.
+    let middles = 2 * ROUNDS as u64 * 5;
+    assert_eq!(calls(&text, "middle"), middles, "{text}");
+    assert_eq!(calls(&text, "leaf_hash"), middles * 4);
+    assert_eq!(calls(&text, "spin"), middles * 5);
+    assert_eq!(
+        (
+            calls(&text, "outer"),
+            calls(&text, "main"),
+            calls(&text, "worker")
+        ),
+        (2, 1, 1)
+    );
+    let folded = check(
+        jprof()
+            .args(["report", "-f", "collapsed", "-o", "-", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap(),
+        "collapsed",
+    );
+    for path in [
+        "main;outer;middle;leaf_hash;spin ",
+        "worker;outer;middle;leaf_hash;spin ",
+    ] {
+        assert!(folded.contains(path), "no {path} in:\n{folded}");
+    }
+    text
+}
+
+#[test]
+fn basic_mode_on_this_machine_clock() {
+    let text = record_demo(&[]);
+    let (pct, n) = agreement(&text);
+    eprintln!("xray live (this machine's XRay clock): timeline agreement {pct}% of {n} samples");
+    assert!(n >= 30, "too few samples in instrumented code:\n{text}");
+    assert!(pct >= 95.0, "{text}");
+}
+
+#[test]
+fn real_tsc_with_a_wrong_header_frequency() {
+    // A private sysfs with tsc_freq_khz makes the XRay runtime use rdtscp and state this
+    // (wrong) frequency in the header; jprof must use its own calibration instead.
+    let script = "mount -t tmpfs none /sys/devices/system/cpu/cpu0 && \
+                  echo 1000000 > /sys/devices/system/cpu/cpu0/tsc_freq_khz && exec \"$@\"";
+    let text = record_demo(&["unshare", "-m", "sh", "-c", script, "sh"]);
+    assert!(
+        text.contains("clock: TSC via jprof's calibration"),
+        "{text}"
+    );
+    assert!(
+        text.contains("header says the TSC runs at 1000 MHz"),
+        "{text}"
+    );
+    let (pct, n) = agreement(&text);
+    eprintln!("xray live (real TSC): timeline agreement {pct}% of {n} samples");
+    assert!(n >= 30, "{text}");
+    assert!(pct >= 99.0, "{text}");
+}
+
+#[test]
+fn fdr_mode_for_a_program_that_starts_fdr_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("f.data");
+    let bin = format!("{FIXTURES}/xray_rows");
+    let out = jprof()
+        .args(["record", "--xray", "fdr", "-o"])
+        .arg(&data)
+        .args(["--", &bin, "fdr"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stderr).into_owned();
+    check(out, "record --xray fdr");
+    assert!(stdout.contains("XRay (FDR mode): 1 log(s)"), "{stdout}");
+    let text = check(
+        jprof()
+            .args(["report", "-f", "text", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap(),
+        "report",
+    );
+    // The fixture's reference counts (FDR starts inside main, so main has no calls).
+    for (name, n) in [
+        ("mix64", 864),
+        ("checksum_row", 108),
+        ("fib_rec", 531),
+        ("dispatch_op", 90),
+    ] {
+        assert_eq!(calls(&text, name), n, "{name}:\n{text}");
+    }
+    assert!(text.contains("timeline agreement: "), "{text}");
+}
