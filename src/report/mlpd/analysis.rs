@@ -140,6 +140,10 @@ pub struct CallNode {
     pub calls: u64,
     pub self_ns: u64,
     pub last: u64,
+    /// Summed total time (self + callees) of the completed calls.
+    pub total_ns: u64,
+    /// The child entered last from here: loops enter the same one again without a lookup.
+    last_child: Option<(u64, u32)>,
 }
 
 pub const NO_PARENT: u32 = u32::MAX;
@@ -152,18 +156,35 @@ pub struct CallTree {
 }
 
 impl CallTree {
-    fn child(&mut self, parent: u32, method: u64) -> u32 {
+    /// The node of `method` called from `parent`, and whether it is new.
+    fn child(&mut self, parent: u32, method: u64) -> (u32, bool) {
+        let cached = self
+            .nodes
+            .get(parent as usize)
+            .and_then(|p| p.last_child)
+            .filter(|c| c.0 == method);
+        if let Some((_, node)) = cached {
+            return (node, false);
+        }
         let nodes = &mut self.nodes;
-        *self.index.entry((parent, method)).or_insert_with(|| {
+        let mut created = false;
+        let node = *self.index.entry((parent, method)).or_insert_with(|| {
+            created = true;
             nodes.push(CallNode {
                 parent,
                 method,
                 calls: 0,
                 self_ns: 0,
                 last: 0,
+                total_ns: 0,
+                last_child: None,
             });
             (nodes.len() - 1) as u32
-        })
+        });
+        if let Some(p) = self.nodes.get_mut(parent as usize) {
+            p.last_child = Some((method, node));
+        }
+        (node, created)
     }
 
     /// The path of `node`: its thread and its methods, root first.
@@ -313,13 +334,11 @@ impl Analysis {
         if let Some(parent) = thread.stack.last_mut() {
             parent.callee = parent.callee.wrapping_add(tdiff);
         }
-        let m = self.method(method);
-        m.calls += 1;
-        m.self_time = m.self_time.wrapping_add(self_ns);
-        m.callee_time = m.callee_time.wrapping_add(call.callee);
+        // Per-method totals are summed from the call tree in `finish`.
         let node = &mut self.call_tree.nodes[call.node as usize];
         node.calls += 1;
         node.self_ns = node.self_ns.wrapping_add(self_ns);
+        node.total_ns = node.total_ns.wrapping_add(tdiff);
         node.last = time;
     }
 
@@ -334,6 +353,20 @@ impl Analysis {
                 if self.threads[ti].stack.len() == before {
                     break;
                 }
+            }
+        }
+        for node in self
+            .call_tree
+            .nodes
+            .iter()
+            .filter(|n| n.parent != NO_PARENT)
+        {
+            if let Some(m) = self.methods.get_mut(&node.method) {
+                m.calls += node.calls;
+                m.self_time = m.self_time.wrapping_add(node.self_ns);
+                m.callee_time = m
+                    .callee_time
+                    .wrapping_add(node.total_ns.wrapping_sub(node.self_ns));
             }
         }
     }
@@ -416,13 +449,17 @@ impl mlpd::Visitor for Analysis {
                 }
             }
             EventKind::MethodEnter { method } if counted => {
-                self.method(*method);
                 let thread = &self.threads[ti];
                 let parent = match thread.stack.last() {
                     Some(c) => c.node,
-                    None => self.call_tree.child(NO_PARENT, thread.id),
+                    None => self.call_tree.child(NO_PARENT, thread.id).0,
                 };
-                let node = self.call_tree.child(parent, *method);
+                let (node, new_path) = self.call_tree.child(parent, *method);
+                // A method's first call is always on a new path: that is where mprof-report
+                // creates its entry.
+                if new_path {
+                    self.method(*method);
+                }
                 self.threads[ti].stack.push(Call {
                     method: *method,
                     start: time,
