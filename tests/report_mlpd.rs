@@ -4,6 +4,8 @@
 //! Flame-graph inputs (folded stacks) are checked for their totals and filters, and the calls
 //! fixture's folded stacks against a golden file (`JPROF_BLESS=1` rewrites it).
 
+mod mlpd_support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -268,4 +270,88 @@ fn live_mono_files_agree_with_the_installed_mprof_report() {
             Some(&mprof_report(&["--verbose", "--reports=call"], &file)),
         );
     }
+}
+
+#[test]
+fn format1_files_report_calls_and_jit_like_current_ones() {
+    use jprof::format::mlpd::{EventKind, Metadata, MetadataPhase};
+    let mut w = mlpd_support::V1Writer::new();
+    w.begin_buffer(1_000, 0x7f00_0000_0000, 0, 0x7f00_1111_0000, 0x5555_0000);
+    let jit = |method, name: &'static str| EventKind::Jit {
+        method,
+        code: 0x7f00_4000_0000 + (method & 0xff) * 0x100,
+        size: 0x40,
+        name: name.into(),
+    };
+    w.event(1_000, &jit(0x5555_0010, "App:Main ()"));
+    w.event(1_000, &jit(0x5555_0020, "App:Work (int)"));
+    w.event(
+        1_000,
+        &EventKind::Metadata {
+            phase: MetadataPhase::EndLoad,
+            pointer: 0x7f00_0000_2000,
+            what: Metadata::Image {
+                name: "/app/App.exe".into(),
+                mvid: None,
+            },
+        },
+    );
+    w.event(
+        2_000,
+        &EventKind::MethodEnter {
+            method: 0x5555_0010,
+        },
+    );
+    for i in 0..3u64 {
+        w.event(
+            3_000 + i * 1_000,
+            &EventKind::MethodEnter {
+                method: 0x5555_0020,
+            },
+        );
+        w.event(
+            3_500 + i * 1_000,
+            &EventKind::MethodLeave {
+                method: 0x5555_0020,
+            },
+        );
+    }
+    w.event(
+        9_000,
+        &EventKind::MethodLeave {
+            method: 0x5555_0010,
+        },
+    );
+    w.end_buffer();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("v1.mlpd");
+    std::fs::write(&file, w.finish()).expect("write");
+    let text = report(&file, &["--format", "text"]);
+    assert!(
+        text.contains("\tProfiler version: 0.1\n\tData version: 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("\tCompiled methods: 2\n"), "{text}");
+    assert!(
+        text.contains("       0        0          3 App:Work (int)\n"),
+        "{text}"
+    );
+    assert!(text.contains("Total calls: 4\n"), "{text}");
+    let rows = folded(&report(
+        &file,
+        &["--format", "collapsed", "--weight", "time"],
+    ));
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "thread 0x7f0011110000;App:Main ()_[j]".to_string(),
+                7_000 - 1_500
+            ),
+            (
+                "thread 0x7f0011110000;App:Main ()_[j];App:Work (int)_[j]".to_string(),
+                1_500
+            ),
+        ]
+    );
 }

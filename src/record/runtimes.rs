@@ -30,12 +30,13 @@ pub fn mono_log_path(pid: u32) -> PathBuf {
 
 fn mono_setup() -> RuntimeSetup {
     let log = std::env::temp_dir().join("jprof-mono-%p.mlpd");
-    let options = format!("{MONO_LOG}{} --jitmap", log.display());
+    let mut options = format!("{MONO_LOG}{} --jitmap", log.display());
     let mut notes = Vec::new();
-    let user = std::env::var("MONO_ENV_OPTIONS").unwrap_or_default();
-    if user.contains("--profile") {
+    if std::env::var("MONO_ENV_OPTIONS").is_ok_and(|o| o.contains("--profile=log")) {
+        // Mono runs one log profiler: the user's stays, and names come from the perf map.
+        options = "--jitmap".to_string();
         notes.push(
-            "MONO_ENV_OPTIONS already loads a profiler; Mono accepts one log profiler, so JIT names may come from the perf map only"
+            "MONO_ENV_OPTIONS already runs the log profiler: jprof added only --jitmap, so JIT names come from the perf map"
                 .to_string(),
         );
     }
@@ -332,6 +333,30 @@ pub fn attach_java(pid: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mono_gets_the_log_profiler_the_jit_map_and_frame_pointers() {
+        for program in ["mono", "/usr/bin/mono-sgen"] {
+            let setup = prepare(&[program.to_string(), "app.exe".to_string()]);
+            assert_eq!(setup.runtime, Some("mono"));
+            let var = |name: &str| {
+                setup
+                    .env
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            assert!(var("MONO_ENV_OPTIONS").ends_with("--jitmap"));
+            assert!(var("MONO_DEBUG").ends_with("disable_omit_fp"));
+            if !std::env::var("MONO_ENV_OPTIONS").is_ok_and(|o| o.contains("--profile=log")) {
+                let log = mono_log_path(4242);
+                assert!(log.ends_with("jprof-mono-4242.mlpd"));
+                assert!(var("MONO_ENV_OPTIONS").contains("--profile=log:jit,output="));
+                assert!(var("MONO_ENV_OPTIONS").contains("jprof-mono-%p.mlpd"));
+            }
+        }
+    }
 
     #[test]
     fn java_gets_the_agent_and_the_hotspot_flags() {

@@ -1,6 +1,8 @@
 //! Test-side writer of data-format-1 `.mlpd` files, written from the 2010 format description
 //! (`specs/mono-log-profiler-format-2010.txt`): no 2010-era Mono can run here, so round trips
 //! through this writer are how the decoder's format-1 paths are checked.
+// Each test binary that includes this module uses part of it.
+#![allow(dead_code)]
 
 use jprof::format::mlpd::{exinfo, mtype, EventKind, Metadata, BUF_ID, LOG_HEADER_ID};
 

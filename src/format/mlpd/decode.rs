@@ -166,6 +166,7 @@ impl Bases {
         self.obj.wrapping_add(d as u64) << 3
     }
 
+    #[inline(always)]
     fn method(&mut self, d: i64) -> u64 {
         self.method = self.method.wrapping_add(d as u64);
         self.method
@@ -258,6 +259,7 @@ const PENDING: &[u64] = &[];
 type Decoded<'a> = Result<EventKind<'a>, ParseError>;
 
 impl<'a> EventDecoder<'_, 'a> {
+    #[inline(always)]
     fn time(&mut self) -> Result<(), ParseError> {
         let diff = self.r.uleb()?;
         self.bases.time = self.bases.time.wrapping_add(diff);
@@ -272,11 +274,13 @@ impl<'a> EventDecoder<'_, 'a> {
         Ok(())
     }
 
+    #[inline(always)]
     fn ptr(&mut self) -> Result<u64, ParseError> {
         let d = self.r.sleb()?;
         Ok(self.bases.ptr(d))
     }
 
+    #[inline(always)]
     fn obj(&mut self) -> Result<u64, ParseError> {
         let d = self.r.sleb()?;
         Ok(self.bases.obj(d))
@@ -320,6 +324,7 @@ impl<'a> EventDecoder<'_, 'a> {
         Ok(Some(PENDING))
     }
 
+    #[inline(always)]
     fn alloc(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         let class = self.ptr()?;
@@ -334,6 +339,7 @@ impl<'a> EventDecoder<'_, 'a> {
         })
     }
 
+    #[inline(always)]
     fn gc(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         let small = self.layout.small_fields;
@@ -394,6 +400,7 @@ impl<'a> EventDecoder<'_, 'a> {
         Ok(())
     }
 
+    #[inline(always)]
     fn metadata(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         let kind = self.r.u8()?;
@@ -467,6 +474,7 @@ impl<'a> EventDecoder<'_, 'a> {
         })
     }
 
+    #[inline(always)]
     fn method_event(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         let method = self.method()?;
@@ -484,6 +492,7 @@ impl<'a> EventDecoder<'_, 'a> {
         })
     }
 
+    #[inline(always)]
     fn exception(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         match sub & 0x70 {
@@ -512,6 +521,7 @@ impl<'a> EventDecoder<'_, 'a> {
         }
     }
 
+    #[inline(always)]
     fn monitor(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         let event = if self.layout.monitor_event_byte {
@@ -528,6 +538,7 @@ impl<'a> EventDecoder<'_, 'a> {
         })
     }
 
+    #[inline(always)]
     fn heap(&mut self, sub: u8) -> Decoded<'a> {
         match sub {
             exinfo::HEAP_START => {
@@ -618,6 +629,7 @@ impl<'a> EventDecoder<'_, 'a> {
         }
     }
 
+    #[inline(always)]
     fn sample(&mut self, sub: u8, buffer_thread: u64) -> Decoded<'a> {
         match sub {
             exinfo::SAMPLE_HIT => self.sample_hit(buffer_thread),
@@ -650,6 +662,7 @@ impl<'a> EventDecoder<'_, 'a> {
         }
     }
 
+    #[inline(always)]
     fn sample_hit(&mut self, buffer_thread: u64) -> Decoded<'a> {
         let layout = *self.layout;
         let sample_type = if layout.uniform_time {
@@ -765,6 +778,7 @@ impl<'a> EventDecoder<'_, 'a> {
         })
     }
 
+    #[inline(always)]
     fn runtime(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         if sub != exinfo::JITHELPER {
@@ -826,6 +840,7 @@ impl<'a> EventDecoder<'_, 'a> {
         Ok(EventKind::Coverage(Box::new(coverage)))
     }
 
+    #[inline(always)]
     fn meta(&mut self, sub: u8) -> Decoded<'a> {
         self.time()?;
         match sub {

@@ -64,6 +64,8 @@ struct Call {
     method: u64,
     start: u64,
     callee: u64,
+    /// Its call path in the call tree.
+    node: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -127,14 +129,77 @@ pub enum CounterValue {
     String(Option<String>),
 }
 
-/// One weighted call path of the enter/leave replay (root first).
+/// A call path of the enter/leave replay: a node of the per-thread call tree.
 #[derive(Clone, Debug)]
-pub struct CallPath {
-    pub thread: u64,
-    pub time: u64,
-    pub methods: Vec<u64>,
-    /// Self time of the leaf in this call (ns).
+pub struct CallNode {
+    /// `NO_PARENT` for a thread's root node.
+    pub parent: u32,
+    /// The method (the thread's pthread_t for a root node).
+    pub method: u64,
+    /// Completed calls on this path, their summed self time (ns), and the last one's end.
+    pub calls: u64,
     pub self_ns: u64,
+    pub last: u64,
+    /// Summed total time (self + callees) of the completed calls.
+    pub total_ns: u64,
+    /// The child entered last from here: loops enter the same one again without a lookup.
+    last_child: Option<(u64, u32)>,
+}
+
+pub const NO_PARENT: u32 = u32::MAX;
+
+/// Every call path seen, shared prefixes stored once, so a call costs no allocation.
+#[derive(Debug, Default)]
+pub struct CallTree {
+    pub nodes: Vec<CallNode>,
+    index: FxHashMap<(u32, u64), u32>,
+}
+
+impl CallTree {
+    /// The node of `method` called from `parent`, and whether it is new.
+    fn child(&mut self, parent: u32, method: u64) -> (u32, bool) {
+        let cached = self
+            .nodes
+            .get(parent as usize)
+            .and_then(|p| p.last_child)
+            .filter(|c| c.0 == method);
+        if let Some((_, node)) = cached {
+            return (node, false);
+        }
+        let nodes = &mut self.nodes;
+        let mut created = false;
+        let node = *self.index.entry((parent, method)).or_insert_with(|| {
+            created = true;
+            nodes.push(CallNode {
+                parent,
+                method,
+                calls: 0,
+                self_ns: 0,
+                last: 0,
+                total_ns: 0,
+                last_child: None,
+            });
+            (nodes.len() - 1) as u32
+        });
+        if let Some(p) = self.nodes.get_mut(parent as usize) {
+            p.last_child = Some((method, node));
+        }
+        (node, created)
+    }
+
+    /// The path of `node`: its thread and its methods, root first.
+    pub fn path(&self, mut node: u32) -> (u64, Vec<u64>) {
+        let mut methods = Vec::new();
+        loop {
+            let n = &self.nodes[node as usize];
+            if n.parent == NO_PARENT {
+                methods.reverse();
+                return (n.method, methods);
+            }
+            methods.push(n.method);
+            node = n.parent;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -180,8 +245,8 @@ pub struct Analysis {
     pub counters: Vec<Counter>,
     /// What mprof-report prints while decoding ("unmatched leave ...").
     pub warnings: Vec<String>,
-    /// Completed calls of the enter/leave replay.
-    pub call_paths: Vec<CallPath>,
+    /// Completed calls of the enter/leave replay, by call path.
+    pub call_tree: CallTree,
     pub has_calls: bool,
     filter: Filter,
 }
@@ -255,17 +320,12 @@ impl Analysis {
         let matched = thread.stack.last().is_some_and(|c| c.method == method);
         if !matched {
             let depth = thread.stack.len();
-            let name = self
-                .methods
-                .get(&method)
-                .map(|m| m.display_name(method))
-                .unwrap_or_else(|| format!("unknown method {method:#x}"));
+            let name = self.method(method).display_name(method);
             self.warnings.push(format!(
                 "unmatched leave at stack pos: {depth} for method {name}"
             ));
             return;
         }
-        let path: Vec<u64> = thread.stack.iter().map(|c| c.method).collect();
         let Some(call) = thread.stack.pop() else {
             return;
         };
@@ -274,17 +334,12 @@ impl Analysis {
         if let Some(parent) = thread.stack.last_mut() {
             parent.callee = parent.callee.wrapping_add(tdiff);
         }
-        let id = thread.id;
-        let m = self.method(method);
-        m.calls += 1;
-        m.self_time = m.self_time.wrapping_add(self_ns);
-        m.callee_time = m.callee_time.wrapping_add(call.callee);
-        self.call_paths.push(CallPath {
-            thread: id,
-            time,
-            methods: path,
-            self_ns,
-        });
+        // Per-method totals are summed from the call tree in `finish`.
+        let node = &mut self.call_tree.nodes[call.node as usize];
+        node.calls += 1;
+        node.self_ns = node.self_ns.wrapping_add(self_ns);
+        node.total_ns = node.total_ns.wrapping_add(tdiff);
+        node.last = time;
     }
 
     /// Ends the replay: frames still open are closed at their thread's last time, newest
@@ -298,6 +353,20 @@ impl Analysis {
                 if self.threads[ti].stack.len() == before {
                     break;
                 }
+            }
+        }
+        for node in self
+            .call_tree
+            .nodes
+            .iter()
+            .filter(|n| n.parent != NO_PARENT)
+        {
+            if let Some(m) = self.methods.get_mut(&node.method) {
+                m.calls += node.calls;
+                m.self_time = m.self_time.wrapping_add(node.self_ns);
+                m.callee_time = m
+                    .callee_time
+                    .wrapping_add(node.total_ns.wrapping_sub(node.self_ns));
             }
         }
     }
@@ -380,11 +449,22 @@ impl mlpd::Visitor for Analysis {
                 }
             }
             EventKind::MethodEnter { method } if counted => {
-                self.method(*method);
+                let thread = &self.threads[ti];
+                let parent = match thread.stack.last() {
+                    Some(c) => c.node,
+                    None => self.call_tree.child(NO_PARENT, thread.id).0,
+                };
+                let (node, new_path) = self.call_tree.child(parent, *method);
+                // A method's first call is always on a new path: that is where mprof-report
+                // creates its entry.
+                if new_path {
+                    self.method(*method);
+                }
                 self.threads[ti].stack.push(Call {
                     method: *method,
                     start: time,
                     callee: 0,
+                    node,
                 });
             }
             EventKind::MethodLeave { method } | EventKind::MethodExcLeave { method } if counted => {

@@ -151,16 +151,18 @@ pub fn profile(a: &Analysis, weight: Weight, config: &ReportConfig) -> Profile {
             }
         }
         Weight::Calls | Weight::Time => {
-            for call in a.call_paths.iter().filter(|c| keep(c.thread)) {
-                let stack = call.methods.iter().map(|&m| managed(&mut p, m)).collect();
+            for (i, node) in a.call_tree.nodes.iter().enumerate() {
                 let w = if weight == Weight::Calls {
-                    1
+                    node.calls
                 } else {
-                    call.self_ns
+                    node.self_ns
                 };
-                if w > 0 {
-                    push(&mut p, call.thread, call.time, w, stack);
+                let (thread, methods) = a.call_tree.path(i as u32);
+                if w == 0 || !keep(thread) {
+                    continue;
                 }
+                let stack = methods.iter().map(|&m| managed(&mut p, m)).collect();
+                push(&mut p, thread, node.last, w, stack);
             }
         }
     }
@@ -233,7 +235,12 @@ pub fn run(config: &ReportConfig) -> Result<()> {
             "nothing to draw with --weight {} (sample hits: {}, calls: {})\n",
             count_name(weight),
             analysis.hits.len(),
-            analysis.call_paths.len()
+            analysis
+                .call_tree
+                .nodes
+                .iter()
+                .map(|n| n.calls)
+                .sum::<u64>()
         ));
     }
     for n in &profile.notes {
