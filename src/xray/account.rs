@@ -31,14 +31,18 @@ const DENSE_IDS: u32 = 1 << 16;
 /// Every finished call's inclusive duration (ticks) per function, from a replay of each
 /// thread's stack that does not intern call paths: the fast path of `--format text`. Events
 /// are added one at a time, so a log can be accounted while it is decoded.
+/// Direct-mapped cache of thread slots, indexed by the tid's low bits. Time-sorted logs switch
+/// thread at almost every record, so the lookup must be an array index, not a hash probe.
+const SLOT_CACHE: usize = 32;
+
 #[derive(Debug, Default)]
 pub struct Accounting {
     /// Final stacks with their counters (filled by [`Accounting::finish`]).
     pub threads: Threads,
     stacks: Vec<(u32, u32, ThreadStack)>,
     index: FxHashMap<u32, usize>,
-    /// Records come in runs of one thread: the last one's tid and slot.
-    last: Option<(u32, usize)>,
+    /// `tid % SLOT_CACHE` → slot + 1 in `stacks` (0: empty), checked against the slot's tid.
+    cached: [u32; SLOT_CACHE],
     dense: Vec<Vec<u64>>,
     sparse: FxHashMap<u32, Vec<u64>>,
     /// Finished calls that passed the filter.
@@ -56,19 +60,9 @@ impl Accounting {
     }
 
     /// Applies one event to its thread's stack.
+    #[inline(always)]
     pub fn add(&mut self, event: &Event, keep: impl Fn(u32, &Call) -> bool) {
-        let slot = match self.last {
-            Some((tid, slot)) if tid == event.tid => slot,
-            _ => {
-                let stacks = &mut self.stacks;
-                let slot = *self.index.entry(event.tid).or_insert_with(|| {
-                    stacks.push((event.tid, event.pid, ThreadStack::default()));
-                    stacks.len() - 1
-                });
-                self.last = Some((event.tid, slot));
-                slot
-            }
-        };
+        let slot = self.slot(event.tid, event.pid);
         let (dense, sparse, calls) = (&mut self.dense, &mut self.sparse, &mut self.calls);
         let Some((_, _, stack)) = self.stacks.get_mut(slot) else {
             return;
@@ -89,6 +83,23 @@ impl Accounting {
                 sparse.entry(call.func).or_default().push(ticks);
             }
         });
+    }
+
+    /// The index of `tid`'s stack in `stacks`, made on its first event.
+    #[inline]
+    fn slot(&mut self, tid: u32, pid: u32) -> usize {
+        let line = tid as usize % SLOT_CACHE;
+        let cached = self.cached[line] as usize;
+        if cached != 0 && self.stacks.get(cached - 1).is_some_and(|s| s.0 == tid) {
+            return cached - 1;
+        }
+        let stacks = &mut self.stacks;
+        let slot = *self.index.entry(tid).or_insert_with(|| {
+            stacks.push((tid, pid, ThreadStack::default()));
+            stacks.len() - 1
+        });
+        self.cached[line] = u32::try_from(slot + 1).unwrap_or(0);
+        slot
     }
 
     /// Moves the per-thread stacks into [`Accounting::threads`].
@@ -120,26 +131,67 @@ impl Accounting {
         by_id
             .into_iter()
             .map(|(func_id, mut d)| {
-                let n = d.len();
-                // Selection, not a full sort: the same elements llvm-xray's nth_element picks.
-                let mut nth = |k: usize| *d.select_nth_unstable(k.min(n - 1)).1 as f64 / scale;
-                let (min, max) = (nth(0), nth(n - 1));
-                let median = nth(n / 2);
-                let p90 = nth((n as f64 * 0.9).floor() as usize);
-                let p99 = nth((n as f64 * 0.99).floor() as usize);
+                let order = OrderStats::of(&mut d);
+                let secs = |ticks: u64| ticks as f64 / scale;
                 Row {
                     func_id,
                     name: name(func_id),
-                    count: n,
-                    min,
-                    median,
-                    p90,
-                    p99,
-                    max,
-                    sum: d.iter().fold(0.0, |s, &v| s + v as f64) / scale,
+                    count: d.len(),
+                    min: secs(order.min),
+                    median: secs(order.median),
+                    p90: secs(order.p90),
+                    p99: secs(order.p99),
+                    max: secs(order.max),
+                    // Exact integer sum, rounded once.
+                    sum: d.iter().map(|&v| u128::from(v)).sum::<u128>() as f64 / scale,
                 }
             })
             .collect()
+    }
+}
+
+/// The order statistics of one function's durations: elements 0, n/2, ⌊0.9n⌋, ⌊0.99n⌋ and
+/// n−1 of the sorted list (llvm-xray's `nth_element` picks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OrderStats {
+    min: u64,
+    median: u64,
+    p90: u64,
+    p99: u64,
+    max: u64,
+}
+
+impl OrderStats {
+    /// Reorders `d` (not empty). Each selection leaves everything above its element to its
+    /// right, so the next, higher one only searches that remainder, and min and max are scans
+    /// of the two ends.
+    fn of(d: &mut [u64]) -> Self {
+        let n = d.len();
+        let ranks = [
+            n / 2,
+            (n as f64 * 0.9).floor() as usize,
+            (n as f64 * 0.99).floor() as usize,
+        ];
+        let mut picked = [0; 3];
+        let mut from = 0;
+        for (pick, rank) in picked.iter_mut().zip(ranks) {
+            let rank = rank.clamp(from, n - 1);
+            let (_, value, _) = d[from..].select_nth_unstable(rank - from);
+            *pick = *value;
+            from = rank;
+        }
+        let [median, p90, p99] = picked;
+        Self {
+            min: d[..ranks[0].min(n - 1)]
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(median),
+            median,
+            p90,
+            p99,
+            max: d[from..].iter().copied().max().unwrap_or(p99),
+        }
     }
 }
 

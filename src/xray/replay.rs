@@ -129,6 +129,8 @@ impl ThreadStack {
 
     /// Applies one event of this thread; finished calls go to `done`, innermost first. Without
     /// a tree, paths are not interned (every node is the root): enough for per-function figures.
+    /// Inlined: it is the per-event work of big logs.
+    #[inline(always)]
     pub fn apply(
         &mut self,
         tree: Option<&mut CallTree>,
@@ -147,6 +149,13 @@ impl ThreadStack {
             return Applied::Entered;
         }
         debug_assert!(matches!(event.kind, EventKind::Exit | EventKind::TailExit));
+        // Well-formed logs exit the innermost call: no search.
+        if self.frames.last().is_some_and(|f| f.func == event.func_id) {
+            if let Some(call) = self.close_top(event.tsc, false) {
+                done(call);
+            }
+            return Applied::Exited(1);
+        }
         let Some(at) = self.frames.iter().rposition(|f| f.func == event.func_id) else {
             self.unmatched_exits += 1;
             return Applied::Unmatched;
@@ -154,21 +163,33 @@ impl ThreadStack {
         let closed = self.frames.len() - at;
         self.deduced_exits += closed - 1;
         while self.frames.len() > at {
-            let Some(f) = self.frames.pop() else { break };
-            let inclusive = event.tsc.saturating_sub(f.entry);
-            if let Some(parent) = self.frames.last_mut() {
-                parent.child_ticks = parent.child_ticks.saturating_add(inclusive);
-            }
-            done(Call {
-                node: f.node,
-                func: f.func,
-                entry: f.entry,
-                exit: event.tsc,
-                self_ticks: inclusive.saturating_sub(f.child_ticks),
-                deduced: self.frames.len() > at,
-            });
+            let deduced = self.frames.len() > at + 1;
+            let Some(call) = self.close_top(event.tsc, deduced) else {
+                break;
+            };
+            done(call);
         }
         Applied::Exited(closed)
+    }
+}
+
+impl ThreadStack {
+    /// Pops the innermost open call, finished at `exit`, and adds its time to its caller's.
+    #[inline(always)]
+    fn close_top(&mut self, exit: u64, deduced: bool) -> Option<Call> {
+        let f = self.frames.pop()?;
+        let inclusive = exit.saturating_sub(f.entry);
+        if let Some(parent) = self.frames.last_mut() {
+            parent.child_ticks = parent.child_ticks.saturating_add(inclusive);
+        }
+        Some(Call {
+            node: f.node,
+            func: f.func,
+            entry: f.entry,
+            exit,
+            self_ticks: inclusive.saturating_sub(f.child_ticks),
+            deduced,
+        })
     }
 }
 

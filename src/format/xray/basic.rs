@@ -3,7 +3,7 @@
 //! u32 tid; u32 pid (v3; junk before); 8 bytes padding (not zeroed by the runtime)`.
 
 use super::{Event, EventKind, Log, HEADER_LEN};
-use crate::format::ParseError;
+use crate::format::{Endian, ParseError};
 
 /// Size of every basic-mode record.
 pub const RECORD_LEN: usize = 32;
@@ -11,8 +11,21 @@ pub const RECORD_LEN: usize = 32;
 /// Hands every function record after the header to `sink`, in file order; an undecodable
 /// record is listed in `log.problems` and skipped, a truncated tail too.
 pub fn parse_records(data: &[u8], log: &mut Log, sink: &mut impl FnMut(Event)) {
-    let endian = log.header.endian;
-    let with_pid = log.header.version >= 3;
+    // One loop per byte order and pid presence, so the hot loop has no per-field branches.
+    match (log.header.endian, log.header.version >= 3) {
+        (Endian::Little, true) => records::<false, true>(data, log, sink),
+        (Endian::Little, false) => records::<false, false>(data, log, sink),
+        (Endian::Big, true) => records::<true, true>(data, log, sink),
+        (Endian::Big, false) => records::<true, false>(data, log, sink),
+    }
+}
+
+fn records<const BIG: bool, const WITH_PID: bool>(
+    data: &[u8],
+    log: &mut Log,
+    sink: &mut impl FnMut(Event),
+) {
+    let endian = if BIG { Endian::Big } else { Endian::Little };
     let body = data.get(HEADER_LEN..).unwrap_or_default();
     let mut chunks = body.chunks_exact(RECORD_LEN);
     for (i, r) in chunks.by_ref().enumerate() {
@@ -33,7 +46,7 @@ pub fn parse_records(data: &[u8], log: &mut Log, sink: &mut impl FnMut(Event)) {
                 let tsc = endian.u64([r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]]);
                 sink(Event {
                     tid: u32_at(16),
-                    pid: if with_pid { u32_at(20) } else { 0 },
+                    pid: if WITH_PID { u32_at(20) } else { 0 },
                     cpu: r[2] as u16,
                     kind,
                     func_id: u32_at(4),
