@@ -60,7 +60,6 @@ impl Accounting {
     }
 
     /// Applies one event to its thread's stack.
-    #[inline(always)]
     pub fn add(&mut self, event: &Event, keep: impl Fn(u32, &Call) -> bool) {
         let slot = self.slot(event.tid, event.pid);
         let (dense, sparse, calls) = (&mut self.dense, &mut self.sparse, &mut self.calls);

@@ -129,8 +129,6 @@ impl ThreadStack {
 
     /// Applies one event of this thread; finished calls go to `done`, innermost first. Without
     /// a tree, paths are not interned (every node is the root): enough for per-function figures.
-    /// Inlined: it is the per-event work of big logs.
-    #[inline(always)]
     pub fn apply(
         &mut self,
         tree: Option<&mut CallTree>,
@@ -175,7 +173,7 @@ impl ThreadStack {
 
 impl ThreadStack {
     /// Pops the innermost open call, finished at `exit`, and adds its time to its caller's.
-    #[inline(always)]
+    #[inline]
     fn close_top(&mut self, exit: u64, deduced: bool) -> Option<Call> {
         let f = self.frames.pop()?;
         let inclusive = exit.saturating_sub(f.entry);
