@@ -169,9 +169,7 @@ impl ThreadStack {
         }
         Applied::Exited(closed)
     }
-}
 
-impl ThreadStack {
     /// Pops the innermost open call, finished at `exit`, and adds its time to its caller's.
     #[inline]
     fn close_top(&mut self, exit: u64, deduced: bool) -> Option<Call> {
