@@ -211,3 +211,35 @@ pub fn write(rows: &[Row], mut out: impl Write) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OrderStats;
+
+    /// The nested selections pick the same elements as indexing the sorted list.
+    #[test]
+    fn order_stats_match_the_sorted_list() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for n in 1..300 {
+            let mut d: Vec<u64> = (0..n)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed % 50
+                })
+                .collect();
+            let mut sorted = d.clone();
+            sorted.sort_unstable();
+            let at = |p: f64| sorted[((n as f64 * p).floor() as usize).min(n - 1)];
+            let expected = OrderStats {
+                min: sorted[0],
+                median: sorted[n / 2],
+                p90: at(0.9),
+                p99: at(0.99),
+                max: sorted[n - 1],
+            };
+            assert_eq!(OrderStats::of(&mut d), expected, "n = {n}");
+        }
+    }
+}
