@@ -21,22 +21,6 @@ const THREADS: u32 = 8;
 /// Distinct stacks the samples are drawn from (a busy service has tens of thousands).
 const STACKS: usize = 20_000;
 
-/// xorshift64*: a fixed sequence, so every run measures the same profile.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Interns `count` functions of one kind, each at three lines (three frames).
 fn functions(
     p: &mut Profile,
@@ -67,7 +51,8 @@ fn functions(
 /// callees, kernel frames at some leaves; 8 threads; cpu-clock weights.
 fn synthetic(samples: usize) -> Profile {
     let mut p = Profile::default();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // A fixed seed: every run measures the same profile.
+    let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
     let native = functions(
         &mut p,
         FrameKind::Native,
@@ -104,21 +89,23 @@ fn synthetic(samples: usize) -> Profile {
             })
         })
         .collect();
-    let pick = |rng: &mut Rng, from: &[[FrameId; 3]]| from[rng.below(from.len())][rng.below(3)];
+    let pick = |rng: &mut fastrand::Rng, from: &[[FrameId; 3]]| {
+        from[rng.usize(..from.len())][rng.usize(..3)]
+    };
     let stacks: Vec<Vec<FrameId>> = (0..STACKS)
         .map(|_| {
             let mut stack = Vec::new();
-            for _ in 0..4 + rng.below(8) {
+            for _ in 0..4 + rng.usize(..8) {
                 stack.push(pick(&mut rng, &native[..200]));
             }
-            for _ in 0..4 + rng.below(20) {
+            for _ in 0..4 + rng.usize(..20) {
                 stack.push(pick(&mut rng, &jit));
-                if rng.below(3) == 0 {
+                if rng.usize(..3) == 0 {
                     stack.push(pick(&mut rng, &inlined));
                 }
             }
-            if rng.below(4) == 0 {
-                for _ in 0..1 + rng.below(6) {
+            if rng.usize(..4) == 0 {
+                for _ in 0..1 + rng.usize(..6) {
                     stack.push(pick(&mut rng, &kernel));
                 }
             }
@@ -135,9 +122,9 @@ fn synthetic(samples: usize) -> Profile {
         );
     }
     for i in 0..samples {
-        let t = rng.below(THREADS as usize);
+        let t = rng.usize(..THREADS as usize);
         // Skewed: a few stacks are hot, most are rare.
-        let r = rng.below(STACKS) as u64;
+        let r = rng.usize(..STACKS) as u64;
         let hot = (r * r / STACKS as u64) as usize;
         let mut stack = Vec::with_capacity(stacks[hot].len() + 1);
         stack.push(roots[t]);
