@@ -157,15 +157,21 @@ pub struct CallTree {
 
 impl CallTree {
     /// The node of `method` called from `parent`, and whether it is new.
+    #[inline]
     fn child(&mut self, parent: u32, method: u64) -> (u32, bool) {
         let cached = self
             .nodes
             .get(parent as usize)
             .and_then(|p| p.last_child)
             .filter(|c| c.0 == method);
-        if let Some((_, node)) = cached {
-            return (node, false);
+        match cached {
+            Some((_, node)) => (node, false),
+            None => self.looked_up_child(parent, method),
         }
+    }
+
+    /// `child` when it is not the parent's last child.
+    fn looked_up_child(&mut self, parent: u32, method: u64) -> (u32, bool) {
         let nodes = &mut self.nodes;
         let mut created = false;
         let node = *self.index.entry((parent, method)).or_insert_with(|| {
@@ -331,6 +337,7 @@ impl Analysis {
         (self.thread_kept(buffer.thread_id) && self.in_time(time)).then_some(ti)
     }
 
+    #[inline]
     fn enter(&mut self, ti: usize, method: u64, time: u64) {
         let thread = &self.threads[ti];
         let parent = match thread.stack.last() {
@@ -352,6 +359,7 @@ impl Analysis {
     }
 
     /// Closes the call on top of `ti`'s stack (an unmatched leave is a warning).
+    #[inline]
     fn pop(&mut self, ti: usize, method: u64, time: u64) {
         let thread = &mut self.threads[ti];
         let matched = thread.stack.last().is_some_and(|c| c.method == method);
