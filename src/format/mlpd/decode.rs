@@ -906,3 +906,41 @@ impl<'a> EventDecoder<'_, 'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Reader;
+
+    /// The loop-free short path (up to 3 bytes) and the loop agree on both sides of each length.
+    #[test]
+    fn leb128_short_and_long_values() {
+        let unsigned: [(&[u8], u64); 5] = [
+            (&[0x7f], 127),
+            (&[0x80, 0x01], 128),
+            (&[0xff, 0x7f], 0x3fff),
+            (&[0x80, 0x80, 0x01], 0x4000),
+            (&[0x80, 0x80, 0x80, 0x01], 0x20_0000),
+        ];
+        for (bytes, value) in unsigned {
+            let mut r = Reader::new(bytes, 0);
+            assert_eq!(r.uleb().ok(), Some(value), "{bytes:x?}");
+            assert!(r.at_end());
+        }
+        let signed: [(&[u8], i64); 7] = [
+            (&[0x3f], 63),
+            (&[0x40], -64),
+            (&[0x80, 0x7f], -128),
+            (&[0xff, 0x00], 127),
+            (&[0x80, 0x80, 0x7f], -0x4000),
+            (&[0xff, 0xff, 0x3f], 0xf_ffff),
+            (&[0x80, 0x80, 0x80, 0x7f], -0x20_0000),
+        ];
+        for (bytes, value) in signed {
+            let mut r = Reader::new(bytes, 0);
+            assert_eq!(r.sleb().ok(), Some(value), "{bytes:x?}");
+            assert!(r.at_end());
+        }
+        assert!(Reader::new(&[0x80, 0x80], 0).uleb().is_err());
+        assert!(Reader::new(&[0x80, 0x80, 0x80], 0).sleb().is_err());
+    }
+}
