@@ -43,16 +43,37 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
-    #[inline]
-    pub(crate) fn uleb(&mut self) -> Result<u64, ParseError> {
-        // Most values (time deltas, sizes) fit in one byte.
-        if let Some(&b) = self.data.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(u64::from(b));
+    /// The unread bytes.
+    #[inline(always)]
+    fn rest(&self) -> &'a [u8] {
+        self.data.get(self.pos..).unwrap_or_default()
+    }
+
+    /// The value bits of a LEB128 value of up to 3 bytes, and its length; `None` for longer
+    /// or truncated values. Almost all values (time deltas, method deltas, sizes) are this
+    /// short, and decoding them without a loop is what makes the hot path fast.
+    #[inline(always)]
+    fn short_leb(&self) -> Option<(u64, usize)> {
+        let low = |b: u8| u64::from(b & 0x7f);
+        match *self.rest() {
+            [b0, ..] if b0 < 0x80 => Some((u64::from(b0), 1)),
+            [b0, b1, ..] if b1 < 0x80 => Some((low(b0) | u64::from(b1) << 7, 2)),
+            [b0, b1, b2, ..] if b2 < 0x80 => {
+                Some((low(b0) | low(b1) << 7 | u64::from(b2) << 14, 3))
             }
+            _ => None,
         }
-        self.uleb_long()
+    }
+
+    #[inline(always)]
+    pub(crate) fn uleb(&mut self) -> Result<u64, ParseError> {
+        match self.short_leb() {
+            Some((value, len)) => {
+                self.pos += len;
+                Ok(value)
+            }
+            None => self.uleb_long(),
+        }
     }
 
     fn uleb_long(&mut self) -> Result<u64, ParseError> {
@@ -76,16 +97,17 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn sleb(&mut self) -> Result<i64, ParseError> {
-        if let Some(&b) = self.data.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                // Bit 6 is the sign of a one-byte value.
-                return Ok(i64::from(b) - if b & 0x40 != 0 { 0x80 } else { 0 });
+        match self.short_leb() {
+            Some((value, len)) => {
+                self.pos += len;
+                // The top bit of the 7 * len value bits is the sign.
+                let unused = 64 - 7 * len as u32;
+                Ok(((value << unused) as i64) >> unused)
             }
+            None => self.sleb_long(),
         }
-        self.sleb_long()
     }
 
     fn sleb_long(&mut self) -> Result<i64, ParseError> {
@@ -176,6 +198,11 @@ impl Bases {
 /// Decodes the event at the reader's position and hands it to the visitor. Backtrace frames
 /// and sample IPs are collected in `scratch`, which the event borrows. The event is passed by
 /// reference from here rather than returned: moving it out costs more than decoding it.
+///
+/// Method enter/leave events, most of a calls-mode file, are decoded right here and handed to
+/// the visitor's `method_enter`/`method_leave` without an `Event`; this stays small enough
+/// to inline into the buffer loop, while the big decoder of the rest is a call.
+#[inline(always)]
 pub(crate) fn decode_event<V: Visitor>(
     r: &mut Reader<'_>,
     layout: &Layout,
@@ -184,9 +211,36 @@ pub(crate) fn decode_event<V: Visitor>(
     scratch: &mut Vec<u64>,
     visitor: &mut V,
 ) -> Result<(), ParseError> {
-    scratch.clear();
     let offset = r.offset();
     let byte = r.u8()?;
+    // The fast path of calls-mode files: no `Event` is built.
+    if byte == TYPE_METHOD | exinfo::ENTER || byte == TYPE_METHOD | exinfo::LEAVE {
+        bases.time = bases.time.wrapping_add(r.uleb()?);
+        let method = bases.method(r.sleb()?);
+        if byte & 0xf0 == exinfo::ENTER {
+            visitor.method_enter(buffer, offset, bases.time, method);
+        } else {
+            visitor.method_leave(buffer, offset, bases.time, method);
+        }
+        return Ok(());
+    }
+    decode_other_event(r, offset, byte, layout, bases, buffer, scratch, visitor)
+}
+
+/// Decodes every event but method enter/leave (`byte`, its first byte, is read).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn decode_other_event<V: Visitor>(
+    r: &mut Reader<'_>,
+    offset: usize,
+    byte: u8,
+    layout: &Layout,
+    bases: &mut Bases,
+    buffer: &BufferHeader,
+    scratch: &mut Vec<u64>,
+    visitor: &mut V,
+) -> Result<(), ParseError> {
+    scratch.clear();
     let (kind, sub) = (byte & 0x0f, byte & 0xf0);
     let mut decoder = EventDecoder {
         r,
@@ -850,5 +904,43 @@ impl<'a> EventDecoder<'_, 'a> {
             }
             _ => Err(self.bad("META", sub)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reader;
+
+    /// The loop-free short path (up to 3 bytes) and the loop agree on both sides of each length.
+    #[test]
+    fn leb128_short_and_long_values() {
+        let unsigned: [(&[u8], u64); 5] = [
+            (&[0x7f], 127),
+            (&[0x80, 0x01], 128),
+            (&[0xff, 0x7f], 0x3fff),
+            (&[0x80, 0x80, 0x01], 0x4000),
+            (&[0x80, 0x80, 0x80, 0x01], 0x20_0000),
+        ];
+        for (bytes, value) in unsigned {
+            let mut r = Reader::new(bytes, 0);
+            assert_eq!(r.uleb().ok(), Some(value), "{bytes:x?}");
+            assert!(r.at_end());
+        }
+        let signed: [(&[u8], i64); 7] = [
+            (&[0x3f], 63),
+            (&[0x40], -64),
+            (&[0x80, 0x7f], -128),
+            (&[0xff, 0x00], 127),
+            (&[0x80, 0x80, 0x7f], -0x4000),
+            (&[0xff, 0xff, 0x3f], 0xf_ffff),
+            (&[0x80, 0x80, 0x80, 0x7f], -0x20_0000),
+        ];
+        for (bytes, value) in signed {
+            let mut r = Reader::new(bytes, 0);
+            assert_eq!(r.sleb().ok(), Some(value), "{bytes:x?}");
+            assert!(r.at_end());
+        }
+        assert!(Reader::new(&[0x80, 0x80], 0).uleb().is_err());
+        assert!(Reader::new(&[0x80, 0x80, 0x80], 0).sleb().is_err());
     }
 }

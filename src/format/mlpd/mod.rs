@@ -9,6 +9,8 @@ mod decode;
 pub mod events;
 pub mod layout;
 
+use std::mem::ManuallyDrop;
+
 pub use events::*;
 pub use layout::Layout;
 
@@ -219,6 +221,23 @@ pub trait Visitor {
     /// A complete buffer is about to be decoded.
     fn buffer(&mut self, _buffer: &BufferHeader) {}
     fn event(&mut self, buffer: &BufferHeader, event: &Event<'_>);
+    /// A METHOD enter event. Calls-mode files are mostly enter/leave events, so the decoder
+    /// hands them over without building an [`Event`]; override these two to skip it too.
+    #[inline]
+    fn method_enter(&mut self, buffer: &BufferHeader, offset: usize, time: u64, method: u64) {
+        let kind = EventKind::MethodEnter { method };
+        // Nothing to drop in this event; without ManuallyDrop the compiler still calls the
+        // event's (out-of-line) drop glue.
+        self.event(buffer, &ManuallyDrop::new(Event { offset, time, kind }));
+    }
+    /// A METHOD leave event (not an exception leave, which goes to `event`).
+    #[inline]
+    fn method_leave(&mut self, buffer: &BufferHeader, offset: usize, time: u64, method: u64) {
+        let kind = EventKind::MethodLeave { method };
+        // Nothing to drop in this event; without ManuallyDrop the compiler still calls the
+        // event's (out-of-line) drop glue.
+        self.event(buffer, &ManuallyDrop::new(Event { offset, time, kind }));
+    }
 }
 
 impl<F: FnMut(&BufferHeader, &Event<'_>)> Visitor for F {

@@ -157,15 +157,21 @@ pub struct CallTree {
 
 impl CallTree {
     /// The node of `method` called from `parent`, and whether it is new.
+    #[inline]
     fn child(&mut self, parent: u32, method: u64) -> (u32, bool) {
         let cached = self
             .nodes
             .get(parent as usize)
             .and_then(|p| p.last_child)
             .filter(|c| c.0 == method);
-        if let Some((_, node)) = cached {
-            return (node, false);
+        match cached {
+            Some((_, node)) => (node, false),
+            None => self.looked_up_child(parent, method),
         }
+    }
+
+    /// `child` when it is not the parent's last child.
+    fn looked_up_child(&mut self, parent: u32, method: u64) -> (u32, bool) {
         let nodes = &mut self.nodes;
         let mut created = false;
         let node = *self.index.entry((parent, method)).or_insert_with(|| {
@@ -212,6 +218,8 @@ pub struct Analysis {
     /// In creation order (mprof-report lists the newest first).
     pub threads: Vec<Thread>,
     thread_index: FxHashMap<u64, usize>,
+    /// Index of the thread of the buffer being decoded.
+    current_thread: usize,
     pub hits: Vec<Hit>,
     pub sample_type: Option<u64>,
     /// (address, size, name) of unmanaged symbols and binaries.
@@ -260,7 +268,13 @@ impl Analysis {
     }
 
     fn thread(&mut self, id: u64) -> &mut Thread {
-        let i = match self.thread_index.get(&id) {
+        let i = self.thread_slot(id);
+        &mut self.threads[i]
+    }
+
+    /// The index of thread `id` in `threads`, added if new.
+    fn thread_slot(&mut self, id: u64) -> usize {
+        match self.thread_index.get(&id) {
             Some(&i) => i,
             None => {
                 self.threads.push(Thread {
@@ -270,8 +284,7 @@ impl Analysis {
                 self.thread_index.insert(id, self.threads.len() - 1);
                 self.threads.len() - 1
             }
-        };
-        &mut self.threads[i]
+        }
     }
 
     fn method(&mut self, pointer: u64) -> &mut Method {
@@ -315,6 +328,38 @@ impl Analysis {
         all.into_iter().map(|(_, _, p)| p).collect()
     }
 
+    /// The thread of the current buffer, when its calls count at `time` (after noting the
+    /// thread's last time): what `event` does first, for the enter/leave fast path.
+    #[inline]
+    fn call_counted(&mut self, buffer: &BufferHeader, time: u64) -> Option<usize> {
+        let ti = self.current_thread;
+        self.threads[ti].last_time = time;
+        (self.thread_kept(buffer.thread_id) && self.in_time(time)).then_some(ti)
+    }
+
+    #[inline]
+    fn enter(&mut self, ti: usize, method: u64, time: u64) {
+        let thread = &self.threads[ti];
+        let parent = match thread.stack.last() {
+            Some(c) => c.node,
+            None => self.call_tree.child(NO_PARENT, thread.id).0,
+        };
+        let (node, new_path) = self.call_tree.child(parent, method);
+        // A method's first call is always on a new path: that is where mprof-report creates
+        // its entry (so a matched leave finds it there).
+        if new_path {
+            self.method(method);
+        }
+        self.threads[ti].stack.push(Call {
+            method,
+            start: time,
+            callee: 0,
+            node,
+        });
+    }
+
+    /// Closes the call on top of `ti`'s stack (an unmatched leave is a warning).
+    #[inline]
     fn pop(&mut self, ti: usize, method: u64, time: u64) {
         let thread = &mut self.threads[ti];
         let matched = thread.stack.last().is_some_and(|c| c.method == method);
@@ -408,16 +453,26 @@ impl mlpd::Visitor for Analysis {
         if self.startup_time.is_none() {
             self.startup_time = Some(buffer.time_base);
         }
-        self.thread(buffer.thread_id).last_time = buffer.time_base;
+        self.current_thread = self.thread_slot(buffer.thread_id);
+        self.threads[self.current_thread].last_time = buffer.time_base;
+    }
+
+    fn method_enter(&mut self, buffer: &BufferHeader, _offset: usize, time: u64, method: u64) {
+        self.has_calls = true;
+        if let Some(ti) = self.call_counted(buffer, time) {
+            self.enter(ti, method, time);
+        }
+    }
+
+    fn method_leave(&mut self, buffer: &BufferHeader, _offset: usize, time: u64, method: u64) {
+        if let Some(ti) = self.call_counted(buffer, time) {
+            self.pop(ti, method, time);
+        }
     }
 
     fn event(&mut self, buffer: &BufferHeader, event: &Event<'_>) {
         let time = event.time;
-        let ti = self
-            .thread_index
-            .get(&buffer.thread_id)
-            .copied()
-            .unwrap_or(0);
+        let ti = self.current_thread;
         self.threads[ti].last_time = time;
         let in_time = self.in_time(time);
         let kept_thread = self.thread_kept(buffer.thread_id);
@@ -448,27 +503,8 @@ impl mlpd::Visitor for Analysis {
                     m.ignore_jit = true;
                 }
             }
-            EventKind::MethodEnter { method } if counted => {
-                let thread = &self.threads[ti];
-                let parent = match thread.stack.last() {
-                    Some(c) => c.node,
-                    None => self.call_tree.child(NO_PARENT, thread.id).0,
-                };
-                let (node, new_path) = self.call_tree.child(parent, *method);
-                // A method's first call is always on a new path: that is where mprof-report
-                // creates its entry.
-                if new_path {
-                    self.method(*method);
-                }
-                self.threads[ti].stack.push(Call {
-                    method: *method,
-                    start: time,
-                    callee: 0,
-                    node,
-                });
-            }
+            EventKind::MethodEnter { method } if counted => self.enter(ti, *method, time),
             EventKind::MethodLeave { method } | EventKind::MethodExcLeave { method } if counted => {
-                self.method(*method);
                 self.pop(ti, *method, time);
             }
             EventKind::SampleHit {

@@ -16,6 +16,7 @@ use super::{flamegraph, Destination, Format, ReportConfig, Weight};
 use crate::error::{Error, Result};
 use crate::format::mlpd::{self, BufferHeader, Decoder, Event, EventKind, Metadata};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo};
+use crate::sys::mapped_file::MappedFile;
 
 /// Decodes `data` with the filter; the analysis and the decoder (header, problems).
 pub fn analyze(
@@ -181,7 +182,8 @@ fn count_name(weight: Weight) -> &'static str {
 /// Runs `jprof report` on a Mono .mlpd file.
 pub fn run(config: &ReportConfig) -> Result<()> {
     let path = &config.input;
-    let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    // Mapped rather than read: copying a large file into the heap costs as much as decoding it.
+    let data = MappedFile::open(path).map_err(|e| Error::io(path, e))?;
     let filter = filter_for(config, &data);
     let (analysis, decoder) = analyze(&data, filter).map_err(|source| Error::Parse {
         path: path.clone(),
