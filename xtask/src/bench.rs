@@ -224,6 +224,27 @@ fn rss_cell(s: &Summary) -> String {
     s.max_rss_mib.map_or("n/a".into(), |m| format!("{m:.1}"))
 }
 
+/// A two-row markdown table of jprof against a baseline tool doing the same work, with the
+/// baseline/jprof wall-time ratio, then the goal.
+fn versus_table(
+    what: &str,
+    ratio: &str,
+    ours: (&str, &Summary),
+    theirs: (&str, &Summary),
+    goal: &str,
+) -> String {
+    let ((our_label, j), (their_label, t)) = (ours, theirs);
+    format!(
+        "| {what} | time (s) | max RSS (MiB) | {ratio} |\n|---|---:|---:|---:|\n\
+         | {our_label} | {:.3} | {} | **{:.1}×** |\n| {their_label} | {:.3} | {} | |\n\nGoal: {goal}\n",
+        j.wall,
+        rss_cell(j),
+        t.wall / j.wall,
+        t.wall,
+        rss_cell(t),
+    )
+}
+
 /// Runs each of `variants` variants `runs` times, rotating the order every round so slow drift
 /// of the machine hits all variants alike. Returns the measurements per variant.
 fn interleaved(

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{interleaved, rss_cell, Measurement, Meter, GNU_TIME};
+use super::{interleaved, versus_table, Measurement, Meter, GNU_TIME};
 use crate::{root, target_dir};
 
 /// Where perf.data says the node jitdump is (regen.sh's scratch directory).
@@ -128,27 +128,18 @@ pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
         "perf.data import (node fixture {}), medians of {runs} interleaved runs:\n",
         perf_data.display()
     );
-    let _ = writeln!(
-        s,
-        "| Symbolizing a perf.data | time (s) | max RSS (MiB) | perf / jprof |"
-    );
-    let _ = writeln!(s, "|---|---:|---:|---:|");
-    let _ = writeln!(
-        s,
-        "| `jprof report -i perf.data --search-dir DIR` (flame graph + top 15) | {:.3} | {} | **{:.1}×** |",
-        j.wall,
-        rss_cell(&j),
-        p.wall / j.wall
-    );
-    let _ = writeln!(
-        s,
-        "| `perf inject --jit` then `perf script \\| inferno-collapse-perf \\| inferno-flamegraph` | {:.3} | {} | |",
-        p.wall,
-        rss_cell(&p)
-    );
-    let _ = writeln!(
-        s,
-        "\nGoal: ≥ 10× faster than perf inject + perf script + inferno."
-    );
+    s.push_str(&versus_table(
+        "Symbolizing a perf.data",
+        "perf / jprof",
+        (
+            "`jprof report -i perf.data --search-dir DIR` (flame graph + top 15)",
+            &j,
+        ),
+        (
+            "`perf inject --jit` then `perf script \\| inferno-collapse-perf \\| inferno-flamegraph`",
+            &p,
+        ),
+        "≥ 10× faster than perf inject + perf script + inferno.",
+    ));
     Ok(s)
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use super::{interleaved, rss_cell, Meter, GNU_TIME};
+use super::{interleaved, versus_table, Meter, GNU_TIME};
 use crate::{available, target_dir};
 
 /// Function records in the generated log (32 bytes each).
@@ -121,27 +121,12 @@ pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
         "\nXRay account ({RECORDS} records, {THREADS} threads, {:.0} MiB, in time order), medians of {runs} interleaved runs; the tables agree:\n",
         std::fs::metadata(&log).map_or(0.0, |m| m.len() as f64 / 1048576.0)
     );
-    let _ = writeln!(
-        s,
-        "| Accounting an XRay log | time (s) | max RSS (MiB) | llvm-xray / jprof |"
-    );
-    let _ = writeln!(s, "|---|---:|---:|---:|");
-    let _ = writeln!(
-        s,
-        "| `jprof report -i LOG -f text` | {:.3} | {} | **{:.1}×** |",
-        j.wall,
-        rss_cell(&j),
-        l.wall / j.wall
-    );
-    let _ = writeln!(
-        s,
-        "| `llvm-xray account LOG` | {:.3} | {} | |",
-        l.wall,
-        rss_cell(&l)
-    );
-    let _ = writeln!(
-        s,
-        "\nGoal: parsing + account ≥ 10× faster than llvm-xray account."
-    );
+    s.push_str(&versus_table(
+        "Accounting an XRay log",
+        "llvm-xray / jprof",
+        ("`jprof report -i LOG -f text`", &j),
+        ("`llvm-xray account LOG`", &l),
+        "parsing + account ≥ 10× faster than llvm-xray account.",
+    ));
     Ok(s)
 }
