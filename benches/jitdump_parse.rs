@@ -13,7 +13,7 @@ fn main() {
         "jitdump_parse",
         concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/node/jit-13228.dump"
+            "/tests/fixtures/shared/node/jit-13228.dump"
         ),
     );
     let header = match jitdump::parse_header(&bytes) {

@@ -13,7 +13,7 @@ fn main() {
         "mlpd_parse",
         concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/mono/shapes-calls.mlpd"
+            "/tests/fixtures/shared/mono/shapes-calls.mlpd"
         ),
     );
     let decode = |bytes: &[u8]| {

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use jprof::format::jitdump::{self, RecordBody, RecordId, TierKind};
 use jprof::format::Endian;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 fn fixture(path: &str) -> Vec<u8> {
-    std::fs::read(format!("{FIXTURES}/{path}")).expect("fixture present (../shared/fixtures)")
+    std::fs::read(format!("{FIXTURES}/{path}")).expect("fixture present (tests/fixtures/shared)")
 }
 
 fn counts(file: &[u8]) -> (BTreeMap<u32, usize>, usize, jitdump::Batch) {

@@ -10,16 +10,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use jprof::format::mlpd::{self, BufferHeader, Event, EventKind, Metadata, MetadataPhase};
 use mlpd_support::V1Writer;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 fn calls_fixture() -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/mono/shapes-calls.mlpd"))
-        .expect("fixture present (../shared/fixtures)")
+        .expect("fixture present (tests/fixtures/shared)")
 }
 
 fn sample_fixture() -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/mono/shapes-sample.mlpd"))
-        .expect("fixture present (../shared/fixtures)")
+        .expect("fixture present (tests/fixtures/shared)")
 }
 
 /// Every event as `time kind` text, plus the decoder.

@@ -2,7 +2,7 @@
 
 use jprof::format::perf_map;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 #[test]
 fn real_maps_parse_completely() {

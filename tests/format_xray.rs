@@ -1,4 +1,4 @@
-//! The XRay readers on the real logs in `../shared/fixtures/xray` (FDR v5 with real TSC and
+//! The XRay readers on the real logs in `tests/fixtures/shared/xray` (FDR v5 with real TSC and
 //! emulated clock, basic v3) and on logs built from the layouts for every FDR version (1–5) and
 //! basic version (1–3), in both byte orders; the instrumentation map of the fixture binary; and
 //! damaged input, which must never panic.
@@ -9,10 +9,10 @@ use jprof::format::xray::{self, BufferStart, Event, EventKind, LogMode};
 use jprof::format::Endian;
 use jprof::xray::replay::Replay;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/xray");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared/xray");
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{FIXTURES}/{name}")).expect("fixture present (../shared/fixtures)")
+    std::fs::read(format!("{FIXTURES}/{name}")).expect("fixture present (tests/fixtures/shared)")
 }
 
 fn counts(name: &str) -> serde_json::Value {

@@ -1,4 +1,4 @@
-//! `jprof report -i perf.data` on the real fixtures (`../shared/fixtures`): the perf.data import
+//! `jprof report -i perf.data` on the real fixtures (`tests/fixtures/shared`): the perf.data import
 //! must name the same leaf (self) functions as `perf inject --jit` + `perf script` +
 //! `inferno-collapse-perf` on ≥ 99% of the period-weighted samples perf names; missing side
 //! files and damaged files give clear notes or errors, never a panic.
@@ -12,7 +12,7 @@ use jprof::import::{import, import_bytes, ImportOptions};
 use jprof::report::collapsed;
 use jprof::symbolize::{resolve, ResolveOptions};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(FIXTURES).join(rel)

@@ -301,9 +301,9 @@ fn node_unwind_tables_are_placed_right_after_their_code() {
     use jprof::symbolize::jit_unwind::JitUnwind;
     let bytes = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/fixtures/node/jit-13228.dump"
+        "/tests/fixtures/shared/node/jit-13228.dump"
     ))
-    .expect("fixture present (../shared/fixtures)");
+    .expect("fixture present (tests/fixtures/shared)");
     let header = jitdump::parse_header(&bytes).unwrap();
     let batch = jitdump::parse_records(&bytes, &header, 0);
     let mut pending = None;

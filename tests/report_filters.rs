@@ -1,12 +1,12 @@
 //! The filters every format shares, the flame graph's look options and `jprof diff`, run as
-//! commands: on the real Java perf.data fixture (`../shared/fixtures/java`), on a live
+//! commands: on the real Java perf.data fixture (`tests/fixtures/shared/java`), on a live
 //! recording of a program that spends its time in an inlined function, and on folded files;
 //! and the progress bars, drawn on a pseudo-terminal only.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 fn java(file: &str) -> PathBuf {
     Path::new(FIXTURES).join("java").join(file)

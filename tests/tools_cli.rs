@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 fn fixture(path: &str) -> String {
     format!("{FIXTURES}/{path}")

@@ -11,7 +11,7 @@ use jprof::format::xray::{self, write, EventKind};
 use jprof::format::Endian;
 use jprof::xray::replay::Replay;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/xray");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared/xray");
 const LOGS: [&str; 3] = ["fdr-tsc", "fdr-emulated", "basic-emulated"];
 
 fn jprof(args: &[&str]) -> Output {

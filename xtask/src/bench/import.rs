@@ -1,5 +1,5 @@
 //! The perf.data import comparison of `cargo xtask bench`: on the node fixture
-//! (`../shared/fixtures/node`, or `$JPROF_FIXTURES/node`), `jprof report -i perf.data
+//! (`tests/fixtures/shared/node`, or `$JPROF_FIXTURES/node`), `jprof report -i perf.data
 //! --search-dir DIR` (flame graph + top list) against `perf inject --jit` followed by
 //! `perf script | inferno-collapse-perf | inferno-flamegraph`. perf finds the jitdump only at
 //! the path recorded in perf.data, so it is copied there; perf inject's build-id cache and
@@ -21,7 +21,7 @@ const JITDUMP: &str = "jit-13228.dump";
 fn fixtures() -> PathBuf {
     std::env::var_os("JPROF_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("../shared/fixtures"))
+        .unwrap_or_else(|| root().join("tests/fixtures/shared"))
 }
 
 /// Removes what perf inject left behind: the jitted-*.so files next to the jitdump.
