@@ -11,6 +11,7 @@ compile_error!("jprof is Linux-only: it is built on perf_event_open");
 
 pub mod cli;
 pub mod error;
+pub mod foreign_file;
 pub mod format;
 pub mod import;
 pub mod process_root;

@@ -128,7 +128,19 @@ pub struct Recording {
 impl Recording {
     /// Maps the file (reading a large recording into memory first costs more than parsing it).
     pub fn open(path: &Path) -> Result<Self, Error> {
-        let mapped = MappedFile::open(path).map_err(|e| Error::io(path, e))?;
+        let mapped = MappedFile::open(path).map_err(|e| {
+            // A recorder that was killed leaves its recording under the partial name.
+            let partials = crate::foreign_file::leftover_partials(path);
+            match partials.first() {
+                Some(partial) if e.kind() == std::io::ErrorKind::NotFound => Error::Other(format!(
+                    "{}: no such file; a recorder that did not finish left {} (read it with `jprof report -i {}`)",
+                    path.display(),
+                    partial.display(),
+                    partial.display()
+                )),
+                _ => Error::io(path, e),
+            }
+        })?;
         Self::load(path.to_path_buf(), Bytes::Mapped(mapped))
     }
 

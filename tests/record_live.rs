@@ -129,7 +129,15 @@ fn sigkilled_recorder_leaves_a_readable_recording() {
     child.kill().expect("SIGKILL jprof");
     child.wait().expect("reap jprof");
 
-    let rec = Recording::open(&data).expect("a killed recording still opens");
+    // The recording is renamed into place only when complete: a killed recorder leaves it
+    // under its partial name, and opening the destination says where it is.
+    let Err(missing) = Recording::open(&data) else {
+        panic!("no complete recording should have been written");
+    };
+    assert!(missing.to_string().contains(".partial-"), "{missing}");
+    let partials = jprof::foreign_file::leftover_partials(&data);
+    assert_eq!(partials.len(), 1, "{partials:?}");
+    let rec = Recording::open(&partials[0]).expect("a killed recording still opens");
     assert!(!rec.finished);
     assert!(rec.completeness().contains("killed") || rec.completeness().contains("truncated"));
     let samples = rec

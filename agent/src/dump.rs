@@ -35,6 +35,38 @@ pub struct Dump {
     next_index: AtomicU64,
 }
 
+/// Creates the jitdump as a new file, mode 0600, never through a link (the agent runs inside
+/// the target, as its user; a link planted in `/tmp` must not redirect its writes). A regular
+/// file of this user left by an earlier session with the same pid is replaced; anything else
+/// already there is refused.
+fn create_private(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let create = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+    };
+    match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let m = std::fs::symlink_metadata(path)?;
+            if m.file_type().is_file() && m.uid() == nix::unistd::geteuid().as_raw() {
+                std::fs::remove_file(path)?;
+                create()
+            } else {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "already exists and is not this user's regular file: not used",
+                ))
+            }
+        }
+        other => other,
+    }
+}
+
 /// Sets the timestamp of every record in `records` (a run of complete jitdump records).
 fn restamp(records: &mut [u8], timestamp: u64) {
     let mut at = 0;
@@ -59,33 +91,51 @@ impl Dump {
         for dir in dirs {
             let path = dir.join(format!("jit-{pid}.dump"));
             match Self::open(&path, pid, clock) {
-                Ok(file) => {
-                    let dump = Arc::new(Dump {
-                        clock,
-                        state: Mutex::new(State {
-                            out: Some(BufWriter::with_capacity(256 * 1024, file)),
-                            unflushed: 0,
-                            last_flush: Instant::now(),
-                            live: HashMap::new(),
-                        }),
-                        next_index: AtomicU64::new(1),
-                    });
-                    Self::start_flusher(&dump);
-                    return Ok(dump);
-                }
+                Ok(file) => return Ok(Self::started(file, clock)),
                 Err(e) => errors.push(format!("{}: {e}", path.display())),
             }
+        }
+        // Every directory had a `jit-<pid>.dump` that is not ours (planted by another user, a
+        // link): write into a new private directory instead; jprof finds the file through its
+        // marker mapping.
+        let private = std::env::temp_dir().join(format!(
+            "jprof-jit-{pid}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ));
+        match std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&private)
+        {
+            Ok(()) => {
+                let path = private.join(format!("jit-{pid}.dump"));
+                match Self::open(&path, pid, clock) {
+                    Ok(file) => return Ok(Self::started(file, clock)),
+                    Err(e) => errors.push(format!("{}: {e}", path.display())),
+                }
+            }
+            Err(e) => errors.push(format!("{}: {e}", private.display())),
         }
         Err(errors.join("; "))
     }
 
+    fn started(file: File, clock: Clock) -> Arc<Dump> {
+        let dump = Arc::new(Dump {
+            clock,
+            state: Mutex::new(State {
+                out: Some(BufWriter::with_capacity(256 * 1024, file)),
+                unflushed: 0,
+                last_flush: Instant::now(),
+                live: HashMap::new(),
+            }),
+            next_index: AtomicU64::new(1),
+        });
+        Self::start_flusher(&dump);
+        dump
+    }
+
     fn open(path: &Path, pid: u32, clock: Clock) -> std::io::Result<File> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
+        let mut file = create_private(path)?;
         file.write_all(&jitdump_write::header(pid, clock.now(), clock.is_tsc()))?;
         if let Err(e) = ffi::map_marker(&file) {
             let _ = std::fs::remove_file(path);

@@ -26,7 +26,7 @@ use crate::format::Cursor;
 use crate::recording::{EventConfig, HostFacts, Meta, Recording, Summary};
 use crate::timeline::ClockConversion;
 
-use side_files::{candidates, list, perf_map_path, read_first, SideFile};
+use side_files::{candidates, list, perf_map_path, read_first, trusted_owners, SideFile};
 
 /// How to import a perf.data.
 #[derive(Clone, Debug, Default)]
@@ -215,7 +215,7 @@ pub fn import_bytes(path: &Path, file: &[u8], options: &ImportOptions) -> Result
     }
 
     let monotonic = event.clockid == ClockId::Monotonic as i32 && uses_clockid(&first.attr);
-    let mut side = find_side_files(&scan, options, &mut notes);
+    let mut side = find_side_files(&scan, options, &trusted_owners(path), &mut notes);
     if !monotonic && side.iter().any(|f| f.kind == SideKind::JITDUMP) {
         notes.push(
             "the perf.data was recorded without `-k 1` (its timestamps are not \
@@ -247,12 +247,17 @@ pub fn import_bytes(path: &Path, file: &[u8], options: &ImportOptions) -> Result
 }
 
 /// The jitdumps the records name and the perf maps of the processes seen.
-fn find_side_files(scan: &Scan, options: &ImportOptions, notes: &mut Vec<String>) -> Vec<SideFile> {
+fn find_side_files(
+    scan: &Scan,
+    options: &ImportOptions,
+    owners: &[u32],
+    notes: &mut Vec<String>,
+) -> Vec<SideFile> {
     let dirs = &options.search_dirs;
     let mut found = Vec::new();
     for (pid, recorded) in &scan.jitdumps {
         let places = candidates(Path::new(recorded), dirs);
-        match read_first(SideKind::JITDUMP, *pid, &places, notes) {
+        match read_first(SideKind::JITDUMP, *pid, &places, owners, notes) {
             Some(f) => found.push(f),
             None => notes.push(format!(
                 "the jitdump of pid {pid} was not found at {}: its JIT frames show as \
@@ -264,7 +269,7 @@ fn find_side_files(scan: &Scan, options: &ImportOptions, notes: &mut Vec<String>
     let mut maps = 0;
     for &pid in &scan.processes {
         let places = candidates(&perf_map_path(pid), dirs);
-        if let Some(mut f) = read_first(SideKind::PERF_MAP, pid, &places, notes) {
+        if let Some(mut f) = read_first(SideKind::PERF_MAP, pid, &places, owners, notes) {
             // A map is complete at rest; its last line may just lack the newline.
             if f.bytes.last().is_some_and(|&b| b != b'\n') {
                 f.bytes.push(b'\n');

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::foreign_file::{ForeignFile, Owner, Refusal};
+
 use crate::format::recording::SideKind;
 
 /// A side file that was found and read.
@@ -25,16 +27,31 @@ pub fn candidates(recorded: &Path, search_dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
+/// The largest side file read for a perf.data (a hostile one may claim any size).
+const MAX_SIDE_FILE: u64 = 4 << 30;
+
 /// The first candidate that can be read; the errors of the others are not interesting (most
-/// simply do not exist), except a file that exists but cannot be read.
+/// simply do not exist), except a file that exists but cannot be read or is refused. Like perf,
+/// a side file is read only when it is a regular file (not a link) owned by one of `owners`
+/// (the reader, the perf.data's owner) or root: another user cannot feed names into the report.
 pub fn read_first(
     kind: SideKind,
     pid: u32,
     candidates: &[PathBuf],
+    owners: &[u32],
     notes: &mut Vec<String>,
 ) -> Option<SideFile> {
     for path in candidates {
-        match std::fs::read(path) {
+        let read = ForeignFile::open(path, Owner::Anyone).and_then(|f| {
+            if f.uid != 0 && !owners.contains(&f.uid) {
+                return Err(Refusal::WrongOwner {
+                    found: f.uid,
+                    expected: owners.first().copied().unwrap_or(0),
+                });
+            }
+            f.read_all(MAX_SIDE_FILE)
+        });
+        match read {
             Ok(bytes) => {
                 return Some(SideFile {
                     kind,
@@ -43,11 +60,22 @@ pub fn read_first(
                     bytes,
                 })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => notes.push(format!("{}: cannot read it ({e})", path.display())),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => notes.push(format!("{}: not read: {e}", path.display())),
         }
     }
     None
+}
+
+/// Who may own the side files of the perf.data at `path`: the user running the report and the
+/// owner of the perf.data (root is always accepted).
+pub fn trusted_owners(path: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut owners = vec![nix::unistd::geteuid().as_raw()];
+    if let Ok(m) = std::fs::metadata(path) {
+        owners.push(m.uid());
+    }
+    owners
 }
 
 /// The recorded location of a process's perf map.

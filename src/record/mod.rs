@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags};
 
 use crate::error::{Error, Result};
+use crate::foreign_file;
 use crate::format::recording::ChunkKind;
 use crate::recording::{Meta, Recording};
 use crate::sys::child::{self, ChildExit};
@@ -168,8 +169,16 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         event: events.config.clone(),
         start_unix_ns: host::unix_now_ns(),
     };
-    let out = match writer::ChunkWriter::create(&config.output, &meta) {
-        Ok(out) => out,
+    // Written beside the destination and renamed into place when complete: an existing
+    // recording survives a failed launch, a crash or a concurrent run (docs/security.md).
+    let created = foreign_file::AtomicOutput::create(&config.output).and_then(|output| {
+        let partial = output.partial_path().to_path_buf();
+        let file = output.try_clone().map_err(|e| Error::io(&partial, e))?;
+        let out = writer::ChunkWriter::create(file, &partial, &meta)?;
+        Ok((output, partial, out))
+    });
+    let (mut output, partial, out) = match created {
+        Ok(created) => created,
         Err(e) => {
             profiled.abandon();
             return Err(e);
@@ -212,9 +221,12 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         xray.iter().for_each(xray_logs::discard);
         drop(tx);
         let _ = writer_thread.join();
-        let _ = std::fs::remove_file(&config.output);
+        // Dropping `output` removes the partial file; the destination was never touched.
+        drop(output);
         return Err(e);
     }
+    // From here on, whatever stops jprof leaves the partial recording readable.
+    output.keep_if_dropped();
 
     // A HotSpot JVM gets jprof's agent through the attach protocol, off the reader loop (the
     // JVM takes a moment to start its attach listener).
@@ -352,9 +364,9 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     summary.notes.extend(attach_notes);
     if agent_attached && !config.keep_side_files {
         // The agent stays in the JVM; the file it writes is only for this recording.
-        for (_, jitdumps) in side.jitdump_paths() {
+        for (pid, jitdumps) in side.jitdump_paths() {
             for file in jitdumps {
-                let _ = std::fs::remove_file(file);
+                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
             }
         }
     }
@@ -371,7 +383,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             let cwd = std::env::current_dir().unwrap_or_default();
             for (pid, files) in side.runtime_files() {
                 for file in runtimes::created_files(runtime, pid, &files, &cwd) {
-                    let _ = std::fs::remove_file(file);
+                    foreign_file::remove_runtime_file(&file, side.owner_of(pid));
                 }
             }
         }
@@ -385,23 +397,23 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     drop(out);
 
     if config.embed_symbols {
-        if let Err(e) = embed_symbols(&config.output) {
+        if let Err(e) = embed_symbols(&output, &partial) {
             summary
                 .notes
                 .push(format!("symbols were not embedded: {e}"));
         }
     }
-    let mut out = writer::ChunkWriter::append(&config.output)?;
-    out.write_chunk(ChunkKind::END, &[])?;
-    drop(out);
+    let file = output.try_clone().map_err(|e| Error::io(&partial, e))?;
+    writer::ChunkWriter::append(file, &partial).write_chunk(ChunkKind::END, &[])?;
+    output.commit()?;
 
     summary::print(&config.output, &meta, &summary, &clock);
     Ok(exit.map_or(0, ChildExit::shell_code))
 }
 
-fn embed_symbols(path: &std::path::Path) -> Result<()> {
-    let recording = Recording::open(path)?;
+fn embed_symbols(output: &foreign_file::AtomicOutput, partial: &std::path::Path) -> Result<()> {
+    let recording = Recording::open(partial)?;
     let payload = crate::symbolize::embedded_symbols(&recording)?;
-    let mut out = writer::ChunkWriter::append(path)?;
-    out.write_chunk(ChunkKind::SYMBOLS, &payload)
+    let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
+    writer::ChunkWriter::append(file, partial).write_chunk(ChunkKind::SYMBOLS, &payload)
 }

@@ -9,6 +9,7 @@
 //! and helpers) and `--jitmap` as a second source, and `MONO_DEBUG=disable_omit_fp` so the
 //! frame-pointer walk gets through managed frames (docs/mono.md).
 
+use crate::foreign_file;
 use crate::process_root;
 use std::path::{Path, PathBuf};
 
@@ -173,21 +174,55 @@ fn is_hotspot(pid: u32) -> bool {
         .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("/libjvm.so")))
 }
 
-/// Copies the agent into the container's `/tmp` owned by the JVM's user; returns the copy's
-/// path here and as the JVM sees it.
-fn copy_agent_into(
-    root: &Path,
-    agent: &Path,
-    nspid: u32,
-    pid: u32,
-) -> std::io::Result<(PathBuf, String)> {
+/// The agent's copy in a container's `/tmp`: where jprof made it and how the JVM names it.
+struct AgentCopy {
+    made: foreign_file::Created,
+    inside: String,
+}
+
+/// Copies the agent into the container's `/tmp`, readable by the JVM's user. The copy is a new
+/// file (never one the container's user planted, never through a link: under `/proc/PID/root`
+/// an absolute link would resolve on the host), given to that user through its own descriptor.
+fn copy_agent_into(root: &Path, agent: &Path, nspid: u32, pid: u32) -> std::io::Result<AgentCopy> {
     use std::os::unix::fs::MetadataExt;
-    let inside = format!("/tmp/jprof-agent-{nspid}.so");
-    let host = process_root::host_path(Some(root), Path::new(&inside));
-    std::fs::copy(agent, &host)?;
     let owner = std::fs::metadata(format!("/proc/{pid}"))?;
-    std::os::unix::fs::chown(&host, Some(owner.uid()), Some(owner.gid()))?;
-    Ok((host, inside))
+    let mut last = None;
+    for attempt in 0..16u32 {
+        let inside = format!(
+            "/tmp/jprof-agent-{nspid}-{}-{attempt}.so",
+            std::process::id()
+        );
+        let host = process_root::host_path(Some(root), Path::new(&inside));
+        match foreign_file::create_new(&host, 0o400) {
+            Ok(mut made) => {
+                let copied = std::fs::File::open(agent)
+                    .and_then(|mut src| std::io::copy(&mut src, &mut made.file))
+                    .and_then(|_| {
+                        std::os::unix::fs::fchown(&made.file, Some(owner.uid()), Some(owner.gid()))
+                    });
+                if let Err(e) = copied {
+                    foreign_file::remove_if_same(&made.path, made.dev, made.ino);
+                    return Err(e);
+                }
+                return Ok(AgentCopy { made, inside });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free name in /tmp")))
+}
+
+/// Creates the JVM's attach trigger `.attach_pidN` in its working directory or its tmp
+/// directory: a new file, never through a link the JVM's user planted there. HotSpot accepts a
+/// trigger owned by root.
+fn create_attach_trigger(pid: u32, nspid: u32, tmp: &Path) -> Option<foreign_file::Created> {
+    [
+        PathBuf::from(format!("/proc/{pid}/cwd/.attach_pid{nspid}")),
+        tmp.join(format!(".attach_pid{nspid}")),
+    ]
+    .into_iter()
+    .find_map(|p| foreign_file::create_new(&p, 0o600).ok())
 }
 
 /// Sends one HotSpot attach request (protocol 1: version and exactly four arguments) and
@@ -251,21 +286,17 @@ pub fn attach_java(pid: u32) -> Vec<String> {
     let nspid = process_root::namespace_pid(pid);
     let tmp = PathBuf::from(format!("/proc/{pid}/root/tmp"));
     let socket = tmp.join(format!(".java_pid{nspid}"));
+    // The JVM's socket, not one planted by another user: owned by the JVM's user or root.
+    let jvm_uid = foreign_file::process_uid(pid);
     let is_socket = |p: &Path| {
-        use std::os::unix::fs::FileTypeExt;
-        std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.file_type().is_socket() && (m.uid() == 0 || Some(m.uid()) == jvm_uid))
     };
     if !is_socket(&socket) {
         // The JVM starts its attach listener on SIGQUIT only if this trigger file exists (in
         // its working directory or its tmp directory); otherwise SIGQUIT prints a thread dump.
-        let candidates = [
-            PathBuf::from(format!("/proc/{pid}/cwd/.attach_pid{nspid}")),
-            tmp.join(format!(".attach_pid{nspid}")),
-        ];
-        let Some(trigger) = candidates
-            .into_iter()
-            .find(|p| std::fs::write(p, b"").is_ok())
-        else {
+        let Some(trigger) = create_attach_trigger(pid, nspid, &tmp) else {
             return vec![format!(
                 "HotSpot JVM {pid}: cannot create its attach trigger file; Java JIT frames will not be named"
             )];
@@ -282,7 +313,7 @@ pub fn attach_java(pid: u32) -> Vec<String> {
             step = (step + std::time::Duration::from_millis(20))
                 .min(std::time::Duration::from_millis(200));
         }
-        let _ = std::fs::remove_file(&trigger);
+        foreign_file::remove_if_same(&trigger.path, trigger.dev, trigger.ino);
         if !is_socket(&socket) {
             return vec![format!(
                 "HotSpot JVM {pid}: its attach listener did not start (started with -XX:+DisableAttachMechanism?); Java JIT frames will not be named"
@@ -305,12 +336,12 @@ pub fn attach_java(pid: u32) -> Vec<String> {
         },
     };
     let agent_arg = match &copied {
-        Some((_, inside)) => inside.clone(),
+        Some(copy) => copy.inside.clone(),
         None => agent.display().to_string(),
     };
     let loaded = attach_request(&socket, ["load", &agent_arg, "true", ""]);
-    if let Some((host, _)) = &copied {
-        let _ = std::fs::remove_file(host);
+    if let Some(copy) = &copied {
+        foreign_file::remove_if_same(&copy.made.path, copy.made.dev, copy.made.ino);
     }
     match loaded {
         Ok(reply) if load_succeeded(&reply) => notes.push(format!("HotSpot JVM {pid}: {LOADED}")),

@@ -4,10 +4,10 @@
 //! Runs on the writer thread: the ring reader never waits for it.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::foreign_file::{ForeignFile, Owner, READ_STEP};
 use crate::format::jitdump;
 use crate::format::mlpd;
 use crate::format::perf_map;
@@ -26,6 +26,9 @@ struct Tailed {
     /// Why tailing stopped, when it did.
     problem: Option<String>,
     closed: bool,
+    /// The file as first opened (checked once: no link, regular, the process's owner); later
+    /// polls read this very file, whatever is put at its path meanwhile.
+    handle: Option<ForeignFile>,
 }
 
 /// The side files of one recording.
@@ -128,6 +131,7 @@ impl SideFiles {
                 records: 0,
                 problem: None,
                 closed: false,
+                handle: None,
             });
         }
     }
@@ -226,6 +230,11 @@ impl SideFiles {
         out
     }
 
+    /// The uid process `pid` ran as when it was first seen.
+    pub fn owner_of(&self, pid: u32) -> Option<u32> {
+        self.pids.get(&pid).copied().flatten()
+    }
+
     /// Every jitdump seen, by process.
     pub fn jitdump_paths(&self) -> BTreeMap<u32, Vec<PathBuf>> {
         let mut out: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
@@ -236,30 +245,50 @@ impl SideFiles {
     }
 }
 
-/// Reads the unconsumed tail of a file and returns it with the length of its complete part.
+/// Reads the unconsumed tail of a file (at most [`READ_STEP`] bytes a poll) and returns it with
+/// the length of its complete part. The file is opened once, as a hostile file: a link, a FIFO,
+/// a device or a file of another user is refused (docs/security.md).
 fn read_new(f: &mut Tailed, owner: Option<u32>) -> Result<(Vec<u8>, usize), String> {
-    let meta = std::fs::symlink_metadata(&f.path).map_err(|e| e.to_string())?;
-    if f.kind == SideKind::PERF_MAP {
-        if meta.file_type().is_symlink() {
-            return Err("refused: it is a symbolic link".into());
-        }
-        if let Some(uid) = owner {
-            if meta.uid() != uid {
-                return Err(format!(
-                    "refused: owned by uid {}, but the process runs as uid {uid}",
-                    meta.uid()
-                ));
-            }
+    if f.handle.is_none() {
+        let owner = owner.map_or(Owner::Anyone, Owner::Uid);
+        match ForeignFile::open(&f.path, owner) {
+            Ok(h) => f.handle = Some(h),
+            // Not there yet (a runtime creates its file when it starts): try again next poll.
+            Err(e) if e.is_not_found() => return Ok((Vec::new(), 0)),
+            Err(e) => return Err(e.to_string()),
         }
     }
-    if meta.len() <= f.stored {
+    let Some(handle) = &f.handle else {
         return Ok((Vec::new(), 0));
+    };
+    if f.kind == SideKind::JITDUMP && f.jitdump_header.is_none() {
+        // The 40-byte header is checked before anything else of the file is read.
+        let head = handle
+            .read_at(0, jitdump::HEADER_LEN)
+            .map_err(|e| e.to_string())?;
+        if head.len() < jitdump::HEADER_LEN {
+            return Ok((Vec::new(), 0));
+        }
+        jitdump::parse_header(&head).map_err(|e| e.to_string())?;
     }
-    let mut file = std::fs::File::open(&f.path).map_err(|e| e.to_string())?;
-    file.seek(SeekFrom::Start(f.stored))
+    let data = handle
+        .read_at(f.stored, READ_STEP)
         .map_err(|e| e.to_string())?;
-    let mut data = Vec::with_capacity((meta.len() - f.stored) as usize);
-    file.read_to_end(&mut data).map_err(|e| e.to_string())?;
+    if data.is_empty() {
+        return Ok((data, 0));
+    }
+    let (data, consumed) = parse_complete(f, data)?;
+    if consumed == 0 && data.len() == READ_STEP {
+        return Err(format!(
+            "refused: no complete record in {READ_STEP} bytes at offset {}",
+            f.stored
+        ));
+    }
+    Ok((data, consumed))
+}
+
+/// The length of the complete records (lines, buffers) at the start of `data`, read at `f.stored`.
+fn parse_complete(f: &mut Tailed, data: Vec<u8>) -> Result<(Vec<u8>, usize), String> {
     let base = f.stored as usize;
     let consumed = match f.kind {
         SideKind::JITDUMP => {
@@ -334,6 +363,10 @@ mod tests {
             "{notes:?}"
         );
 
+        // Root's files are accepted for any process: as root, give the file to another user.
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&real, Some(54321), None).unwrap();
+        }
         let mut side = SideFiles::default();
         let me = std::fs::metadata(&real).unwrap().uid();
         side.pids.insert(4243, Some(me + 1));

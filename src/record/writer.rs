@@ -27,9 +27,9 @@ pub struct ChunkWriter {
 }
 
 impl ChunkWriter {
-    /// Creates the file and writes the file header and the META chunk.
-    pub fn create(path: &Path, meta: &Meta) -> Result<Self, Error> {
-        let mut file = File::create(path).map_err(|e| Error::io(path, e))?;
+    /// Writes the file header and the META chunk into `file`, a new file at `path` (the
+    /// output's partial name until the recording is complete).
+    pub fn create(mut file: File, path: &Path, meta: &Meta) -> Result<Self, Error> {
         file.write_all(&file_header())
             .map_err(|e| Error::io(path, e))?;
         let mut w = Self {
@@ -40,16 +40,12 @@ impl ChunkWriter {
         Ok(w)
     }
 
-    /// Reopens a finished or partial recording to append more chunks.
-    pub fn append(path: &Path) -> Result<Self, Error> {
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
-        Ok(Self {
+    /// Appends more chunks through `file`, a handle on the recording at `path`.
+    pub fn append(file: File, path: &Path) -> Self {
+        Self {
             file,
             path: path.to_path_buf(),
-        })
+        }
     }
 
     pub fn write_chunk(&mut self, kind: ChunkKind, payload: &[u8]) -> Result<(), Error> {

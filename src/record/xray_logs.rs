@@ -8,6 +8,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+use crate::foreign_file::{self, Owner};
 use crate::format::recording::{encode_side_piece, ChunkKind, SideKind, SidePiece};
 use crate::format::xray::instr_map;
 use crate::record::writer::ChunkWriter;
@@ -16,6 +17,9 @@ use crate::sys::mapped_file::MappedFile;
 
 /// Pieces of a log are stored at most this large, so no chunk gets huge.
 const PIECE_BYTES: usize = 8 << 20;
+
+/// The largest XRay log stored (basic mode logs every call: a long run can write gigabytes).
+const MAX_LOG_BYTES: u64 = 4 << 30;
 
 /// XRay logging set up for one launch.
 #[derive(Debug)]
@@ -111,9 +115,13 @@ pub fn store(
     let mut notes = Vec::new();
     let mut bytes_total = 0;
     for log in &logs {
-        let Ok(bytes) = std::fs::read(log) else {
-            notes.push(format!("XRay log {} could not be read", log.display()));
-            continue;
+        // Written by the target: a regular file read in bounded steps, never a FIFO or a link.
+        let bytes = match foreign_file::read(log, Owner::Anyone, MAX_LOG_BYTES) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                notes.push(format!("XRay log {} could not be read: {e}", log.display()));
+                continue;
+            }
         };
         let path = log.to_string_lossy();
         for (i, chunk) in bytes.chunks(PIECE_BYTES).enumerate() {

@@ -146,11 +146,7 @@ pub fn run(config: &DiffConfig) -> Result<()> {
         }
         output => {
             let path = output.unwrap_or(Path::new(DEFAULT_DIFF_SVG));
-            let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-            let mut w = std::io::BufWriter::new(file);
-            draw(&mut w)
-                .and_then(|()| w.flush())
-                .map_err(|e| Error::io(path, e))?;
+            crate::foreign_file::write_atomically(path, draw)?;
             println!("Differential flame graph: {}", path.display());
             Ok(())
         }

@@ -15,7 +15,6 @@ pub mod text;
 
 pub use filter::{Filters, TimeRange};
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -184,13 +183,7 @@ impl Destination {
                     .and_then(|()| w.flush())
                     .map_err(|e| Error::io(Path::new("<stdout>"), e))
             }
-            Self::File(path) => {
-                let file = File::create(path).map_err(|e| Error::io(path, e))?;
-                let mut w = BufWriter::new(file);
-                write(&mut w)
-                    .and_then(|()| w.flush())
-                    .map_err(|e| Error::io(path, e))
-            }
+            Self::File(path) => crate::foreign_file::write_atomically(path, write),
         }
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::foreign_file::Owner;
 use crate::format::j9::{self, InlineFrame, LookupError};
 use crate::format::jitdump::{self, DebugEntry, DebugInfo2, J9Metadata, RecordBody, TierKind};
 use crate::format::mlpd;
@@ -317,7 +318,11 @@ impl JitIndex {
     /// When the file on disk still starts with the stored bytes, the rest is read from there;
     /// every record carries its own timestamp, so later records cannot misplace earlier samples.
     fn complete_from_disk(&mut self, path: &str, bytes: &mut Vec<u8>) {
-        let Ok(disk) = std::fs::read(path) else {
+        // Any owner: the file is used only when it extends the bytes the recording holds. Never
+        // through a link, never a FIFO or device, never more than 4 GiB.
+        let Ok(disk) =
+            crate::foreign_file::read(std::path::Path::new(path), Owner::Anyone, 4 << 30)
+        else {
             return;
         };
         if disk.len() > bytes.len() && disk.starts_with(bytes) {

@@ -1,0 +1,542 @@
+//! Files jprof opens or creates on behalf of another process, and the files it writes for the
+//! user. jprof runs as root to profile other users' processes, so every file another process
+//! can name or plant (jitdumps, perf maps, Mono logs, XRay logs, the attach trigger, the agent
+//! copy in a container's `/tmp`, the files a perf.data names) is hostile input, and every
+//! output may sit in a directory another user can write. The rules (docs/security.md):
+//!
+//! - open without following a symbolic link in the last component (`O_NOFOLLOW`), and under a
+//!   container's `/proc/PID/root` in no component at all (its absolute links would resolve on
+//!   the host); never block on a FIFO (`O_NONBLOCK`), then check on the open descriptor that
+//!   the file is a regular file owned by the expected user or root;
+//! - read in bounded steps, never more than the file holds or the caller allows;
+//! - create only new files (`O_EXCL`, mode 0600 unless said otherwise), and remove only a file
+//!   that is still the very one jprof created or read (same device and inode);
+//! - write outputs to a new temporary file beside the destination and rename it into place once
+//!   complete, so an existing file is never truncated and readers keep a valid inode.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::Mode;
+
+use crate::error::Error;
+
+/// The most a single read of a side file takes; a runtime's file grows by far less between two
+/// polls, and a larger claim (a sparse file, a hostile header) never becomes one allocation.
+pub const READ_STEP: usize = 16 << 20;
+
+/// Who may own a file read on behalf of a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The process's user; root's files are accepted too (a runtime started by root).
+    Uid(u32),
+    /// Any user: the content is checked otherwise (e.g. it must extend bytes already trusted).
+    Anyone,
+}
+
+/// Why a file was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("refused: it is a symbolic link")]
+    Symlink,
+    #[error("refused: it is not a regular file but {0}")]
+    NotRegular(&'static str),
+    #[error("refused: owned by uid {found}, but the process runs as uid {expected}")]
+    WrongOwner { found: u32, expected: u32 },
+    #[error("refused: {len} bytes, more than the {limit} allowed")]
+    TooLarge { len: u64, limit: u64 },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Refusal {
+    /// The file is simply not there (not worth a note).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Refusal::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+/// A regular file of the expected owner, opened read-only.
+#[derive(Debug)]
+pub struct ForeignFile {
+    file: File,
+    pub dev: u64,
+    pub ino: u64,
+    pub uid: u32,
+}
+
+fn file_kind(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => "a directory",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "a special file",
+    }
+}
+
+/// Splits a container path `/proc/PID/root/rest` into its trusted root and the rest.
+fn container_parts(path: &Path) -> Option<(PathBuf, PathBuf)> {
+    let mut parts = path.components();
+    let (Some(Component::RootDir), Some(proc), Some(pid), Some(root)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let is_pid = pid
+        .as_os_str()
+        .to_str()?
+        .bytes()
+        .all(|b| b.is_ascii_digit());
+    (proc.as_os_str() == "proc" && is_pid && root.as_os_str() == "root")
+        .then(|| (Path::new("/proc").join(pid).join("root"), parts.collect()))
+}
+
+/// Opens `path` with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`); under `/proc/PID/root` every
+/// directory below the container's root is walked without following links.
+fn open_nofollow(path: &Path, flags: OFlag, mode: u32) -> std::io::Result<OwnedFd> {
+    let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mode = Mode::from_bits_truncate(mode);
+    let to_io = |e: nix::Error| std::io::Error::from_raw_os_error(e as i32);
+    let Some((root, rest)) = container_parts(path) else {
+        return nix::fcntl::open(path, flags, mode).map_err(to_io);
+    };
+    let names: Vec<&OsStr> = rest
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(Ok(n)),
+            Component::CurDir => None,
+            _ => Some(Err(())),
+        })
+        .collect::<Result<_, ()>>()
+        .map_err(|()| std::io::Error::other("`..` in a container path"))?;
+    let Some((last, dirs)) = names.split_last() else {
+        return Err(std::io::Error::other("a container's root is not a file"));
+    };
+    let mut dir = nix::fcntl::open(
+        &root,
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(to_io)?;
+    for name in dirs {
+        let walk = OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        dir = openat(&dir, *name, walk, Mode::empty()).map_err(to_io)?;
+    }
+    openat(&dir, *last, flags, mode).map_err(to_io)
+}
+
+impl ForeignFile {
+    /// Opens `path` for reading: no link followed, never blocks, a regular file owned by
+    /// `owner` (or root).
+    pub fn open(path: &Path, owner: Owner) -> Result<Self, Refusal> {
+        let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+        let fd = open_nofollow(path, flags, 0).map_err(|e| {
+            // O_NOFOLLOW on a link fails with ELOOP.
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                Refusal::Symlink
+            } else {
+                Refusal::Io(e)
+            }
+        })?;
+        let file = File::from(fd);
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(Refusal::NotRegular(file_kind(meta.mode())));
+        }
+        if let Owner::Uid(expected) = owner {
+            if meta.uid() != expected && meta.uid() != 0 {
+                return Err(Refusal::WrongOwner {
+                    found: meta.uid(),
+                    expected,
+                });
+            }
+        }
+        Ok(Self {
+            file,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            uid: meta.uid(),
+        })
+    }
+
+    /// The file's size now.
+    pub fn size(&self) -> std::io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// Up to `max` bytes from `offset`, never more than the file holds now.
+    pub fn read_at(&self, offset: u64, max: usize) -> std::io::Result<Vec<u8>> {
+        let available = self.size()?.saturating_sub(offset);
+        let want = available.min(max as u64) as usize;
+        let mut data = vec![0u8; want];
+        let mut got = 0;
+        while got < want {
+            match self.file.read_at(&mut data[got..], offset + got as u64)? {
+                0 => break,
+                n => got += n,
+            }
+        }
+        data.truncate(got);
+        Ok(data)
+    }
+
+    /// The whole file, refused when larger than `limit` bytes.
+    pub fn read_all(&self, limit: u64) -> Result<Vec<u8>, Refusal> {
+        let len = self.size()?;
+        if len > limit {
+            return Err(Refusal::TooLarge { len, limit });
+        }
+        let mut out = Vec::new();
+        while (out.len() as u64) < len {
+            let step = self.read_at(out.len() as u64, READ_STEP)?;
+            if step.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&step);
+        }
+        Ok(out)
+    }
+}
+
+/// Reads a whole foreign file: [`ForeignFile::open`] then [`ForeignFile::read_all`].
+pub fn read(path: &Path, owner: Owner, limit: u64) -> Result<Vec<u8>, Refusal> {
+    ForeignFile::open(path, owner)?.read_all(limit)
+}
+
+/// A file this process created, identified so that only it is ever removed.
+#[derive(Debug)]
+pub struct Created {
+    pub file: File,
+    pub path: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// Creates a new file (never an existing one, never through a link) with `mode`.
+pub fn create_new(path: &Path, mode: u32) -> std::io::Result<Created> {
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY;
+    let file = File::from(open_nofollow(path, flags, mode)?);
+    let meta = file.metadata()?;
+    Ok(Created {
+        file,
+        path: path.to_path_buf(),
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
+}
+
+/// Removes `path` only if it is still the regular file with this device and inode: a file
+/// someone put there since (a link, another file) is left alone. Returns whether it removed it.
+pub fn remove_if_same(path: &Path, dev: u64, ino: u64) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() && m.dev() == dev && m.ino() == ino => {
+            std::fs::remove_file(path).is_ok()
+        }
+        _ => false,
+    }
+}
+
+/// Removes a file a runtime wrote for jprof (a jitdump, a Mono log) once its content is in the
+/// recording: only a regular file, not a link, owned by the runtime's user `uid` (unknown: kept).
+pub fn remove_runtime_file(path: &Path, uid: Option<u32>) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() && uid == Some(m.uid()) => {
+            std::fs::remove_file(path).is_ok()
+        }
+        _ => false,
+    }
+}
+
+/// The uid a process runs as (the owner of its `/proc` directory).
+pub fn process_uid(pid: u32) -> Option<u32> {
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
+}
+
+/// An output file written beside its destination and renamed into place by [`Self::commit`];
+/// dropped uncommitted, the temporary file is removed and the destination never touched.
+pub struct AtomicOutput {
+    created: Option<Created>,
+    dest: PathBuf,
+    keep_if_dropped: bool,
+}
+
+/// The temporary name of `dest` while it is written: `NAME.partial-PID` in the same directory
+/// (a rename never crosses file systems), with a counter when that name is taken.
+fn partial_names(dest: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let pid = std::process::id();
+    (0..100u32).map(move |i| {
+        let suffix = if i == 0 {
+            format!("{name}.partial-{pid}")
+        } else {
+            format!("{name}.partial-{pid}-{i}")
+        };
+        dest.with_file_name(suffix)
+    })
+}
+
+impl AtomicOutput {
+    /// Creates the temporary file (mode 0600) for `dest`.
+    pub fn create(dest: &Path) -> Result<Self, Error> {
+        if dest.file_name().is_none() {
+            return Err(Error::Other(format!(
+                "{}: an output must name a file",
+                dest.display()
+            )));
+        }
+        if std::fs::metadata(dest).is_ok_and(|m| m.is_dir()) {
+            return Err(Error::Other(format!(
+                "{}: is a directory, not an output file",
+                dest.display()
+            )));
+        }
+        let mut last = None;
+        for tmp in partial_names(dest) {
+            match create_new(&tmp, 0o600) {
+                Ok(created) => {
+                    return Ok(Self {
+                        created: Some(created),
+                        dest: dest.to_path_buf(),
+                        keep_if_dropped: false,
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(Error::io(dest, e)),
+            }
+        }
+        Err(Error::io(
+            dest,
+            last.unwrap_or_else(|| std::io::Error::other("no free temporary name")),
+        ))
+    }
+
+    /// From now on an uncommitted file is left in place when dropped (a recording interrupted
+    /// by an error is still worth reading), under its partial name.
+    pub fn keep_if_dropped(&mut self) {
+        self.keep_if_dropped = true;
+    }
+
+    /// Where the file is being written until it is committed.
+    pub fn partial_path(&self) -> &Path {
+        self.created.as_ref().map_or(&self.dest, |c| &c.path)
+    }
+
+    pub fn file(&mut self) -> &mut File {
+        &mut self
+            .created
+            .as_mut()
+            .expect("an AtomicOutput holds its file until committed")
+            .file
+    }
+
+    /// A second handle on the temporary file (for a writer that owns its file).
+    pub fn try_clone(&self) -> std::io::Result<File> {
+        match &self.created {
+            Some(c) => c.file.try_clone(),
+            None => Err(std::io::Error::other("already committed")),
+        }
+    }
+
+    /// Flushes the file and renames it over the destination (replacing a link there, never
+    /// following it).
+    pub fn commit(mut self) -> Result<(), Error> {
+        let Some(mut created) = self.created.take() else {
+            return Ok(());
+        };
+        created.file.flush().map_err(|e| Error::io(&self.dest, e))?;
+        std::fs::rename(&created.path, &self.dest).map_err(|e| {
+            let _ = remove_if_same(&created.path, created.dev, created.ino);
+            Error::io(&self.dest, e)
+        })
+    }
+}
+
+impl Drop for AtomicOutput {
+    fn drop(&mut self) {
+        if let Some(c) = self.created.take() {
+            if !self.keep_if_dropped {
+                remove_if_same(&c.path, c.dev, c.ino);
+            }
+        }
+    }
+}
+
+/// Writes an output file through `write` (buffered) and renames it into place when `write`
+/// succeeded; on failure the destination is untouched. Errors name `dest`.
+pub fn write_atomically(
+    dest: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    let mut out = AtomicOutput::create(dest)?;
+    let mut w = std::io::BufWriter::new(out.file());
+    write(&mut w)
+        .and_then(|()| w.flush())
+        .map_err(|e| Error::io(dest, e))?;
+    drop(w);
+    out.commit()
+}
+
+/// Partial outputs of `dest` left by a writer that was killed (`NAME.partial-PID`), newest
+/// first.
+pub fn leftover_partials(dest: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return Vec::new();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.partial-", name.to_string_lossy());
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .filter_map(|e| {
+                    let m = e.path().symlink_metadata().ok()?;
+                    let modified = m.modified().ok()?;
+                    m.file_type()
+                        .is_file()
+                        .then(|| (modified, dir.join(e.file_name())))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn links_fifos_and_other_owners_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::write(&real, b"data").unwrap();
+        let me = std::fs::metadata(&real).unwrap().uid();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(matches!(
+            ForeignFile::open(&link, Owner::Anyone),
+            Err(Refusal::Symlink)
+        ));
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(matches!(
+            ForeignFile::open(&fifo, Owner::Anyone),
+            Err(Refusal::NotRegular("a FIFO"))
+        ));
+        assert!(matches!(
+            ForeignFile::open(dir.path(), Owner::Anyone),
+            Err(Refusal::NotRegular("a directory"))
+        ));
+        if me != 0 {
+            assert!(matches!(
+                ForeignFile::open(&real, Owner::Uid(me + 1)),
+                Err(Refusal::WrongOwner { .. })
+            ));
+        }
+        let f = ForeignFile::open(&real, Owner::Uid(me)).unwrap();
+        assert_eq!(f.read_all(100).unwrap(), b"data");
+        assert!(matches!(f.read_all(3), Err(Refusal::TooLarge { .. })));
+        assert_eq!(f.read_at(1, 2).unwrap(), b"at");
+        assert!(ForeignFile::open(&dir.path().join("none"), Owner::Anyone)
+            .unwrap_err()
+            .is_not_found());
+    }
+
+    #[test]
+    fn a_huge_sparse_file_is_read_in_bounded_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let sparse = dir.path().join("sparse");
+        File::create(&sparse).unwrap().set_len(1 << 40).unwrap();
+        let f = ForeignFile::open(&sparse, Owner::Anyone).unwrap();
+        assert_eq!(f.read_at(0, READ_STEP).unwrap().len(), READ_STEP);
+        assert!(matches!(f.read_all(1 << 30), Err(Refusal::TooLarge { .. })));
+    }
+
+    #[test]
+    fn create_new_never_reuses_or_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("planted");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(create_new(&link, 0o600).is_err());
+        assert!(create_new(&target, 0o600).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        let made = create_new(&dir.path().join("new"), 0o600).unwrap();
+        let mode = std::fs::metadata(&made.path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Replaced by another file: not removed.
+        std::fs::remove_file(&made.path).unwrap();
+        std::fs::write(&made.path, b"other").unwrap();
+        assert!(!remove_if_same(&made.path, made.dev, made.ino));
+        assert!(made.path.exists());
+    }
+
+    #[test]
+    fn container_paths_are_walked_without_links() {
+        assert_eq!(
+            container_parts(Path::new("/proc/42/root/tmp/x.so")),
+            Some((PathBuf::from("/proc/42/root"), PathBuf::from("tmp/x.so")))
+        );
+        assert_eq!(container_parts(Path::new("/proc/self/root/tmp")), None);
+        assert_eq!(container_parts(Path::new("/tmp/x")), None);
+        // Our own root seen through /proc/PID/root: a linked directory is refused.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("tmp")).unwrap();
+        std::fs::write(dir.path().join("real/f"), b"x").unwrap();
+        let me = std::process::id();
+        let through =
+            |p: &Path| PathBuf::from(format!("/proc/{me}/root")).join(p.strip_prefix("/").unwrap());
+        assert!(ForeignFile::open(&through(&dir.path().join("real/f")), Owner::Anyone).is_ok());
+        assert!(ForeignFile::open(&through(&dir.path().join("tmp/f")), Owner::Anyone).is_err());
+    }
+
+    #[test]
+    fn outputs_replace_the_destination_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out.data");
+        std::fs::write(&dest, b"old").unwrap();
+        {
+            let mut out = AtomicOutput::create(&dest).unwrap();
+            out.file().write_all(b"half").unwrap();
+            assert_eq!(leftover_partials(&dest).len(), 1);
+        }
+        assert_eq!(std::fs::read(&dest).unwrap(), b"old");
+        assert!(leftover_partials(&dest).is_empty());
+        // A planted link at the destination is replaced, not followed.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"secret").unwrap();
+        std::fs::remove_file(&dest).unwrap();
+        std::os::unix::fs::symlink(&victim, &dest).unwrap();
+        let mut out = AtomicOutput::create(&dest).unwrap();
+        out.file().write_all(b"new").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"secret");
+        assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+        let mode = std::fs::symlink_metadata(&dest)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
