@@ -424,6 +424,33 @@ mod tests {
         assert!(missing.notes[0].contains("not a file"));
     }
 
+    /// Attack 2 of docs/security.md: a container's user plants the agent copy's name as a link
+    /// (an absolute link under /proc/PID/root resolves on the host); the copy goes elsewhere.
+    #[test]
+    fn the_agent_copy_never_goes_through_a_planted_link() {
+        let work = tempfile::tempdir().unwrap();
+        let agent = work.path().join("agent.so");
+        std::fs::write(&agent, b"agent bytes").unwrap();
+        let victim = work.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let me = std::process::id();
+        let nspid = 4_000_000 + me % 1000;
+        let planted = PathBuf::from(format!("/tmp/jprof-agent-{nspid}-{me}-0.so"));
+        let _ = std::fs::remove_file(&planted);
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let root = PathBuf::from(format!("/proc/{me}/root"));
+        let copy = copy_agent_into(&root, &agent, nspid, me).unwrap();
+        let _ = std::fs::remove_file(&planted);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(copy.inside, format!("/tmp/jprof-agent-{nspid}-{me}-1.so"));
+        assert_eq!(std::fs::read(&copy.made.path).unwrap(), b"agent bytes");
+        assert!(foreign_file::remove_if_same(
+            &copy.made.path,
+            copy.made.dev,
+            copy.made.ino
+        ));
+    }
+
     #[test]
     fn attach_replies() {
         assert!(load_succeeded("0\nreturn code: 0\n"));
