@@ -47,7 +47,10 @@ fn user() -> (u32, u32) {
                 .args(["--system", "--no-create-home", "--shell", "/bin/sh", USER])
                 .status()
                 .expect("useradd");
-            assert!(made.success() || id("-u").is_some(), "useradd {USER} failed");
+            assert!(
+                made.success() || id("-u").is_some(),
+                "useradd {USER} failed"
+            );
         }
         (id("-u").expect("uid"), id("-g").expect("gid"))
     })
@@ -99,7 +102,11 @@ fn victim() -> Victim {
 impl Victim {
     fn assert_intact(&self) {
         let meta = std::fs::metadata(&self.path).unwrap();
-        assert_eq!(std::fs::read(&self.path).unwrap(), PRECIOUS, "root's file was changed");
+        assert_eq!(
+            std::fs::read(&self.path).unwrap(),
+            PRECIOUS,
+            "root's file was changed"
+        );
         assert_eq!(meta.uid(), 0, "root's file was given away");
         assert_eq!(meta.mode() & 0o777, 0o600, "root's file mode changed");
     }
@@ -257,13 +264,18 @@ fn perf_map_swapped_with_a_link_never_leaks_a_root_file() {
     let map = PathBuf::from(format!("/tmp/perf-{}.map", target.pid()));
     // The secret is a valid perf-map line, so it would be stored if it were ever read.
     std::fs::write(&v.path, b"7f0000001000 10 SECRET-7f3a9\n").unwrap();
-    let swapper = as_user("sh")
+    // As fast as the user can: a file, then a link, then a file again, for 4 seconds.
+    let swapper = as_user("python3")
         .arg("-c")
         .arg(format!(
-            "end=$(($(date +%s)+4)); while [ $(date +%s) -lt $end ]; do \
-             echo '1000 10 user_fn' > {m}.f; mv -f {m}.f {m}; ln -sf {v} {m}.l; mv -f {m}.l {m}; done",
-            m = map.display(),
-            v = v.path.display()
+            "import os, time\n\
+             m, v = {m:?}, {v:?}\n\
+             end = time.time() + 4\n\
+             while time.time() < end:\n\
+             \x20   open(m + '.f', 'w').write('1000 10 user_fn\\n'); os.rename(m + '.f', m)\n\
+             \x20   os.symlink(v, m + '.l'); os.rename(m + '.l', m)\n",
+            m = map.display().to_string(),
+            v = v.path.display().to_string()
         ))
         .spawn()
         .expect("swapper");
@@ -279,7 +291,10 @@ fn perf_map_swapped_with_a_link_never_leaks_a_root_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     let bytes = std::fs::read(&data).unwrap();
-    assert!(!contains(&bytes, b"SECRET-7f3a9"), "the secret reached the recording");
+    assert!(
+        !contains(&bytes, b"SECRET-7f3a9"),
+        "the secret reached the recording"
+    );
 }
 
 /// Attack 4: outputs planted as links in a shared directory are replaced, never followed.
@@ -302,10 +317,19 @@ fn planted_output_links_are_not_followed() {
     let out = jprof()
         .args(["record", "-o"])
         .arg(&data)
-        .args(["--", "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     v.assert_intact();
     assert!(data.symlink_metadata().unwrap().file_type().is_file());
     let out = jprof()
@@ -315,7 +339,11 @@ fn planted_output_links_are_not_followed() {
         .arg(&svg)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     v.assert_intact();
     assert!(svg.symlink_metadata().unwrap().file_type().is_file());
     // Attack 8: recordings hold raw stack bytes: only their owner may read them.
@@ -361,7 +389,11 @@ fn planted_jitdump_links_do_not_redirect_the_agent() {
     for link in &planted {
         let _ = std::fs::remove_file(link);
     }
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     v.assert_intact();
     let folded = jprof()
         .args(["report", "-f", "collapsed", "-o", "-", "-i"])
@@ -386,10 +418,18 @@ fn a_terabyte_sparse_jitdump_is_read_in_bounded_steps() {
     let header = jitdump_write::header(target.pid(), 1, false);
     let script = format!(
         "printf '{}' > {d} && truncate -s 1T {d}",
-        header.iter().map(|b| format!("\\{b:03o}")).collect::<String>(),
+        header
+            .iter()
+            .map(|b| format!("\\{b:03o}"))
+            .collect::<String>(),
         d = dump.display()
     );
-    assert!(as_user("sh").arg("-c").arg(&script).status().unwrap().success());
+    assert!(as_user("sh")
+        .arg("-c")
+        .arg(&script)
+        .status()
+        .unwrap()
+        .success());
     let home = user_dir();
     let data = home.path().join("root.data");
     let out = jprof()
@@ -423,7 +463,10 @@ fn a_terabyte_sparse_jitdump_is_read_in_bounded_steps() {
     let _ = std::fs::remove_file(&dump);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("jitdump"), "no note on the jitdump: {stderr}");
+    assert!(
+        stderr.contains("jitdump"),
+        "no note on the jitdump: {stderr}"
+    );
     assert!(peak_kb < 512 * 1024, "peak RSS {peak_kb} kB");
     let rec = Recording::open(&data).expect("the recording is complete");
     assert!(rec.finished);
@@ -489,7 +532,12 @@ fn report_of_a_perf_data_refuses_other_users_perf_maps() {
         std::fs::read_to_string(format!("{fixture}/perf-13573.map"))
             .unwrap()
             .lines()
-            .map(|l| format!("{} SPOOFED_by_user\n", l.rsplitn(2, ' ').nth(1).unwrap_or(l)))
+            .map(|l| {
+                format!(
+                    "{} SPOOFED_by_user\n",
+                    l.rsplit_once(' ').map_or(l, |x| x.0)
+                )
+            })
             .collect::<String>(),
     )
     .unwrap();
@@ -508,7 +556,11 @@ fn report_of_a_perf_data_refuses_other_users_perf_maps() {
     };
     let out = report();
     let _ = std::fs::remove_file(map);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("SPOOFED_by_user"), "{text}");
     assert!(text.contains("refused: owned by uid"), "{text}");
@@ -522,7 +574,11 @@ fn report_of_a_perf_data_refuses_other_users_perf_maps() {
     let started = Instant::now();
     let out = report();
     let _ = std::fs::remove_file(map);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(started.elapsed() < Duration::from_secs(60));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("refused: it is a symbolic link"), "{text}");
@@ -535,7 +591,12 @@ fn existing_recordings_survive_failures_and_concurrent_runs() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let keep = dir.path().join("keep.data");
-    let busy = ["--", "sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"];
+    let busy = [
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+    ];
     assert!(jprof()
         .args(["record", "-o"])
         .arg(&keep)
@@ -552,7 +613,11 @@ fn existing_recordings_survive_failures_and_concurrent_runs() {
         .output()
         .unwrap();
     assert!(!failed.status.success());
-    assert_eq!(std::fs::read(&keep).unwrap(), before, "keep.data was changed");
+    assert_eq!(
+        std::fs::read(&keep).unwrap(),
+        before,
+        "keep.data was changed"
+    );
     assert!(jprof::foreign_file::leftover_partials(&keep).is_empty());
 
     // A reader maps the old recording while two recorders replace it at once.
