@@ -121,6 +121,8 @@ pub struct Recording {
     pub summary: Option<Summary>,
     /// Why reading stopped before the end, if it did (truncated/corrupt file).
     pub stopped: Option<ParseError>,
+    /// Damaged byte ranges skipped to reach the intact chunks after them.
+    pub skipped: Vec<std::ops::Range<usize>>,
     /// Whether the recorder finished cleanly (END chunk present).
     pub finished: bool,
 }
@@ -156,6 +158,7 @@ impl Recording {
             .map(|c| (c.kind, c.offset, c.payload.len()))
             .collect();
         let stopped = parsed.stopped;
+        let skipped = parsed.skipped;
         let json = |kind: ChunkKind| {
             chunks
                 .iter()
@@ -192,6 +195,7 @@ impl Recording {
             clock,
             summary,
             stopped,
+            skipped,
             finished,
             bytes,
         })
@@ -229,6 +233,17 @@ impl Recording {
 
     /// A one-line description of how the file ended, for reports.
     pub fn completeness(&self) -> String {
+        if !self.skipped.is_empty() {
+            let bytes: usize = self.skipped.iter().map(|r| r.len()).sum();
+            return format!(
+                "{} is damaged: {bytes} bytes in {} region(s) skipped, the first at byte offset {}; \
+                 every intact chunk before and after was read{}",
+                self.path.display(),
+                self.skipped.len(),
+                self.skipped[0].start,
+                if self.finished { "" } else { "; no end marker" }
+            );
+        }
         match (&self.stopped, self.finished) {
             (Some(e), _) => format!(
                 "{} is truncated or damaged ({e}); everything before that offset was read",

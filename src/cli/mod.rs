@@ -100,17 +100,49 @@ pub enum FormatArg {
     Speedscope,
 }
 
+/// The longest `--duration` (a year): beyond it a typo, not a plan.
+const MAX_DURATION_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `--duration SECS`: a positive, finite number of seconds, at most a year.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds (e.g. 10 or 0.5)"))?;
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("`{text}`: the duration must be a positive number of seconds"));
+    }
+    if secs > MAX_DURATION_SECS {
+        return Err(format!("`{text}`: at most {MAX_DURATION_SECS} seconds (a year)"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// `record -o`: a file (stdout cannot hold a recording, which is rewritten when it ends).
+fn parse_recording_path(text: &str) -> Result<PathBuf, String> {
+    if text == "-" {
+        return Err("a recording cannot go to stdout (`-`): name a file, e.g. -o run.data, \
+                    then `jprof report -i run.data -o -`"
+            .into());
+    }
+    if text.is_empty() {
+        return Err("an empty file name".into());
+    }
+    Ok(PathBuf::from(text))
+}
+
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Sampling frequency in Hz.
-    #[arg(short = 'F', long = "freq", default_value_t = 999)]
+    #[arg(short = 'F', long = "freq", default_value_t = 999,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub frequency: u64,
     /// Output recording file.
-    #[arg(short, long, default_value = "jprof.data")]
+    #[arg(short, long, default_value = "jprof.data", value_parser = parse_recording_path)]
     pub output: PathBuf,
     /// Stop after this many seconds (the target keeps running in attach mode).
-    #[arg(long)]
-    pub duration: Option<f64>,
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
     /// Sampling event; `cycles` falls back to `cpu-clock` when there is no PMU.
     #[arg(short, long, value_enum, default_value_t = EventArg::Cycles)]
     pub event: EventArg,
@@ -349,7 +381,7 @@ impl From<RecordArgs> for RecordConfig {
             },
             frequency_hz: a.frequency,
             output: a.output,
-            duration: a.duration.map(std::time::Duration::from_secs_f64),
+            duration: a.duration,
             event: match a.event {
                 EventArg::Cycles => EventChoice::Cycles,
                 EventArg::CpuClock => EventChoice::CpuClock,

@@ -68,6 +68,9 @@ pub struct Chunks<'a> {
     pub version: u32,
     pub chunks: Vec<Chunk<'a>>,
     pub stopped: Option<ParseError>,
+    /// Damaged regions skipped to reach the next chunk whose length and CRC check
+    /// (byte ranges, in file order).
+    pub skipped: Vec<std::ops::Range<usize>>,
 }
 
 /// Splits a recording into chunks. Fails only when the file header itself is wrong; a damaged
@@ -100,41 +103,69 @@ pub fn parse_chunks(file: &[u8]) -> Result<Chunks<'_>, ParseError> {
     };
     let mut pos = header_len;
     while pos < file.len() {
-        let mut c = Cursor::new(&file[pos..], pos);
-        let header = (|| Ok::<_, ParseError>((c.u32()?, c.u32()?, c.u64()?)))();
-        let Ok((kind, crc, len)) = header else {
-            out.stopped = Some(ParseError::new(
-                pos,
-                "a complete 16-byte chunk header (the file is truncated)",
-            ));
-            break;
-        };
-        let start = pos + CHUNK_HEADER_LEN;
-        let avail = (file.len() - start) as u64;
-        if len > avail {
-            out.stopped = Some(ParseError::new(
-                pos,
-                format!("a chunk of {len} bytes, but only {avail} remain (the file is truncated)"),
-            ));
-            break;
+        match chunk_at(file, pos) {
+            Ok((chunk, next)) => {
+                out.chunks.push(chunk);
+                pos = next;
+            }
+            Err(e) => {
+                // Resynchronise on the next whole chunk (chunks start 8-byte aligned): one
+                // damaged chunk costs only itself.
+                let next_good = (pos + 8..file.len())
+                    .step_by(8)
+                    .find(|&p| chunk_at(file, p).is_ok_and(|(c, _)| c.kind.0 != 0));
+                if out.stopped.is_none() {
+                    out.stopped = Some(e);
+                }
+                match next_good {
+                    Some(p) => {
+                        out.skipped.push(pos..p);
+                        pos = p;
+                    }
+                    None => break,
+                }
+            }
         }
-        let payload = &file[start..start + len as usize];
-        if crc32fast::hash(payload) != crc {
-            out.stopped = Some(ParseError::new(
-                pos,
-                "a chunk whose CRC matches its payload (the chunk is corrupt)",
-            ));
-            break;
-        }
-        out.chunks.push(Chunk {
+    }
+    Ok(out)
+}
+
+/// The chunk at `pos` and where the next one starts, if its header is whole, its length fits
+/// the file and its CRC matches.
+fn chunk_at(file: &[u8], pos: usize) -> Result<(Chunk<'_>, usize), ParseError> {
+    let mut c = Cursor::new(&file[pos..], pos);
+    let header = (|| Ok::<_, ParseError>((c.u32()?, c.u32()?, c.u64()?)))();
+    let Ok((kind, crc, len)) = header else {
+        return Err(ParseError::new(
+            pos,
+            "a complete 16-byte chunk header (the file is truncated)",
+        ));
+    };
+    let start = pos + CHUNK_HEADER_LEN;
+    let avail = (file.len() - start) as u64;
+    if len > avail {
+        return Err(ParseError::new(
+            pos,
+            format!("a chunk of {len} bytes, but only {avail} remain (the file is truncated)"),
+        ));
+    }
+    let payload = &file[start..start + len as usize];
+    if crc32fast::hash(payload) != crc {
+        return Err(ParseError::new(
+            pos,
+            "a chunk whose CRC matches its payload (the chunk is corrupt)",
+        ));
+    }
+    let padded = (len as usize).div_ceil(8) * 8;
+    let next = start.saturating_add(padded).min(file.len());
+    Ok((
+        Chunk {
             kind: ChunkKind(kind),
             payload,
             offset: start,
-        });
-        let padded = (len as usize).div_ceil(8) * 8;
-        pos = start.saturating_add(padded).min(file.len());
-    }
-    Ok(out)
+        },
+        next,
+    ))
 }
 
 /// What a side file is.

@@ -96,8 +96,44 @@ impl Scan {
 
 /// The same as [`import`], for a file already in memory; `path` names it in messages.
 pub fn import_bytes(path: &Path, file: &[u8], options: &ImportOptions) -> Result<Recording> {
+    // linux-perf-data sizes allocations from the header: a hostile or damaged header must not
+    // reach it (an allocation failure aborts the process), and a panic inside it becomes an
+    // error that names the file.
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let imported = std::panic::catch_unwind(|| import_checked(path, file, options));
+    std::panic::set_hook(quiet);
+    imported.unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::Other(format!(
+            "{}: not a readable perf.data file (the reader failed: {why})",
+            path.display()
+        )))
+    })
+}
+
+fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<Recording> {
     let data = perf_header::check(file).map_err(|e| Error::parse(path, e))?;
     let mut notes = Vec::new();
+    let features_damaged =
+        perf_header::check_sections(file, &data).map_err(|e| Error::parse(path, e))?;
+    let stripped;
+    let file: &[u8] = match features_damaged {
+        Some(why) => {
+            notes.push(format!(
+                "{}: the feature sections are damaged ({why}); the records were read without them \
+                 (no host facts, no event name)",
+                path.display()
+            ));
+            stripped = perf_header::without_features(file);
+            &stripped
+        }
+        None => file,
+    };
     let patched;
     let input: &[u8] = match &data.stopped {
         Some(e) => {
@@ -243,7 +279,10 @@ pub fn import_bytes(path: &Path, file: &[u8], options: &ImportOptions) -> Result
         ..Default::default()
     };
     let bytes = assemble(&meta, &records, &side, &summary)?;
-    Recording::from_bytes(path.to_path_buf(), bytes)
+    let mut recording = Recording::from_bytes(path.to_path_buf(), bytes)?;
+    // The in-memory recording is whole; the perf.data it came from may not be.
+    recording.stopped = data.stopped;
+    Ok(recording)
 }
 
 /// The jitdumps the records name and the perf maps of the processes seen.

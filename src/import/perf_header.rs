@@ -11,7 +11,10 @@ pub const MAGIC: &[u8; 8] = b"PERFILE2";
 pub const MAGIC_BIG_ENDIAN: &[u8; 8] = b"2ELIFREP";
 
 /// Byte offsets of the fields jprof reads or patches in `struct perf_file_header`.
+const ATTR_SIZE_AT: usize = 16;
+const ATTRS_AT: usize = 24;
 const DATA_OFFSET_AT: usize = 40;
+const EVENT_TYPES_AT: usize = 56;
 const DATA_SIZE_AT: usize = 48;
 const FEATURES_AT: usize = 72;
 const FEATURES_LEN: usize = 32;
@@ -103,6 +106,75 @@ pub fn check(file: &[u8]) -> Result<DataSection, ParseError> {
 /// A copy of the file whose header declares only the readable records and no feature sections
 /// (those live after the declared data section, which is exactly what is missing), so the
 /// crate reads what is there.
+/// The largest `perf_event_attr` entry accepted (the kernel's is 136 bytes today).
+const MAX_ATTR_SIZE: u64 = 4096;
+
+/// Checks every section the header declares against the file, before `linux-perf-data` sizes
+/// allocations from them: the attributes (and each one's id list) must lie inside the file, or
+/// the file is refused with the offset of the bad field. A damaged feature-section table (after
+/// the data section) is not fatal: the returned note says so and the caller reads the records
+/// without the features ([`without_features`]).
+pub fn check_sections(file: &[u8], data: &DataSection) -> Result<Option<String>, ParseError> {
+    let len = file.len() as u64;
+    let in_file = |at: usize, what: &str| -> Result<(u64, u64), ParseError> {
+        let mut c = Cursor::new(&file[at..], at);
+        let (offset, size) = (c.u64()?, c.u64()?);
+        if offset.checked_add(size).is_none_or(|end| end > len) {
+            return Err(ParseError::new(
+                at,
+                format!(
+                    "{what} inside the file (it says {size} bytes at offset {offset}, the file has {len} bytes)"
+                ),
+            ));
+        }
+        Ok((offset, size))
+    };
+    let attr_size = Cursor::new(&file[ATTR_SIZE_AT..], ATTR_SIZE_AT).u64()?;
+    let (attrs_at, attrs_size) = in_file(ATTRS_AT, "an attribute section")?;
+    if attrs_size > 0 && (attr_size <= 16 || attr_size > MAX_ATTR_SIZE) {
+        return Err(ParseError::new(
+            ATTR_SIZE_AT,
+            format!("an attribute entry size of 17 to {MAX_ATTR_SIZE} bytes (it says {attr_size})"),
+        ));
+    }
+    if attrs_size > 0 {
+        // Each entry is a perf_event_attr followed by the (offset, size) of its id list.
+        let mut entry = attrs_at;
+        while entry + attr_size <= attrs_at + attrs_size {
+            in_file((entry + attr_size - 16) as usize, "an event's id list")?;
+            entry += attr_size;
+        }
+    }
+    in_file(EVENT_TYPES_AT, "an event-type section")?;
+    let bits = &file[FEATURES_AT..FEATURES_AT + FEATURES_LEN];
+    let features = bits.iter().map(|b| b.count_ones() as u64).sum::<u64>();
+    let table = data.offset as u64 + data.declared_size;
+    let damaged = |why: String| Ok(Some(why));
+    if features == 0 {
+        return Ok(None);
+    }
+    if table.checked_add(features * 16).is_none_or(|end| end > len) {
+        return damaged(format!(
+            "{features} feature sections declared, but their table at byte {table} runs past the end of the file"
+        ));
+    }
+    for i in 0..features {
+        let at = (table + i * 16) as usize;
+        if let Err(e) = in_file(at, "a feature section") {
+            return damaged(e.to_string());
+        }
+    }
+    Ok(None)
+}
+
+/// The file with its feature bitmap cleared: the records alone, for a file whose feature
+/// sections are damaged.
+pub fn without_features(file: &[u8]) -> Vec<u8> {
+    let mut out = file.to_vec();
+    out[FEATURES_AT..FEATURES_AT + FEATURES_LEN].fill(0);
+    out
+}
+
 pub fn readable_prefix(file: &[u8], data: &DataSection) -> Vec<u8> {
     let end = data.offset + data.readable_size;
     let mut out = file[..end].to_vec();

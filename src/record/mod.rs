@@ -8,6 +8,7 @@ mod host;
 mod runtimes;
 mod side_files;
 mod summary;
+mod tree;
 pub mod writer;
 mod xray_logs;
 
@@ -110,6 +111,25 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     if config.frequency_hz == 0 {
         return Err(Error::Usage("-F must be at least 1 Hz".into()));
     }
+    // `-p` of a thread that is not its process's main thread: record the whole process.
+    let resolved;
+    let mut pid_note = None;
+    let config = match &config.target {
+        Target::Pid(tid) => match attach::process_of_thread(*tid)? {
+            Some(pid) => {
+                pid_note = Some(format!(
+                    "{tid} is a thread of process {pid}: recording the whole process {pid}"
+                ));
+                resolved = RecordConfig {
+                    target: Target::Pid(pid),
+                    ..config.clone()
+                };
+                &resolved
+            }
+            None => config,
+        },
+        Target::Launch(_) => config,
+    };
     let (argv, mut setup) = match &config.target {
         Target::Launch(argv) if !argv.is_empty() => (argv.clone(), runtimes::prepare(argv)),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
@@ -125,6 +145,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     };
     if let Some(x) = &xray {
         setup.env.extend(x.env.iter().cloned());
+    }
+    if let Some(note) = pid_note {
+        eprintln!("jprof: {note}");
+        setup.notes.push(note);
     }
 
     let calibration = Calibration::start();
@@ -187,7 +211,12 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
 
     let interrupt = Arc::new(AtomicBool::new(false));
     let terminate = Arc::new(AtomicBool::new(false));
-    for (sig, flag) in [(libc::SIGINT, &interrupt), (libc::SIGTERM, &terminate)] {
+    let hangup = Arc::new(AtomicBool::new(false));
+    for (sig, flag) in [
+        (libc::SIGINT, &interrupt),
+        (libc::SIGTERM, &terminate),
+        (libc::SIGHUP, &hangup),
+    ] {
         signal_hook::flag::register(sig, Arc::clone(flag))
             .map_err(|e| Error::Other(format!("cannot install the signal handler: {e}")))?;
     }
@@ -246,6 +275,12 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let mut dropped_batches = 0u64;
     let mut stopped_by = String::from("target exited");
     let mut term_sent_at: Option<Instant> = None;
+    let mut tree = match &profiled {
+        Profiled::Child(child) => Some(tree::Tree::new(child.pid)),
+        Profiled::Attached(_) => None,
+    };
+    // When the target exited while other processes of its tree kept running.
+    let mut following_since: Option<Instant> = None;
     let exit = loop {
         let mut fds: Vec<PollFd> = events
             .rings
@@ -263,42 +298,54 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         }
         let now = Instant::now();
         match &profiled {
-            Profiled::Child(child) => {
+            Profiled::Child(_) => {
+                let tree = tree.as_mut().expect("a launched target has a tree");
                 for (flag, sig, why) in [
                     (
                         &interrupt,
                         libc::SIGINT,
-                        "Ctrl-C (SIGINT forwarded to the target)",
+                        "Ctrl-C (SIGINT sent to the target's processes)",
                     ),
                     (
                         &terminate,
                         libc::SIGTERM,
-                        "SIGTERM (forwarded to the target)",
+                        "SIGTERM (sent to the target's processes)",
+                    ),
+                    (
+                        &hangup,
+                        libc::SIGHUP,
+                        "SIGHUP (the terminal closed; sent to the target's processes)",
                     ),
                 ] {
                     if flag.swap(false, Ordering::SeqCst) {
-                        child::send_signal(child.pid, sig);
-                        stopped_by = why.into();
+                        match tree.stop_signal(sig, now) {
+                            None => stopped_by = why.into(),
+                            Some(more) => stopped_by = format!("{stopped_by}; {more}"),
+                        }
                     }
                 }
-                match child::try_wait(child.pid) {
-                    Ok(Some(exit)) => break Some(exit),
-                    Ok(None) => {}
-                    Err(e) => {
-                        return Err(Error::Other(format!("waiting for the target failed: {e}")))
+                tree.escalate(now);
+                tree.reap()
+                    .map_err(|e| Error::Other(format!("waiting for the target failed: {e}")))?;
+                if tree.target_exit.is_some() {
+                    if tree.finished() {
+                        break tree.target_exit;
+                    }
+                    if following_since.is_none() {
+                        following_since = Some(now);
                     }
                 }
                 if deadline.is_some_and(|d| now >= d) && term_sent_at.is_none() {
                     stopped_by = format!(
-                        "--duration {:.1}s reached (SIGTERM sent to the target)",
+                        "--duration {:.1}s reached (SIGTERM sent to the target's processes)",
                         config.duration.unwrap_or_default().as_secs_f64()
                     );
                     events::disable_all(&events);
-                    child::send_signal(child.pid, libc::SIGTERM);
+                    tree.signal_all(libc::SIGTERM);
                     term_sent_at = Some(now);
                 }
                 if term_sent_at.is_some_and(|t| now.duration_since(t) > TERM_GRACE) {
-                    child::send_signal(child.pid, libc::SIGKILL);
+                    tree.signal_all(libc::SIGKILL);
                 }
             }
             Profiled::Attached(pid) => {
@@ -309,6 +356,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
                 }
                 if terminate.swap(false, Ordering::SeqCst) {
                     stopped_by = "SIGTERM (the target keeps running)".into();
+                    break None;
+                }
+                if hangup.swap(false, Ordering::SeqCst) {
+                    stopped_by = "SIGHUP (the terminal closed; the target keeps running)".into();
                     break None;
                 }
                 if deadline.is_some_and(|d| now >= d) {
@@ -325,6 +376,30 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             }
         }
     };
+    let mut tree_notes = Vec::new();
+    if let Some(tree) = &tree {
+        let pids = |p: Vec<i32>| p.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+        let running = tree.followed();
+        if !running.is_empty() {
+            tree_notes.push(format!(
+                "processes of the target's tree still running when recording stopped: {}",
+                pids(running)
+            ));
+        }
+        if let (Some(since), true) = (following_since, tree.finished()) {
+            tree_notes.push(format!(
+                "the target exited first; recording followed the rest of its process tree for {:.2} s until it exited",
+                since.elapsed().as_secs_f64()
+            ));
+        }
+        let detached = tree.detached();
+        if !detached.is_empty() {
+            tree_notes.push(format!(
+                "processes that left the session (daemons) were not followed: {}",
+                pids(detached)
+            ));
+        }
+    }
     events::disable_all(&events);
     let mut batch = Vec::new();
     for ring in &mut events.rings {
@@ -359,6 +434,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             .extend(xray_logs::store(x, pid, &mut out, config.keep_side_files)?);
     }
     summary.notes.extend(setup.notes.iter().cloned());
+    summary.notes.extend(tree_notes);
     let attach_notes = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
     let agent_attached = attach_notes.iter().any(|n| n.ends_with(runtimes::LOADED));
     summary.notes.extend(attach_notes);

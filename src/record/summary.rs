@@ -15,11 +15,16 @@ fn human_bytes(n: u64) -> String {
 }
 
 /// Writes the summary to stderr (stdout belongs to the target).
+/// Write errors are ignored: the terminal may be gone (SIGHUP) and the recording is complete.
 pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
+    use std::fmt::Write as _;
+    use std::io::Write as _;
+    let mut out = String::new();
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
     let secs = s.wall_duration_ns as f64 / 1e9;
     let e = &meta.event;
-    eprintln!(
+    let _ = writeln!(
+        out,
         "jprof: recorded {} samples in {secs:.2} s ({} @ {} Hz, call graph {}, kernel frames {})",
         s.samples,
         e.event,
@@ -27,21 +32,28 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         e.call_graph,
         if e.kernel_callchains { "on" } else { "off" }
     );
-    eprintln!(
+    let _ = writeln!(
+        out,
         "  threads {}, processes {}; lost records {}, lost samples {}, throttled {} times, dropped batches {}",
         s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches
     );
-    eprintln!("  clock: {}", clock.describe());
-    match s.exit_code {
-        Some(code) => eprintln!("  stopped by: {}; target exit code {code}", s.stopped_by),
-        None => eprintln!("  stopped by: {}", s.stopped_by),
-    }
+    let _ = writeln!(out, "  clock: {}", clock.describe());
+    let _ = match s.exit_code {
+        Some(code) => writeln!(
+            out,
+            "  stopped by: {}; target exit code {code}",
+            s.stopped_by
+        ),
+        None => writeln!(out, "  stopped by: {}", s.stopped_by),
+    };
     for note in &s.notes {
-        eprintln!("  note: {note}");
+        let _ = writeln!(out, "  note: {note}");
     }
-    eprintln!("  wrote {} ({})", path.display(), human_bytes(size));
-    eprintln!(
+    let _ = writeln!(out, "  wrote {} ({})", path.display(), human_bytes(size));
+    let _ = writeln!(
+        out,
         "  next: jprof report -i {}   # flamegraph.svg + top functions",
         path.display()
     );
+    let _ = std::io::stderr().write_all(out.as_bytes());
 }

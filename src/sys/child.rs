@@ -162,3 +162,26 @@ pub fn send_signal(pid: i32, signal: i32) {
         let _ = kill(Pid::from_raw(pid), sig);
     }
 }
+
+/// Makes jprof the reaper of its orphaned descendants: a process whose parent exits is
+/// reparented to jprof instead of init, so the launched tree stays visible and waitable.
+pub fn become_subreaper() -> io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
+}
+
+/// Reaps every child that has exited (the target, or orphans reparented to jprof), without
+/// blocking.
+pub fn reap_exited() -> io::Result<Vec<(i32, ChildExit)>> {
+    let mut out = Vec::new();
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => out.push((pid.as_raw(), ChildExit::Code(code))),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                out.push((pid.as_raw(), ChildExit::Signal(sig as i32)))
+            }
+            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(out),
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}

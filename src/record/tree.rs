@@ -1,0 +1,154 @@
+//! The launched target's process tree: jprof is its subreaper, so children that outlive their
+//! parent stay in the tree. Recording follows the tree until its last process in jprof's
+//! session exits (a daemon that started its own session is let go, and named in the
+//! summary); stop signals reach every process of the tree.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::sys::child::{self, ChildExit};
+
+/// How long after a second stop signal the tree gets SIGKILL.
+const ESCALATION_GRACE: Duration = Duration::from_millis(500);
+
+pub struct Tree {
+    target: i32,
+    /// The target's exit, once reaped.
+    pub target_exit: Option<ChildExit>,
+    stop_signals: u32,
+    kill_at: Option<Instant>,
+}
+
+/// (parent pid, session id) of a process, from `/proc/PID/stat`.
+fn parent_and_session(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split(' ');
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    let ppid = fields.next()?.parse().ok()?;
+    let _pgrp = fields.next()?;
+    let session = fields.next()?.parse().ok()?;
+    Some((ppid, session))
+}
+
+/// Every live descendant of `root`, with its session.
+fn descendants_of(root: i32) -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let procs: HashMap<i32, (i32, i32)> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, parent_and_session(pid)?)))
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for (&pid, &(ppid, sid)) in &procs {
+            if ppid == parent {
+                out.push((pid, sid));
+                frontier.push(pid);
+            }
+        }
+    }
+    out
+}
+
+impl Tree {
+    pub fn new(target: i32) -> Self {
+        // Without it, orphans go to init and the tree is lost from view: still record the
+        // target, as before.
+        let _ = child::become_subreaper();
+        Self {
+            target,
+            target_exit: None,
+            stop_signals: 0,
+            kill_at: None,
+        }
+    }
+
+    /// jprof's descendants in its own session: the processes the recording follows.
+    pub fn followed(&self) -> Vec<i32> {
+        let me = std::process::id() as i32;
+        let session = parent_and_session(me).map_or(0, |p| p.1);
+        descendants_of(me)
+            .into_iter()
+            .filter(|&(_, sid)| sid == session)
+            .map(|(pid, _)| pid)
+            .collect()
+    }
+
+    /// Descendants that left jprof's session (daemons): not followed.
+    pub fn detached(&self) -> Vec<i32> {
+        let me = std::process::id() as i32;
+        let session = parent_and_session(me).map_or(0, |p| p.1);
+        descendants_of(me)
+            .into_iter()
+            .filter(|&(_, sid)| sid != session)
+            .map(|(pid, _)| pid)
+            .collect()
+    }
+
+    /// Reaps exited children; notes the target's exit.
+    pub fn reap(&mut self) -> std::io::Result<()> {
+        for (pid, exit) in child::reap_exited()? {
+            if pid == self.target {
+                self.target_exit = Some(exit);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether nothing the recording follows is left running.
+    pub fn finished(&self) -> bool {
+        self.target_exit.is_some() && self.followed().is_empty()
+    }
+
+    /// Sends `signal` to the target and every process the recording follows.
+    pub fn signal_all(&self, signal: i32) {
+        if self.target_exit.is_none() {
+            child::send_signal(self.target, signal);
+        }
+        for pid in self.followed() {
+            child::send_signal(pid, signal);
+        }
+    }
+
+    /// A stop signal jprof received (SIGINT, SIGTERM, SIGHUP): the first is passed on to the
+    /// tree; a second one ends the tree with SIGKILL after a short grace. Returns what to say.
+    pub fn stop_signal(&mut self, signal: i32, now: Instant) -> Option<String> {
+        self.stop_signals += 1;
+        if self.stop_signals == 1 {
+            self.signal_all(signal);
+            None
+        } else {
+            self.signal_all(libc::SIGTERM);
+            self.kill_at.get_or_insert(now + ESCALATION_GRACE);
+            Some("a second stop signal: the target's processes were killed (SIGKILL)".into())
+        }
+    }
+
+    /// Sends the escalated SIGKILL when its time has come.
+    pub fn escalate(&self, now: Instant) {
+        if self.kill_at.is_some_and(|t| now >= t) {
+            self.signal_all(libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_after_a_name_with_spaces_and_parentheses() {
+        let me = std::process::id() as i32;
+        let (ppid, sid) = parent_and_session(me).unwrap();
+        assert_eq!(ppid, nix::unistd::getppid().as_raw());
+        assert_eq!(sid, nix::unistd::getsid(None).unwrap().as_raw());
+    }
+}
