@@ -131,6 +131,31 @@ fn parse_recording_path(text: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(text))
 }
 
+/// An input file: a FIFO, a device or a directory is refused here (reading one would hang or
+/// never end); a file that does not exist is left for the command to report.
+fn parse_input_path(text: &str) -> Result<PathBuf, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(m) if !m.is_file() => {
+            let t = m.file_type();
+            let what = if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            };
+            Err(format!("{text} is {what}: jprof reads its inputs from regular files"))
+        }
+        _ => Ok(path),
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Sampling frequency in Hz.
@@ -170,7 +195,7 @@ pub struct RecordArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Input recording: a jprof.data, or a perf.data from `perf record -k 1 -g`.
-    #[arg(short, long, default_value = "jprof.data")]
+    #[arg(short, long, default_value = "jprof.data", value_parser = parse_input_path)]
     pub input: PathBuf,
     /// For a perf.data: also look for its jitdumps and perf-PID.map files in DIR (repeatable).
     #[arg(long = "search-dir", value_name = "DIR")]
@@ -259,10 +284,10 @@ fn parse_min_width(text: &str) -> Result<f64, String> {
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The baseline: a recording (jprof.data, perf.data) or a folded-stacks file.
-    #[arg(value_name = "A")]
+    #[arg(value_name = "A", value_parser = parse_input_path)]
     pub before: PathBuf,
     /// The profile compared with A (same kinds of input); the graph has its shape.
-    #[arg(value_name = "B")]
+    #[arg(value_name = "B", value_parser = parse_input_path)]
     pub after: PathBuf,
     /// Output SVG (`-` for stdout).
     #[arg(short, long, default_value = crate::report::diff::DEFAULT_DIFF_SVG)]
@@ -307,6 +332,7 @@ fn parse_time_range(text: &str) -> Result<TimeRange, String> {
 #[derive(Debug, Args)]
 pub struct DumpArgs {
     /// A jitdump (`jit-PID.dump`) or a jprof recording (`jprof.data`).
+    #[arg(value_parser = parse_input_path)]
     pub file: PathBuf,
 }
 
@@ -314,10 +340,10 @@ pub struct DumpArgs {
 #[command(group(clap::ArgGroup::new("source").required(true).args(["input", "jitdump"])))]
 pub struct SymbolizeArgs {
     /// Name addresses from this recording (JIT side data, then native symbols).
-    #[arg(short, long)]
+    #[arg(short, long, value_parser = parse_input_path)]
     pub input: Option<PathBuf>,
     /// Name addresses from this jitdump alone.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_input_path)]
     pub jitdump: Option<PathBuf>,
     /// The process (default: the recording's target, or the jitdump's pid).
     #[arg(long)]

@@ -97,11 +97,29 @@ impl Header {
         self.flags & FLAG_ARCH_TIMESTAMP != 0
     }
 
-    /// Offset of the first record.
+    /// Offset of the first record. A `total_size` above [`MAX_HEADER_LEN`] is no header size
+    /// (a damaged or hostile file): the records are read after the 40 standard bytes instead,
+    /// and [`Self::size_note`] says so.
     pub fn records_start(&self) -> usize {
-        (self.total_size as usize).max(HEADER_LEN)
+        match self.total_size as usize {
+            n if n > MAX_HEADER_LEN => HEADER_LEN,
+            n => n.max(HEADER_LEN),
+        }
+    }
+
+    /// A note when `total_size` was not believed.
+    pub fn size_note(&self) -> Option<String> {
+        (self.total_size as usize > MAX_HEADER_LEN).then(|| {
+            format!(
+                "the header's total_size says {} bytes, which is no header size (at most {MAX_HEADER_LEN}); records were read from byte {HEADER_LEN}",
+                self.total_size
+            )
+        })
     }
 }
+
+/// The largest header size believed (the spec's header is 40 bytes; room for extensions).
+pub const MAX_HEADER_LEN: usize = 4096;
 
 /// Reads the 40-byte header. Accepts either byte order, versions 1 and 2, and a `total_size`
 /// smaller than 40 (Mono's `sizeof(pointer)` bug).

@@ -57,12 +57,16 @@ pub fn looks_folded(bytes: &[u8]) -> bool {
         })
 }
 
+/// How much of an input is read to tell folded text from a recording.
+const FOLDED_HEAD_BYTES: u64 = 1 << 20;
+
 fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
     let mut head = Vec::new();
     {
         use std::io::Read;
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        file.take(4096)
+        // Enough for a first folded line of any real depth (jprof's own run to several KiB).
+        file.take(FOLDED_HEAD_BYTES)
             .read_to_end(&mut head)
             .map_err(|e| Error::io(path, e))?;
     }

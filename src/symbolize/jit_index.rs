@@ -343,6 +343,9 @@ impl JitIndex {
                 return;
             }
         };
+        if let Some(note) = header.size_note() {
+            self.notes.push(format!("{path}: {note}"));
+        }
         let batch = jitdump::parse_records(bytes, &header, 0);
         if let Some(e) = &batch.error {
             self.notes

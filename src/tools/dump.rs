@@ -104,10 +104,12 @@ fn dump_header(h: &Header, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "header @0x0 (40 bytes)")?;
     writeln!(out, "  magic       0x4a695444 \"JiTD\" ({endian})")?;
     writeln!(out, "  version     {}", h.version)?;
-    let note = if (h.total_size as usize) < jitdump::HEADER_LEN {
-        " (below 40: records start at 40)"
-    } else {
-        ""
+    let note = match h.size_note() {
+        Some(n) => format!(" (note: {n})"),
+        None if (h.total_size as usize) < jitdump::HEADER_LEN => {
+            " (below 40: records start at 40)".to_string()
+        }
+        None => String::new(),
     };
     writeln!(out, "  total_size  {}{note}", h.total_size)?;
     writeln!(

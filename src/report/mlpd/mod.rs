@@ -190,8 +190,24 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         source,
     })?;
     let output = config.output.as_deref();
+    // A file at rest that ends inside a buffer: Mono was killed (or is still writing).
+    let truncated = (decoder.consumed() < data.len()).then(|| {
+        format!(
+            "{} ends inside a buffer at byte offset {}: the last {} bytes (an incomplete buffer; \
+             the profiler was killed or is still writing) were not read; what comes before was",
+            path.display(),
+            decoder.consumed(),
+            data.len() - decoder.consumed()
+        )
+    });
     if config.format == Format::Text {
-        return Destination::of(output, None).write_with(|w| text::write(&analysis, &decoder, w));
+        return Destination::of(output, None).write_with(|w| {
+            text::write(&analysis, &decoder, w)?;
+            match &truncated {
+                Some(note) => writeln!(w, "\nNote: {note}"),
+                None => Ok(()),
+            }
+        });
     }
     let weight = config.weight.unwrap_or(if analysis.hits.is_empty() {
         Weight::Calls
@@ -199,6 +215,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         Weight::Samples
     });
     let mut profile = profile(&analysis, weight, config);
+    profile.notes.extend(truncated);
     if decoder.problem_count() > 0 {
         profile.notes.push(format!(
             "{} decoding problem(s) in {}; see --format text",
