@@ -164,6 +164,7 @@ fn write_one(format: &str, profile: &Profile, out: &Path) -> std::io::Result<()>
             let labels = flamegraph::Labels {
                 title: context.title.clone(),
                 count_name: context.event.clone(),
+                subtitle: None,
             };
             // As `jprof report` draws it: default look, colours by frame kind.
             let mut palette = flamegraph::kind_palette(profile);

@@ -7,6 +7,7 @@ mod events;
 mod host;
 mod runtimes;
 mod side_files;
+mod leftovers;
 mod summary;
 mod tree;
 pub mod writer;
@@ -223,10 +224,19 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
 
     let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(CHANNEL_BATCHES);
     let layout = events.config.layout();
+    let mut side = side_files::SideFiles::default();
+    let (leftover_list, cleaned) = leftovers::Leftovers::start();
+    if let Some(note) = cleaned {
+        setup.notes.push(note);
+    }
+    match (leftover_list, setup.runtime, config.keep_side_files) {
+        (Some(list), Some(runtime), false) => side.list_leftovers(list, runtime),
+        (Some(list), _, _) => list.finish(),
+        (None, _, _) => {}
+    }
     let writer_thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
-            let mut side = side_files::SideFiles::default();
             let result = writer::run(out, layout, rx, &calibration, &mut side);
             (result, calibration, side)
         })
@@ -411,7 +421,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     drop(tx);
     drop(events);
     let wall = wall_start.elapsed();
-    let (result, calibration, side) = writer_thread
+    let (result, calibration, mut side) = writer_thread
         .join()
         .map_err(|_| Error::Other("the writer thread panicked".into()))?;
     let (mut out, counters) = result?;
@@ -464,6 +474,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             }
         }
     }
+    side.finish_leftovers();
     if let Some(ChildExit::Signal(s)) = exit {
         summary
             .notes

@@ -43,6 +43,9 @@ pub struct SideFiles {
     pids: BTreeMap<u32, Option<u32>>,
     /// `/proc/PID/root` of the processes seen that live in another mount namespace.
     roots: BTreeMap<u32, PathBuf>,
+    /// Where runtime files jprof will remove are listed, in case jprof is killed first; with
+    /// the runtime's name.
+    leftovers: Option<(super::leftovers::Leftovers, &'static str)>,
 }
 
 /// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see. The
@@ -173,7 +176,16 @@ impl SideFiles {
             .filter(|f| f.problem.is_none() && !f.closed)
         {
             let owner = owners.get(&f.pid).copied().flatten();
-            match read_new(f, owner) {
+            let was_open = f.handle.is_some();
+            let result = read_new(f, owner);
+            if let (false, Some(h), Some((list, runtime))) =
+                (was_open, &f.handle, self.leftovers.as_mut())
+            {
+                if f.kind == SideKind::JITDUMP || f.kind == SideKind::MLPD {
+                    list.add(runtime, &f.path, h.dev, h.ino);
+                }
+            }
+            match result {
                 Ok((data, consumed)) if consumed > 0 => {
                     store(SidePiece {
                         kind: f.kind,
@@ -228,6 +240,19 @@ impl SideFiles {
             }
         }
         out
+    }
+
+    /// Lists the runtime files this recording will remove (written by `runtime`), so that a
+    /// later jprof removes them if this one is killed.
+    pub fn list_leftovers(&mut self, list: super::leftovers::Leftovers, runtime: &'static str) {
+        self.leftovers = Some((list, runtime));
+    }
+
+    /// The recording removed its runtime files itself: the list is no longer needed.
+    pub fn finish_leftovers(&mut self) {
+        if let Some((list, _)) = self.leftovers.take() {
+            list.finish();
+        }
     }
 
     /// The uid process `pid` ran as when it was first seen.

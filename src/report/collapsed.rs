@@ -339,6 +339,7 @@ pub(crate) mod tests {
         let labels = crate::report::flamegraph::Labels {
             title: "t".into(),
             count_name: "samples".into(),
+            subtitle: None,
         };
         let mut out = Vec::new();
         crate::report::flamegraph::write(lines, &labels, look, None, &mut out).unwrap();

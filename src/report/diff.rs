@@ -137,6 +137,7 @@ pub fn run(config: &DiffConfig) -> Result<()> {
         } else {
             format!("{} / {}", before.count_name, after.count_name)
         },
+        subtitle: None,
     };
     let look = &config.report.flamegraph;
     let draw = |w: &mut dyn Write| flamegraph::write(&lines, &labels, look, None, w);

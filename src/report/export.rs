@@ -94,8 +94,12 @@ impl ExportContext {
         code_loads.sort_by(|a, b| {
             (a.pid, a.time, a.address, &a.name).cmp(&(b.pid, b.time, b.address, &b.name))
         });
+        let labels = super::labels(recording);
         Self {
-            title: super::labels(recording).title,
+            title: match labels.subtitle {
+                Some(loss) => format!("{} ({loss})", labels.title),
+                None => labels.title,
+            },
             event: meta.event.event.clone(),
             weight_unit: if meta.event.event == "cpu-clock" {
                 WeightUnit::Nanoseconds

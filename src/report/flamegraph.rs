@@ -17,6 +17,8 @@ pub struct Labels {
     pub title: String,
     /// What the weights count, e.g. `cycles` or `cpu-clock`.
     pub count_name: String,
+    /// A line under the title (e.g. what the recording lost).
+    pub subtitle: Option<String>,
 }
 
 /// How the graph is drawn, from the command line.
@@ -43,6 +45,7 @@ impl Look {
         let mut options = Options::default();
         options.title = self.title.clone().unwrap_or_else(|| labels.title.clone());
         options.count_name = labels.count_name.clone();
+        options.subtitle = labels.subtitle.clone();
         if self.inverted {
             options.direction = Direction::Inverted;
         }
@@ -141,6 +144,7 @@ mod tests {
         let labels = Labels {
             title: "jprof: ./hotspots".into(),
             count_name: "cycles".into(),
+            subtitle: None,
         };
         draw(&p, &labels, &Look::default())
     }
@@ -182,6 +186,7 @@ mod tests {
         let labels = Labels {
             title: "t".into(),
             count_name: "cycles".into(),
+            subtitle: None,
         };
         assert!(write(&[], &labels, &Look::default(), None, io::sink()).is_err());
     }
@@ -257,6 +262,7 @@ mod tests {
         Labels {
             title: "jprof: ./hotspots".into(),
             count_name: "cycles".into(),
+            subtitle: None,
         }
     }
 

@@ -201,7 +201,28 @@ pub fn labels(recording: &Recording) -> flamegraph::Labels {
     flamegraph::Labels {
         title: format!("jprof: {what}"),
         count_name: meta.event.event.clone(),
+        subtitle: losses(recording),
     }
+}
+
+/// What the recording lost, for every output's title or subtitle: a flame graph missing a
+/// share of its samples must say so where the user looks.
+pub fn losses(recording: &Recording) -> Option<String> {
+    let s = recording.summary.as_ref()?;
+    let mut parts = Vec::new();
+    if s.lost_samples > 0 || s.lost_records > 0 {
+        parts.push(format!(
+            "{} samples lost ({} records dropped by the kernel)",
+            s.lost_samples, s.lost_records
+        ));
+    }
+    if s.throttles > 0 {
+        parts.push(format!("throttled {} times", s.throttles));
+    }
+    if s.dropped_batches > 0 {
+        parts.push(format!("{} batches dropped by jprof", s.dropped_batches));
+    }
+    (!parts.is_empty()).then(|| format!("incomplete: {}", parts.join(", ")))
 }
 
 /// Reads a recording (or imports a perf.data), symbolizes it and applies the filters.

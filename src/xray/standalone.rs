@@ -287,6 +287,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     let labels = flamegraph::Labels {
         title: format!("jprof: XRay {}", config.input.display()),
         count_name: count_name.into(),
+        subtitle: None,
     };
     let unit = match weight {
         Weight::Calls => WeightUnit::Events,

@@ -235,6 +235,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     let labels = flamegraph::Labels {
         title: format!("jprof: {}", path.display()),
         count_name: count_name(weight).into(),
+        subtitle: None,
     };
     let unit = if weight == Weight::Time {
         WeightUnit::Nanoseconds
