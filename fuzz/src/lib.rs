@@ -310,3 +310,13 @@ fn replay_log(bytes: &[u8]) {
         let _ = replay.tree.path(call.node);
     }
 }
+
+/// `jprof report -i perf.data`'s reader (header and section checks, linux-perf-data, the
+/// import), called without the guard that turns a dependency's panic into an error, so the
+/// fuzzer sees every panic.
+pub fn perf_data(data: &[u8]) {
+    let options = jprof::import::ImportOptions {
+        search_dirs: Vec::new(),
+    };
+    let _ = jprof::import::import_bytes_unguarded(std::path::Path::new("fuzz.data"), data, &options);
+}

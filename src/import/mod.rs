@@ -116,6 +116,16 @@ pub fn import_bytes(path: &Path, file: &[u8], options: &ImportOptions) -> Result
     })
 }
 
+/// [`import_bytes`] without its panic guard: for the fuzzer, which must see every panic.
+#[doc(hidden)]
+pub fn import_bytes_unguarded(
+    path: &Path,
+    file: &[u8],
+    options: &ImportOptions,
+) -> Result<Recording> {
+    import_checked(path, file, options)
+}
+
 fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<Recording> {
     let data = perf_header::check(file).map_err(|e| Error::parse(path, e))?;
     let mut notes = Vec::new();

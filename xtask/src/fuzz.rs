@@ -17,6 +17,7 @@ const TARGETS: &[&str] = &[
     "j9_metadata",
     "mlpd_parser",
     "xray_parser",
+    "perf_data",
 ];
 
 fn nightly_available() -> bool {

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use jprof_fuzz::{
-    j9_metadata, jitdump_parser, mlpd_parser, perf_map_parser, recording_reader, wrap_records,
-    xray_parser, J9_METADATA_ADDR, JPROF_SAMPLE_TYPE,
+    j9_metadata, jitdump_parser, mlpd_parser, perf_data, perf_map_parser, recording_reader,
+    wrap_records, xray_parser, J9_METADATA_ADDR, JPROF_SAMPLE_TYPE,
 };
 
 /// The tests' OpenJ9 metadata image writer: well-formed bodies to damage.
@@ -262,14 +262,76 @@ fn xray_input(rng: &mut Rng) -> Vec<u8> {
 
 type Target = (&'static str, fn(&mut Rng) -> Vec<u8>, fn(&[u8]));
 
-const TARGETS: [Target; 6] = [
+const TARGETS: [Target; 7] = [
     ("recording_reader", input, recording_reader),
     ("jitdump_parser", jitdump_input, jitdump_parser),
     ("perf_map_parser", perf_map_input, perf_map_parser),
     ("j9_metadata", j9_input, j9_metadata),
     ("mlpd_parser", mlpd_input, mlpd_parser),
     ("xray_parser", xray_input, xray_parser),
+    ("perf_data", perf_data_input, perf_data),
 ];
+
+/// A real perf.data (perf record -g of a JVM), cut into its parts for [`perf_data_input`].
+const PERF_DATA: &[u8] = include_bytes!("../../../tests/fixtures/shared/java/perf-map.data");
+
+/// One input for `perf_data`: the fixture's header and attributes, some of its real records
+/// and some generated ones, with the header's sizes patched to fit; then, sometimes, header
+/// bytes flipped (section offsets and sizes, feature bits) or the file cut short.
+fn perf_data_input(rng: &mut Rng) -> Vec<u8> {
+    let word = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&PERF_DATA[at..at + 8]);
+        u64::from_le_bytes(b) as usize
+    };
+    let (data_at, data_size) = (word(40), word(48));
+    let mut out = PERF_DATA[..data_at].to_vec();
+    let records = &PERF_DATA[data_at..data_at + data_size];
+    let mut at = rng.below(records.len() / 2) & !7;
+    // Real records from a random place: walk to a record boundary from the start.
+    let mut pos = 0;
+    while pos < at {
+        let size = u16::from_le_bytes([records[pos + 6], records[pos + 7]]) as usize;
+        pos += size.max(8);
+    }
+    at = pos;
+    for _ in 0..rng.below(40) {
+        if at + 8 > records.len() {
+            break;
+        }
+        let size = u16::from_le_bytes([records[at + 6], records[at + 7]]) as usize;
+        if size < 8 || at + size > records.len() {
+            break;
+        }
+        out.extend_from_slice(&records[at..at + size]);
+        at += size;
+    }
+    for _ in 0..rng.below(6) {
+        record(rng, &mut out);
+    }
+    let size = (out.len() - data_at) as u64;
+    out[48..56].copy_from_slice(&size.to_le_bytes());
+    out[72..104].fill(0);
+    match rng.below(5) {
+        0 => {
+            for _ in 0..=rng.below(3) {
+                let i = rng.below(data_at);
+                out[i] = match rng.below(3) {
+                    0 => 0xff,
+                    1 => small_byte(rng),
+                    _ => out[i] ^ (1 << rng.below(8)),
+                };
+            }
+        }
+        1 => {
+            let keep = rng.below(out.len() + 1);
+            out.truncate(keep);
+        }
+        2 => out[72 + rng.below(32)] = rng.next() as u8,
+        _ => {}
+    }
+    out
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
