@@ -81,6 +81,9 @@ pub struct Summary {
     pub unthrottles: u64,
     /// Ring batches jprof dropped because its writer fell behind (memory stays bounded).
     pub dropped_batches: u64,
+    /// The samples those batches held.
+    #[serde(default)]
+    pub dropped_samples: u64,
     pub threads: u64,
     pub processes: u64,
     /// Sample-clock time of the first and last record.

@@ -110,10 +110,14 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .parse()
         .map_err(|_| format!("`{text}` is not a number of seconds (e.g. 10 or 0.5)"))?;
     if !secs.is_finite() || secs <= 0.0 {
-        return Err(format!("`{text}`: the duration must be a positive number of seconds"));
+        return Err(format!(
+            "`{text}`: the duration must be a positive number of seconds"
+        ));
     }
     if secs > MAX_DURATION_SECS {
-        return Err(format!("`{text}`: at most {MAX_DURATION_SECS} seconds (a year)"));
+        return Err(format!(
+            "`{text}`: at most {MAX_DURATION_SECS} seconds (a year)"
+        ));
     }
     Ok(std::time::Duration::from_secs_f64(secs))
 }
@@ -121,9 +125,11 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 /// `record -o`: a file (stdout cannot hold a recording, which is rewritten when it ends).
 fn parse_recording_path(text: &str) -> Result<PathBuf, String> {
     if text == "-" {
-        return Err("a recording cannot go to stdout (`-`): name a file, e.g. -o run.data, \
+        return Err(
+            "a recording cannot go to stdout (`-`): name a file, e.g. -o run.data, \
                     then `jprof report -i run.data -o -`"
-            .into());
+                .into(),
+        );
     }
     if text.is_empty() {
         return Err("an empty file name".into());
@@ -150,7 +156,9 @@ fn parse_input_path(text: &str) -> Result<PathBuf, String> {
             } else {
                 "not a regular file"
             };
-            Err(format!("{text} is {what}: jprof reads its inputs from regular files"))
+            Err(format!(
+                "{text} is {what}: jprof reads its inputs from regular files"
+            ))
         }
         _ => Ok(path),
     }

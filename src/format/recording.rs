@@ -113,7 +113,7 @@ pub fn parse_chunks(file: &[u8]) -> Result<Chunks<'_>, ParseError> {
                 // damaged chunk costs only itself.
                 let next_good = (pos + 8..file.len())
                     .step_by(8)
-                    .find(|&p| chunk_at(file, p).is_ok_and(|(c, _)| c.kind.0 != 0));
+                    .find(|&p| resync_point(file, p));
                 if out.stopped.is_none() {
                     out.stopped = Some(e);
                 }
@@ -166,6 +166,19 @@ fn chunk_at(file: &[u8], pos: usize) -> Result<(Chunk<'_>, usize), ParseError> {
         },
         next,
     ))
+}
+
+/// Whether a whole chunk starts at `pos` after damage: its own length and CRC check, it is not
+/// an empty chunk inside other data (an empty payload has CRC 0, which zeroed bytes imitate)
+/// unless it ends the file, and the next chunk checks too, or the file ends there.
+fn resync_point(file: &[u8], pos: usize) -> bool {
+    let Ok((chunk, next)) = chunk_at(file, pos) else {
+        return false;
+    };
+    let ends = next >= file.len();
+    chunk.kind.0 != 0
+        && (!chunk.payload.is_empty() || ends)
+        && (ends || chunk_at(file, next).is_ok())
 }
 
 /// What a side file is.

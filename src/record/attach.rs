@@ -182,9 +182,8 @@ mod tests {
 /// The process `tid` belongs to when it is not the main thread of its process (None when it
 /// is); an error when no such thread exists.
 pub fn process_of_thread(tid: u32) -> Result<Option<u32>, Error> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(|e| {
-        Error::Other(format!("-p {tid}: no such process or thread ({e})"))
-    })?;
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .map_err(|e| Error::Other(format!("-p {tid}: no such process or thread ({e})")))?;
     let tgid = status
         .lines()
         .find_map(|l| l.strip_prefix("Tgid:"))

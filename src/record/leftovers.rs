@@ -27,9 +27,10 @@ fn private_dir() -> Option<PathBuf> {
     (m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0).then_some(dir)
 }
 
-/// Whether `pid` is a running jprof.
+/// Whether `pid` is a running jprof (not a zombie nobody reaped yet).
 fn jprof_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "jprof")
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.contains("(jprof) ") && !s.contains("(jprof) Z"))
 }
 
 /// Removes what one pending list names; returns how many files were removed.
@@ -102,8 +103,7 @@ impl Leftovers {
                 continue;
             }
             let list = entry.path();
-            if let Ok(text) = foreign_file::read(&list, foreign_file::Owner::Anyone, 1 << 20)
-            {
+            if let Ok(text) = foreign_file::read(&list, foreign_file::Owner::Anyone, 1 << 20) {
                 removed += replay(&String::from_utf8_lossy(&text));
             }
             let _ = std::fs::remove_file(&list);

@@ -5,9 +5,9 @@
 mod attach;
 mod events;
 mod host;
+mod leftovers;
 mod runtimes;
 mod side_files;
-mod leftovers;
 mod summary;
 mod tree;
 pub mod writer;
@@ -283,6 +283,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     // The ring reader loop.
     let deadline = config.duration.map(|d| Instant::now() + d);
     let mut dropped_batches = 0u64;
+    let mut dropped_samples = 0u64;
     let mut stopped_by = String::from("target exited");
     let mut term_sent_at: Option<Instant> = None;
     let mut tree = match &profiled {
@@ -303,8 +304,11 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         for ring in &mut events.rings {
             ring.drain_into(&mut batch);
         }
-        if !batch.is_empty() && tx.try_send(batch).is_err() {
-            dropped_batches += 1;
+        if !batch.is_empty() {
+            if let Err(full) = tx.try_send(batch) {
+                dropped_batches += 1;
+                dropped_samples += writer::samples_in(&full.into_inner());
+            }
         }
         let now = Instant::now();
         match &profiled {
@@ -430,6 +434,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     out.write_json(ChunkKind::CLOCK, &clock)?;
     let mut summary = counters.finish();
     summary.dropped_batches = dropped_batches;
+    summary.dropped_samples = dropped_samples;
     summary.wall_duration_ns = wall.as_nanos() as u64;
     summary.exit_code = exit.map(ChildExit::shell_code);
     summary.stopped_by = stopped_by;

@@ -46,6 +46,8 @@ pub struct SideFiles {
     /// Where runtime files jprof will remove are listed, in case jprof is killed first; with
     /// the runtime's name.
     leftovers: Option<(super::leftovers::Leftovers, &'static str)>,
+    /// Processes that exited and were scanned a last time.
+    gone: HashSet<u32>,
 }
 
 /// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see. The
@@ -139,10 +141,20 @@ impl SideFiles {
         }
     }
 
-    /// Looks in the well-known places for files of the processes seen so far.
+    /// Looks in the well-known places for files of the processes seen so far that still run
+    /// (a process that exited is looked at one last time, then never again: a fork-heavy
+    /// target sees tens of thousands).
     pub fn scan_known_places(&mut self) {
-        let pids: Vec<u32> = self.pids.keys().copied().collect();
+        let pids: Vec<u32> = self
+            .pids
+            .keys()
+            .copied()
+            .filter(|p| !self.gone.contains(p))
+            .collect();
         for pid in pids {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                self.gone.insert(pid);
+            }
             let root = self.roots.get(&pid).cloned();
             for path in jitdump_candidates(pid, root.as_deref()) {
                 if path.is_file() {

@@ -34,8 +34,8 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
     );
     let _ = writeln!(
         out,
-        "  threads {}, processes {}; lost records {}, lost samples {}, throttled {} times, dropped batches {}",
-        s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches
+        "  threads {}, processes {}; lost records {}, lost samples {}, throttled {} times, dropped batches {} ({} samples)",
+        s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches, s.dropped_samples
     );
     let _ = writeln!(out, "  clock: {}", clock.describe());
     let _ = match s.exit_code {

@@ -64,6 +64,14 @@ impl ChunkWriter {
     }
 }
 
+/// How many SAMPLE records a batch of raw perf records holds (for a batch that is dropped).
+pub fn samples_in(batch: &[u8]) -> u64 {
+    RecordIter::new(batch)
+        .filter_map(Result::ok)
+        .filter(|r| r.kind == RecordKind::SAMPLE)
+        .count() as u64
+}
+
 /// Counters the writer derives from the records it passes through.
 #[derive(Default)]
 pub struct Counters {

@@ -220,7 +220,10 @@ pub fn losses(recording: &Recording) -> Option<String> {
         parts.push(format!("throttled {} times", s.throttles));
     }
     if s.dropped_batches > 0 {
-        parts.push(format!("{} batches dropped by jprof", s.dropped_batches));
+        parts.push(format!(
+            "{} samples in {} batches dropped by jprof",
+            s.dropped_samples, s.dropped_batches
+        ));
     }
     (!parts.is_empty()).then(|| format!("incomplete: {}", parts.join(", ")))
 }
