@@ -158,6 +158,18 @@ pub fn synthesize(pid: u32, layout: &SampleLayout) -> Vec<u8> {
     out
 }
 
+/// The process `tid` belongs to when it is not the main thread of its process (None when it
+/// is); an error when no such thread exists.
+pub fn process_of_thread(tid: u32) -> Result<Option<u32>, Error> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .map_err(|e| Error::Other(format!("-p {tid}: no such process or thread ({e})")))?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    Ok(tgid.filter(|&pid| pid != tid))
+}
+
 #[cfg(test)]
 mod tests {
     use super::permission_verdict;
@@ -177,16 +189,4 @@ mod tests {
         assert!(permission_verdict(7, 1000, 1000, Some(0)).is_ok());
         assert!(permission_verdict(7, 1000, 1000, None).is_ok());
     }
-}
-
-/// The process `tid` belongs to when it is not the main thread of its process (None when it
-/// is); an error when no such thread exists.
-pub fn process_of_thread(tid: u32) -> Result<Option<u32>, Error> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .map_err(|e| Error::Other(format!("-p {tid}: no such process or thread ({e})")))?;
-    let tgid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse::<u32>().ok());
-    Ok(tgid.filter(|&pid| pid != tid))
 }
