@@ -229,8 +229,8 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     if let Some(note) = cleaned {
         setup.notes.push(note);
     }
-    match (leftover_list, setup.runtime, config.keep_side_files) {
-        (Some(list), Some(runtime), false) => side.list_leftovers(list, runtime),
+    match (leftover_list, &config.target, config.keep_side_files) {
+        (Some(list), Target::Launch(_), false) => side.list_leftovers(list),
         (Some(list), _, _) => list.finish(),
         (None, _, _) => {}
     }
@@ -290,6 +290,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         Profiled::Child(child) => Some(tree::Tree::new(child.pid)),
         Profiled::Attached(_) => None,
     };
+    let mut jvm_watch = tree::JvmWatch::default();
     // When the target exited while other processes of its tree kept running.
     let mut following_since: Option<Instant> = None;
     let exit = loop {
@@ -339,6 +340,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
                     }
                 }
                 tree.escalate(now);
+                jvm_watch.poll(tree, now);
                 tree.reap()
                     .map_err(|e| Error::Other(format!("waiting for the target failed: {e}")))?;
                 if tree.target_exit.is_some() {
@@ -450,10 +452,13 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     }
     summary.notes.extend(setup.notes.iter().cloned());
     summary.notes.extend(tree_notes);
+    let watched = jvm_watch.finish();
+    let agent_attached_late = watched.iter().any(|n| n.contains(runtimes::LOADED));
+    summary.notes.extend(watched);
     let attach_notes = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
     let agent_attached = attach_notes.iter().any(|n| n.ends_with(runtimes::LOADED));
     summary.notes.extend(attach_notes);
-    if agent_attached && !config.keep_side_files {
+    if (agent_attached || agent_attached_late) && !config.keep_side_files {
         // The agent stays in the JVM; the file it writes is only for this recording.
         for (pid, jitdumps) in side.jitdump_paths() {
             for file in jitdumps {
@@ -461,21 +466,21 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             }
         }
     }
-    if let Some(runtime) = setup.runtime {
-        let vars: Vec<String> = setup
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{v}\""))
-            .collect();
-        summary
-            .notes
-            .push(format!("{runtime} detected: set {}", vars.join(" ")));
-        if !config.keep_side_files {
-            let cwd = std::env::current_dir().unwrap_or_default();
-            for (pid, files) in side.runtime_files() {
-                for file in runtimes::created_files(runtime, pid, &files, &cwd) {
-                    foreign_file::remove_runtime_file(&file, side.owner_of(pid));
-                }
+    let runtimes = side.runtimes().clone();
+    summary.notes.extend(runtimes::observed_notes(
+        &runtimes,
+        &side.runtime_files(),
+        &setup,
+    ));
+    if !config.keep_side_files && matches!(config.target, Target::Launch(_)) {
+        // Files the runtimes wrote only because jprof set them up: their bytes are in the
+        // recording.
+        for (pid, files) in side.runtime_files() {
+            let Some(runtime) = runtimes.get(&pid) else {
+                continue;
+            };
+            for file in runtimes::created_files(runtime, pid, &files) {
+                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
             }
         }
     }

@@ -46,7 +46,6 @@ fn mono_setup() -> RuntimeSetup {
         _ => "disable_omit_fp".to_string(),
     };
     RuntimeSetup {
-        runtime: Some("mono"),
         env: vec![
             extend_var("MONO_ENV_OPTIONS", &options),
             ("MONO_DEBUG".to_string(), debug),
@@ -64,8 +63,6 @@ pub const LOADED: &str = "loaded jprof's JVMTI agent";
 /// What jprof adds for the recognised runtime.
 #[derive(Debug, Default)]
 pub struct RuntimeSetup {
-    /// "node", ... (None for native programs).
-    pub runtime: Option<&'static str>,
     /// Variables to set in the target's environment.
     pub env: Vec<(String, String)>,
     /// Things the user should know (for the summary), e.g. a missing agent.
@@ -112,7 +109,6 @@ fn java_setup(agent: Option<PathBuf>) -> RuntimeSetup {
         }
     };
     RuntimeSetup {
-        runtime: Some("java"),
         env: vec![extend_var("JAVA_TOOL_OPTIONS", &flags)],
         notes,
     }
@@ -133,36 +129,108 @@ fn extend_var(name: &str, extra: &str) -> (String, String) {
     (name.to_string(), value)
 }
 
+/// The set-up for a launched command: the variables every runtime honours are set whatever
+/// the command is, so a runtime started through a launcher (`javac`, an npm shim, `sh -c`,
+/// Debian's `mcs` wrapper) is prepared too; a process that is no runtime ignores them.
 pub fn prepare(argv: &[String]) -> RuntimeSetup {
-    match program_name(argv) {
-        "node" | "nodejs" => RuntimeSetup {
-            runtime: Some("node"),
-            env: vec![extend_var("NODE_OPTIONS", NODE_FLAGS)],
-            notes: Vec::new(),
-        },
-        "java" => java_setup(find_agent()),
-        "mono" | "mono-sgen" | "mono-boehm" => mono_setup(),
-        _ => RuntimeSetup::default(),
+    let runtime = match program_name(argv) {
+        "java" => Some("java"),
+        _ => None,
+    };
+    let java = java_setup(find_agent());
+    let mono = mono_setup();
+    let mut env = vec![extend_var("NODE_OPTIONS", NODE_FLAGS)];
+    env.extend(java.env);
+    env.extend(mono.env);
+    let mut notes = Vec::new();
+    // The agent's absence matters only when a JVM runs: said then (see observed runtimes).
+    if runtime == Some("java") {
+        notes.extend(java.notes);
     }
+    notes.extend(mono.notes);
+    RuntimeSetup { env, notes }
+}
+
+/// The runtime a mapped file shows a process to be: HotSpot's libjvm, Node's executable or
+/// libnode, Mono's runtime.
+pub fn runtime_of_mapping(filename: &str) -> Option<&'static str> {
+    let name = filename.rsplit('/').next().unwrap_or(filename);
+    if name == "libjvm.so" {
+        Some("java")
+    } else if name == "node" || name == "nodejs" || name.starts_with("libnode.so") {
+        Some("node")
+    } else if name.starts_with("mono-sgen")
+        || name == "mono"
+        || name.starts_with("libmonosgen")
+        || name.starts_with("libmono-2.0")
+    {
+        Some("mono")
+    } else {
+        None
+    }
+}
+
+/// Whether Mono's log profiler library is installed (Debian: `libmono-profiler`).
+pub fn mono_log_profiler_installed() -> bool {
+    ["/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|d| d.flatten())
+        .any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("libmono-profiler-log.so"))
+        })
+}
+
+/// One line per runtime process seen: how it was set up, or why its JIT code will not be
+/// named and the fix.
+pub fn observed_notes(
+    runtimes: &std::collections::BTreeMap<u32, &'static str>,
+    files: &std::collections::BTreeMap<u32, Vec<PathBuf>>,
+    setup: &RuntimeSetup,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (&pid, &runtime) in runtimes {
+        let has_files = files.get(&pid).is_some_and(|f| !f.is_empty());
+        let line = match (runtime, has_files) {
+            ("java", true) => format!("java (pid {pid}): jprof's JVMTI agent wrote its jitdump"),
+            ("java", false) => match setup.env.iter().any(|(k, v)| k == "JAVA_TOOL_OPTIONS" && v.contains("-agentpath")) {
+                true => format!("java (pid {pid}): no jitdump from jprof's agent (the JVM's environment was cleared, or it refused the agent): Java JIT frames are not named; `jprof record -p {pid}` attaches it"),
+                false => format!("java (pid {pid}): {AGENT_FILE} was not found next to jprof (or set JPROF_AGENT): Java JIT frames are not named"),
+            },
+            ("node", true) => format!("node (pid {pid}): V8 wrote its jitdump (NODE_OPTIONS {NODE_FLAGS})"),
+            ("node", false) => format!("node (pid {pid}): no jitdump (NODE_OPTIONS was overridden or cleared before Node started): JavaScript frames are not named; run it with {NODE_FLAGS}"),
+            ("mono", true) => format!("mono (pid {pid}): the log profiler and --jitmap named managed code"),
+            ("mono", false) if !mono_log_profiler_installed() => format!("mono (pid {pid}): Mono's log profiler library is missing, so managed frames are named from --jitmap only: apt-get install libmono-profiler"),
+            ("mono", false) => format!("mono (pid {pid}): no log profiler file (MONO_ENV_OPTIONS was overridden or cleared): managed frames named from --jitmap only"),
+            _ => continue,
+        };
+        notes.push(line);
+    }
+    notes
 }
 
 /// Files a runtime wrote only because jprof enabled them, for process `pid`: the jitdump or
 /// Mono log (their bytes are in the recording; for Java the agent's) and, for Node, the V8 log
 /// `--perf-prof` opens as a side effect.
-pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf], cwd: &Path) -> Vec<PathBuf> {
+pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf]) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = jitdumps.to_vec();
     if runtime == "mono" {
         // `--jitmap`'s map; its lines are in the recording.
         files.push(PathBuf::from(format!("/tmp/perf-{pid}.map")));
     }
     if runtime == "node" {
+        // V8's log goes where the jitdump goes: Node's working directory.
         let suffix = format!("-{pid}-v8.log");
-        if let Ok(dir) = std::fs::read_dir(cwd) {
-            files.extend(dir.flatten().map(|e| e.path()).filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("isolate-0x") && n.ends_with(&suffix))
-            }));
+        for dir in jitdumps.iter().filter_map(|j| j.parent()) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                files.extend(entries.flatten().map(|e| e.path()).filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("isolate-0x") && n.ends_with(&suffix))
+                }));
+            }
         }
     }
     files
@@ -369,7 +437,6 @@ mod tests {
     fn mono_gets_the_log_profiler_the_jit_map_and_frame_pointers() {
         for program in ["mono", "/usr/bin/mono-sgen"] {
             let setup = prepare(&[program.to_string(), "app.exe".to_string()]);
-            assert_eq!(setup.runtime, Some("mono"));
             let var = |name: &str| {
                 setup
                     .env
@@ -393,7 +460,6 @@ mod tests {
     fn java_gets_the_agent_and_the_hotspot_flags() {
         let agent = std::env::current_exe().unwrap();
         let setup = java_setup(Some(agent.clone()));
-        assert_eq!(setup.runtime, Some("java"));
         let (name, value) = &setup.env[0];
         assert_eq!(name, "JAVA_TOOL_OPTIONS");
         assert!(value.contains(&format!("-agentpath:{}", agent.display())));
@@ -462,10 +528,44 @@ mod tests {
     }
 
     #[test]
-    fn runtimes_are_recognised_by_program_name() {
+    fn every_command_gets_every_runtimes_variables() {
         let argv = |a: &str| vec![a.to_string(), "x".to_string()];
-        assert_eq!(prepare(&argv("/usr/bin/java")).runtime, Some("java"));
-        assert_eq!(prepare(&argv("node")).runtime, Some("node"));
-        assert_eq!(prepare(&argv("javac")).runtime, None);
+        for launcher in [
+            "java",
+            "node",
+            "javac",
+            "sh",
+            "mcs",
+            "./node_modules/.bin/tsc",
+        ] {
+            let setup = prepare(&argv(launcher));
+            let names: Vec<&str> = setup.env.iter().map(|(k, _)| k.as_str()).collect();
+            for var in [
+                "NODE_OPTIONS",
+                "JAVA_TOOL_OPTIONS",
+                "MONO_ENV_OPTIONS",
+                "MONO_DEBUG",
+            ] {
+                assert!(names.contains(&var), "{launcher}: {names:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn runtimes_are_recognised_by_what_they_map() {
+        assert_eq!(
+            runtime_of_mapping("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"),
+            Some("java")
+        );
+        assert_eq!(runtime_of_mapping("/usr/bin/node"), Some("node"));
+        assert_eq!(runtime_of_mapping("/usr/bin/mono-sgen"), Some("mono"));
+        assert_eq!(
+            runtime_of_mapping("/usr/lib/libmonosgen-2.0.so.1"),
+            Some("mono")
+        );
+        assert_eq!(
+            runtime_of_mapping("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            None
+        );
     }
 }

@@ -45,9 +45,11 @@ pub struct SideFiles {
     roots: BTreeMap<u32, PathBuf>,
     /// Where runtime files jprof will remove are listed, in case jprof is killed first; with
     /// the runtime's name.
-    leftovers: Option<(super::leftovers::Leftovers, &'static str)>,
+    leftovers: Option<super::leftovers::Leftovers>,
     /// Processes that exited and were scanned a last time.
     gone: HashSet<u32>,
+    /// The runtime each process showed itself to be by what it mapped.
+    runtimes: BTreeMap<u32, &'static str>,
 }
 
 /// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see. The
@@ -100,6 +102,9 @@ impl SideFiles {
 
     /// An MMAP2 record named this file in process `pid` (a path in the process's namespace).
     pub fn saw_mapping(&mut self, pid: u32, filename: &str) {
+        if let Some(runtime) = super::runtimes::runtime_of_mapping(filename) {
+            self.runtimes.entry(pid).or_insert(runtime);
+        }
         if jitdump::is_jitdump_path(filename).is_some() {
             self.saw_pid(pid);
             let path = process_root::host_path(
@@ -190,8 +195,11 @@ impl SideFiles {
             let owner = owners.get(&f.pid).copied().flatten();
             let was_open = f.handle.is_some();
             let result = read_new(f, owner);
-            if let (false, Some(h), Some((list, runtime))) =
-                (was_open, &f.handle, self.leftovers.as_mut())
+            // Only files of a process seen to be a runtime jprof set up (the same the end of
+            // the recording removes).
+            let runtime = self.runtimes.get(&f.pid).copied();
+            if let (false, Some(h), Some(list), Some(runtime)) =
+                (was_open, &f.handle, self.leftovers.as_mut(), runtime)
             {
                 if f.kind == SideKind::JITDUMP || f.kind == SideKind::MLPD {
                     list.add(runtime, &f.path, h.dev, h.ino);
@@ -256,15 +264,20 @@ impl SideFiles {
 
     /// Lists the runtime files this recording will remove (written by `runtime`), so that a
     /// later jprof removes them if this one is killed.
-    pub fn list_leftovers(&mut self, list: super::leftovers::Leftovers, runtime: &'static str) {
-        self.leftovers = Some((list, runtime));
+    pub fn list_leftovers(&mut self, list: super::leftovers::Leftovers) {
+        self.leftovers = Some(list);
     }
 
     /// The recording removed its runtime files itself: the list is no longer needed.
     pub fn finish_leftovers(&mut self) {
-        if let Some((list, _)) = self.leftovers.take() {
+        if let Some(list) = self.leftovers.take() {
             list.finish();
         }
+    }
+
+    /// The runtimes seen, by process.
+    pub fn runtimes(&self) -> &BTreeMap<u32, &'static str> {
+        &self.runtimes
     }
 
     /// The uid process `pid` ran as when it was first seen.

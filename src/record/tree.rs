@@ -152,3 +152,65 @@ mod tests {
         assert_eq!(sid, nix::unistd::getsid(None).unwrap().as_raw());
     }
 }
+
+/// JVMs of the tree that came up without jprof's agent (a launcher cleared the environment,
+/// `env -i`): the agent is loaded into each through the attach protocol, as `-p` does.
+#[derive(Default)]
+pub struct JvmWatch {
+    /// When each JVM was first seen without the agent.
+    seen: HashMap<i32, Instant>,
+    attached: std::collections::HashSet<i32>,
+    attaching: Vec<std::thread::JoinHandle<Vec<String>>>,
+    last_look: Option<Instant>,
+}
+
+/// How long a JVM may run without the agent before jprof attaches it (an `-agentpath` agent
+/// is loaded while the VM starts, well within this).
+const AGENT_GRACE: Duration = Duration::from_millis(1500);
+
+impl JvmWatch {
+    /// Looks at the tree once a second.
+    pub fn poll(&mut self, tree: &Tree, now: Instant) {
+        if self
+            .last_look
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.last_look = Some(now);
+        let mut pids = tree.followed();
+        if tree.target_exit.is_none() {
+            pids.push(tree.target);
+        }
+        for pid in pids {
+            if self.attached.contains(&pid) {
+                continue;
+            }
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            if !maps.lines().any(|l| l.ends_with("/libjvm.so")) || maps.contains(super::AGENT_FILE)
+            {
+                continue;
+            }
+            let first = *self.seen.entry(pid).or_insert(now);
+            if now.duration_since(first) >= AGENT_GRACE {
+                self.attached.insert(pid);
+                if let Ok(handle) = std::thread::Builder::new()
+                    .name("jprof-attach".into())
+                    .spawn(move || super::runtimes::attach_java(pid as u32))
+                {
+                    self.attaching.push(handle);
+                }
+            }
+        }
+    }
+
+    /// The notes of every attach made.
+    pub fn finish(self) -> Vec<String> {
+        self.attaching
+            .into_iter()
+            .filter_map(|h| h.join().ok())
+            .flatten()
+            .map(|n| format!("{n} (it had started without the agent)"))
+            .collect()
+    }
+}

@@ -2,6 +2,7 @@
 //! owns `jprof report`'s choice of outputs and where they go; the writers are in the submodules.
 
 pub mod collapsed;
+pub mod coverage;
 pub mod diff;
 pub mod export;
 pub mod filter;

@@ -257,6 +257,9 @@ pub fn write_summary(
     for note in notes {
         writeln!(out, "Note:      {note}")?;
     }
+    for line in super::coverage::lines(profile) {
+        writeln!(out, "JIT names: {line}")?;
+    }
     Ok(())
 }
 
