@@ -25,6 +25,10 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
+        // The reader went away (`jprof dump FILE | head`): stop quietly, as other tools do.
+        Err(jprof::Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            std::process::ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("jprof: error: {e}");
             std::process::ExitCode::from(2)

@@ -30,7 +30,7 @@ use crate::timeline::Calibration;
 
 pub(crate) use events::attr_for;
 pub use events::{online_cpus, read_sysctl};
-pub use runtimes::{find_agent, AGENT_FILE};
+pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
 
 /// What to profile.
 #[derive(Clone, Debug)]

@@ -453,7 +453,14 @@ fn notes(
     let unknown = &symbolizer.unknown;
     for (path, count) in &unknown.by_module {
         let module = path.rsplit('/').next().unwrap_or(path);
-        let why = if let Some(id) = unknown.changed.get(path) {
+        let anonymous = path.starts_with("//anon")
+            || path.starts_with('[')
+            || path.starts_with("/memfd:")
+            || path.starts_with("anon");
+        let why = if anonymous {
+            "anonymous memory no runtime named (JIT code without a jitdump or perf map entry)"
+                .to_string()
+        } else if let Some(id) = unknown.changed.get(path) {
             format!(
                 "{path} changed since recording (the recording says build id {id}); \
                  record with embedded symbols (the default) to keep the names"

@@ -57,6 +57,8 @@ pub struct Facts {
     pub runtimes: Vec<(String, String)>,
     /// clang's XRay runtime library, when clang is installed and ships it.
     pub xray_runtime: Option<PathBuf>,
+    /// Whether Mono's log profiler library (`libmono-profiler`) is installed.
+    pub mono_log_profiler: bool,
     /// Where jprof looks for its JVMTI agent, and whether a file is there.
     pub agent: Option<(PathBuf, bool)>,
 }
@@ -145,6 +147,7 @@ impl Facts {
             measured_tsc_hz: measure_tsc_hz(),
             runtimes: runtimes(),
             xray_runtime: xray_runtime(),
+            mono_log_profiler: crate::record::mono_log_profiler_installed(),
             agent: find_agent().map(|p| {
                 let found = p.is_file();
                 (p, found)
@@ -490,7 +493,17 @@ fn runtime_checks(f: &Facts) -> Vec<Check> {
         None => check(Status::Ok, "node", "not installed"),
     });
     out.push(match version("mono") {
-        Some(v) => check(Status::Ok, "mono", v),
+        Some(v) if f.mono_log_profiler => check(
+            Status::Ok,
+            "mono",
+            format!("{v}; log profiler installed (jprof names managed code from it)"),
+        ),
+        Some(v) => check(
+            Status::Warn,
+            "mono",
+            format!("{v}; Mono's log profiler library (libmono-profiler-log.so) is missing: managed frames are named from --jitmap only"),
+        )
+        .fix("apt-get install libmono-profiler"),
         None => check(Status::Ok, "mono", "not installed"),
     });
     out.push(match (version("clang"), &f.xray_runtime) {
@@ -574,6 +587,7 @@ mod tests {
             measured_tsc_hz: None,
             runtimes: vec![("java".into(), "openjdk version \"17\"".into())],
             xray_runtime: None,
+            mono_log_profiler: false,
             agent: Some(("/opt/jprof/libjprof_agent.so".into(), false)),
         }
     }
