@@ -385,3 +385,34 @@ fn report_command_reads_perf_data() {
     assert!(text.contains("imported from perf.data"), "{text}");
     assert!(text.contains("demo.matrix.Matrix.multiply_[j]"), "{text}");
 }
+
+/// `--weight samples` counts samples (1 each), as `perf script | inferno-collapse-perf` does;
+/// without it, stacks weigh the event's period.
+#[test]
+fn weight_samples_counts_what_perf_script_lists() {
+    for fixture_path in ["node/perf.data", "java/perf-map.data"] {
+        let data = fixture(fixture_path);
+        let perf = Command::new("perf")
+            .args(["script", "-F", "tid", "-i"])
+            .arg(&data)
+            .output()
+            .expect("perf (linux-perf) is installed");
+        let perf_samples = String::from_utf8_lossy(&perf.stdout).lines().count() as u64;
+        assert!(perf_samples > 100, "{fixture_path}: perf script listed {perf_samples}");
+        let total = |extra: &[&str]| -> u64 {
+            let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+                .args(["report", "-f", "collapsed", "-o", "-", "-i"])
+                .arg(&data)
+                .args(extra)
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        assert_eq!(total(&["--weight", "samples"]), perf_samples, "{fixture_path}");
+        assert!(total(&[]) > perf_samples * 1000, "{fixture_path}: period weights");
+    }
+}

@@ -271,10 +271,29 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         InputKind::XrayLog => return crate::xray::standalone::run(config),
         InputKind::Recording | InputKind::PerfData => {}
     }
+    if matches!(config.weight, Some(Weight::Calls | Weight::Time)) {
+        return Err(Error::Usage(
+            "--weight calls|time needs instrumentation data: a Mono .mlpd or an XRay log \
+             (`jprof report -i FILE`); a recording or perf.data is weighted by samples"
+                .into(),
+        ));
+    }
     let (recording, mut profile) = load_unfiltered(config)?;
     // XRay logs stored in the recording complete stacks before any filter looks at them.
     let xray = crate::xray::live::correlate(&recording, &mut profile);
     filter::apply(&mut profile, &config.filters());
+    let mut labels = labels(&recording);
+    let count_samples = config.weight == Some(Weight::Samples);
+    if count_samples {
+        // One per sample, like `perf script | inferno-collapse-perf`.
+        for sample in &mut profile.samples {
+            sample.weight = 1;
+        }
+        labels.count_name = "samples".into();
+        profile
+            .notes
+            .insert(0, "weights: samples (1 per sample, --weight samples)".into());
+    }
     let mut summary = Vec::new();
     text::write(&recording, &profile, TOP_N, &mut summary)
         .and_then(|()| match &xray {
@@ -287,8 +306,12 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         return Destination::of(config.output.as_deref(), None)
             .write_with(|w| w.write_all(&summary));
     }
-    let context = export::ExportContext::from_recording(&recording, &profile);
-    write_profile(config, &profile, &labels(&recording), &context, summary)
+    let mut context = export::ExportContext::from_recording(&recording, &profile);
+    if count_samples {
+        context.event = "samples".into();
+        context.weight_unit = export::WeightUnit::Events;
+    }
+    write_profile(config, &profile, &labels, &context, summary)
 }
 
 /// Writes a profile in `config.format` (any format but text, which each input kind writes
