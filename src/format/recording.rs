@@ -289,7 +289,9 @@ mod tests {
         let mut f = sample_file();
         f[16 + 16 + 24 + 2] ^= 0xff; // inside the second chunk's payload
         let c = parse_chunks(&f).unwrap();
-        assert_eq!(c.chunks.len(), 1);
+        // The chunks before and after the damaged one are read; the damage is skipped.
+        assert_eq!(c.chunks.len(), 2);
+        assert_eq!(c.skipped, vec![16 + 24..16 + 24 + 32]);
         let e = c.stopped.unwrap();
         assert_eq!(e.offset, 16 + 24);
         assert!(e.expected.contains("corrupt"));

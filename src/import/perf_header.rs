@@ -155,7 +155,7 @@ pub fn check_sections(file: &[u8], data: &DataSection) -> Result<Option<String>,
     }
     if table.checked_add(features * 16).is_none_or(|end| end > len) {
         return damaged(format!(
-            "{features} feature sections declared, but their table at byte {table} runs past the end of the file"
+            "{features} feature sections declared, but their table at byte offset {table} runs past the end of the file"
         ));
     }
     for i in 0..features {
