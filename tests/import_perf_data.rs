@@ -398,7 +398,10 @@ fn weight_samples_counts_what_perf_script_lists() {
             .output()
             .expect("perf (linux-perf) is installed");
         let perf_samples = String::from_utf8_lossy(&perf.stdout).lines().count() as u64;
-        assert!(perf_samples > 100, "{fixture_path}: perf script listed {perf_samples}");
+        assert!(
+            perf_samples > 100,
+            "{fixture_path}: perf script listed {perf_samples}"
+        );
         let total = |extra: &[&str]| -> u64 {
             let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
                 .args(["report", "-f", "collapsed", "-o", "-", "-i"])
@@ -412,7 +415,14 @@ fn weight_samples_counts_what_perf_script_lists() {
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
                 .sum()
         };
-        assert_eq!(total(&["--weight", "samples"]), perf_samples, "{fixture_path}");
-        assert!(total(&[]) > perf_samples * 1000, "{fixture_path}: period weights");
+        assert_eq!(
+            total(&["--weight", "samples"]),
+            perf_samples,
+            "{fixture_path}"
+        );
+        assert!(
+            total(&[]) > perf_samples * 1000,
+            "{fixture_path}: period weights"
+        );
     }
 }

@@ -257,8 +257,12 @@ fn pprof_golden_and_round_trip() {
 #[test]
 fn pprof_reads_in_go_tool_pprof() {
     if Command::new("go").arg("version").output().is_err() {
-        // CI installs golang-go (.ci/run); here the prost round trip above is the check.
-        eprintln!("go not installed: go tool pprof check not run");
+        // CI installs golang-go (.ci/run): there, a missing go is a failure, not a pass.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "go is not installed, but CI must run go tool pprof (.ci/run installs golang-go)"
+        );
+        eprintln!("go not installed: go tool pprof check not run (the prost round trip is)");
         return;
     }
     let (dir, out) = report("pprof", "profile.pb.gz");

@@ -290,9 +290,10 @@ pub fn run(config: &ReportConfig) -> Result<()> {
             sample.weight = 1;
         }
         labels.count_name = "samples".into();
-        profile
-            .notes
-            .insert(0, "weights: samples (1 per sample, --weight samples)".into());
+        profile.notes.insert(
+            0,
+            "weights: samples (1 per sample, --weight samples)".into(),
+        );
     }
     let mut summary = Vec::new();
     text::write(&recording, &profile, TOP_N, &mut summary)
