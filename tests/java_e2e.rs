@@ -1,5 +1,5 @@
-//! `jprof record -- java ...` end to end on the JDKs installed on this machine (Debian's
-//! OpenJDK 17 and Temurin 25; `JPROF_TEST_JDKS=name=/path/to/java,...` overrides the list):
+//! `jprof record -- java ...` end to end on the JDKs installed on this machine (found in
+//! /usr/lib/jvm by version: OpenJDK 17 and Temurin 25 here; `JPROF_TEST_JDKS=17=/path/to/java,...` overrides):
 //! jprof adds its JVMTI agent, and the folded stacks show the demo's JIT-compiled methods with
 //! the method C2 inlined under its caller, the interpreter and stubs by name, and JVM native and
 //! kernel frames in the same stacks. A stress run (thousands of compiled methods, class
@@ -15,43 +15,12 @@ use std::sync::{Mutex, OnceLock};
 
 use jprof::format::jitdump::{self, RecordBody, TierKind};
 
-const JDKS: &[(&str, &str)] = &[
-    ("17", "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"),
-    ("25", "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"),
-];
-
 /// JVM runs are CPU-heavy and the machine may have two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn jdks() -> Vec<(String, PathBuf)> {
-    let list: Vec<(String, PathBuf)> = match std::env::var("JPROF_TEST_JDKS") {
-        Ok(v) if !v.is_empty() => v
-            .split(',')
-            .filter_map(|e| e.split_once('='))
-            .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-            .collect(),
-        _ => JDKS
-            .iter()
-            .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-            .collect(),
-    };
-    for (name, java) in &list {
-        assert!(
-            java.is_file(),
-            "JDK {name} not found at {} (set JPROF_TEST_JDKS)",
-            java.display()
-        );
-    }
-    list
-}
-
-fn jdk(name: &str) -> PathBuf {
-    jdks()
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, p)| p)
-        .unwrap_or_else(|| panic!("JDK {name} is not in the test list"))
-}
+#[path = "jdk_support/mod.rs"]
+mod jdk_support;
+use jdk_support::{jdk, jdks};
 
 fn javac() -> PathBuf {
     let java = &jdks()[0].1;

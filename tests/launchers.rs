@@ -17,30 +17,9 @@ fn jprof() -> Command {
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
-/// The JDK's `bin/java`: JAVA_HOME, then PATH, then /usr/lib/jvm.
-fn java() -> PathBuf {
-    let home = std::env::var_os("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java"));
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("java"))
-            .find(|j| j.is_file())
-    });
-    let jvm_dir = std::fs::read_dir("/usr/lib/jvm").ok().and_then(|d| {
-        let mut all: Vec<PathBuf> = d
-            .flatten()
-            .map(|e| e.path().join("bin/java"))
-            .filter(|j| j.is_file())
-            .collect();
-        all.sort();
-        all.into_iter().next()
-    });
-    let found = home
-        .filter(|j| j.is_file())
-        .or(on_path)
-        .or(jvm_dir)
-        .expect("a JDK (JAVA_HOME, java on PATH, or /usr/lib/jvm/*)");
-    std::fs::canonicalize(found).unwrap()
-}
+#[path = "jdk_support/mod.rs"]
+mod jdk_support;
+use jdk_support::java;
 
 fn text(out: &Output) -> String {
     format!(

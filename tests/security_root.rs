@@ -151,28 +151,9 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-fn find_java() -> PathBuf {
-    let from_home = std::env::var_os("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java"));
-    let from_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("java"))
-            .find(|j| j.is_file())
-    });
-    let from_jvm_dir = std::fs::read_dir("/usr/lib/jvm").ok().and_then(|d| {
-        let mut javas: Vec<PathBuf> = d
-            .flatten()
-            .map(|e| e.path().join("bin/java"))
-            .filter(|j| j.is_file())
-            .collect();
-        javas.sort();
-        javas.into_iter().next()
-    });
-    from_home
-        .filter(|j| j.is_file())
-        .or(from_path)
-        .or(from_jvm_dir)
-        .expect("a JDK (JAVA_HOME, java on PATH or /usr/lib/jvm/*)")
-}
+#[path = "jdk_support/mod.rs"]
+mod jdk_support;
+use jdk_support::java as find_java;
 
 /// Compiles a Java class that spins until killed, into `dir` (readable by the user).
 fn spin_class(dir: &Path) {
