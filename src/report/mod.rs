@@ -10,9 +10,9 @@ pub mod firefox;
 pub mod flamegraph;
 pub mod mlpd;
 pub mod pprof;
-pub mod progress;
 pub mod speedscope;
 pub mod text;
+pub mod xray_log;
 
 pub use filter::{Filters, TimeRange};
 
@@ -239,7 +239,7 @@ pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile
 /// Reads and symbolizes; only `--tid`/`--comm` are applied already (so filtered-out samples
 /// are never symbolized), the rest of the filters are the caller's.
 pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
-    let recording = progress::while_busy(
+    let recording = crate::progress::while_busy(
         &format!("reading {}", config.input.display()),
         || -> Result<Recording> {
             if import::is_perf_data(&config.input) {
@@ -257,7 +257,7 @@ pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profi
         tid: config.tid,
         comm: config.comm.clone(),
         debug_files: config.debug_files,
-        progress: progress::Progress::bar("symbolizing"),
+        progress: crate::progress::Progress::bar("symbolizing"),
     };
     let profile = symbolize::resolve(&recording, &options)?;
     options.progress.finish();
@@ -268,7 +268,7 @@ pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profi
 pub fn run(config: &ReportConfig) -> Result<()> {
     match InputKind::detect(&config.input) {
         InputKind::Mlpd => return mlpd::run(config),
-        InputKind::XrayLog => return crate::xray::standalone::run(config),
+        InputKind::XrayLog => return xray_log::run(config),
         InputKind::Recording | InputKind::PerfData => {}
     }
     if matches!(config.weight, Some(Weight::Calls | Weight::Time)) {

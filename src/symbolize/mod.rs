@@ -42,7 +42,7 @@ pub struct ResolveOptions {
     /// Read lines and inlined frames from separate debug files (`/usr/lib/debug`) too.
     pub debug_files: bool,
     /// Counts symbolized samples (a bar on a terminal, else nothing).
-    pub progress: crate::report::progress::Progress,
+    pub progress: crate::progress::Progress,
 }
 
 /// Samples symbolized between two progress updates.
@@ -224,8 +224,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
-    let ordered =
-        crate::report::progress::while_busy("reading records", || time_ordered(recording));
+    let ordered = crate::progress::while_busy("reading records", || time_ordered(recording));
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;

@@ -403,21 +403,7 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Demangles Rust (legacy and v0, without the hash) and C++ (with parameter lists, as
-/// `perf report` shows them); other names are returned as they are.
-pub fn demangle(name: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(name) {
-        return format!("{d:#}");
-    }
-    if name.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
-            if let Ok(s) = sym.demangle() {
-                return s;
-            }
-        }
-    }
-    name.to_string()
-}
+pub use crate::demangle::demangle;
 
 /// Binaries by path, loaded on first use; failures are remembered (and reported as notes).
 #[derive(Default)]

@@ -229,7 +229,7 @@ fn name_functions(file: &object::File<'_>, functions: &mut [Function]) {
     }
     for f in functions {
         if let Some((name, size)) = by_address.get(&f.address) {
-            f.name = Some(crate::symbolize::native::demangle(name));
+            f.name = Some(crate::demangle::demangle(name));
             f.size = *size;
         }
     }

@@ -8,15 +8,15 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::account::{self, Accounting};
-use super::replay::{Call, Replay, StackCounts, Threads};
+use super::export::{ExportContext, WeightUnit};
+use super::{flamegraph, Destination, Format, ReportConfig, Weight};
 use crate::error::{Error, Result};
 use crate::format::xray::{self, instr_map::InstrMap, Header, Log, LogMode};
 use crate::format::Endian;
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample};
-use crate::report::export::{ExportContext, WeightUnit};
-use crate::report::{self, flamegraph, Destination, Format, ReportConfig, Weight};
 use crate::sys::mapped_file::MappedFile;
+use crate::xray::account::{self, Accounting};
+use crate::xray::replay::{Call, Replay, StackCounts, Threads};
 
 /// A loaded log with its binary's map.
 pub struct Input {
@@ -273,13 +273,13 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     let (mut profile, threads) = input.profile(config, weight);
     // Thread and time were applied while replaying the calls; the rest of the shared filters
     // apply to the profile.
-    let filters = report::filter::Filters {
+    let filters = super::filter::Filters {
         tid: None,
         comm: None,
         time: None,
         ..config.filters()
     };
-    report::filter::apply(&mut profile, &filters);
+    super::filter::apply(&mut profile, &filters);
     let count_name = match weight {
         Weight::Calls => "calls",
         _ => "ns (self time)",
@@ -298,5 +298,5 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     input
         .write_summary(config, &threads, profile.samples.len(), &mut summary)
         .map_err(|e| Error::io(Path::new("<memory>"), e))?;
-    report::write_profile(config, &profile, &labels, &context, summary)
+    super::write_profile(config, &profile, &labels, &context, summary)
 }
