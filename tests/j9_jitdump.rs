@@ -265,3 +265,84 @@ fn damaged_metadata_becomes_a_note_and_the_body_keeps_its_name() {
     let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["app.Main.run"]);
 }
+
+/// OpenJ9 fires CompiledMethodLoad twice for one body: the warm part, then the cold part with
+/// the same name and either no metadata of its own or the warm part's again. A PC in the cold
+/// part must still decode with the body's metadata; a body placed between the two parts keeps
+/// its own name.
+#[test]
+fn the_cold_part_reported_on_its_own_keeps_the_bodys_inline_chain() {
+    use jprof::format::jitdump_write as w;
+    let pid = s::PID;
+    let a = three_levels();
+    let (cold_off, cold_size) = a.cold.unwrap();
+    let methods: Vec<(u64, String)> = names()
+        .into_iter()
+        .map(|(m, n)| (m, n.to_string()))
+        .collect();
+    let image = a.build();
+    let metadata = |code_addr: u64| {
+        w::j9_metadata(
+            10,
+            &w::J9Metadata {
+                code_addr,
+                metadata_addr: a.metadata_addr,
+                struct_size: a.struct_size,
+                flags: a.eyecatchers as u32,
+                image: &image,
+                methods: &methods,
+            },
+        )
+    };
+    let load = |ts: u64, code_addr: u64, size: u64, index: u64, name: &str| {
+        w::code_load(
+            ts,
+            &w::CodeLoad {
+                pid,
+                tid: pid,
+                code_addr,
+                code_index: index,
+                name,
+                code: &vec![0x90; size as usize],
+            },
+        )
+    };
+    for metadata_again in [false, true] {
+        let mut dump = w::header(pid, 0, false);
+        dump.extend(metadata(a.start_pc));
+        dump.extend(load(10, a.start_pc, a.warm_size, 1, "app.Main.run"));
+        // Another body between the warm and the cold part.
+        dump.extend(load(11, a.start_pc + 0x200, 0x100, 2, "app.Other.between"));
+        if metadata_again {
+            dump.extend(metadata(a.start_pc + cold_off));
+        }
+        dump.extend(load(
+            12,
+            a.start_pc + cold_off,
+            cold_size,
+            3,
+            "app.Main.run",
+        ));
+        dump.extend(w::close(100));
+        let records = vec![
+            s::comm(pid, pid, "java", true, 1),
+            s::sample(pid, pid, 1_000, 1, &[a.start_pc + 0x425], &[], None, &[]),
+            s::sample(pid, pid, 2_000, 1, &[a.start_pc + 0x210], &[], None, &[]),
+        ];
+        let bytes = recording_with(
+            SideKind::JITDUMP,
+            "/nonexistent/jit-4242.dump",
+            &dump,
+            &records,
+        );
+        let profile = resolve(&s::open(bytes), &ResolveOptions::default()).unwrap();
+        assert_eq!(
+            s::folded(&profile),
+            [
+                "java;app.Main.run;app.Shape.area;java.lang.Math.sqrt",
+                "java;app.Other.between",
+            ],
+            "metadata sent again with the cold part: {metadata_again}"
+        );
+    }
+}

@@ -393,17 +393,39 @@ impl JitIndex {
                     ..
                 } => {
                     let (name, name_tier) = readable_name(&name);
+                    // A body's metadata describes the code from its startPC; the same metadata
+                    // sent again with the body's cold part is not the cold part's own.
                     let j9 = pending_j9
                         .take()
                         .filter(|md| md.code_addr == code_addr)
-                        .and_then(|md| decode_j9(&mut self.notes, path, &md));
+                        .and_then(|md| decode_j9(&mut self.notes, path, &md))
+                        .filter(|b| b.metadata.header.start_pc == code_addr);
                     let cold = j9.as_ref().and_then(|b| {
                         let h = &b.metadata.header;
                         (h.start_cold_pc != 0 && h.end_pc > h.start_cold_pc)
                             .then(|| (h.start_cold_pc, h.end_pc - h.start_cold_pc))
                     });
+                    // OpenJ9 reports a body's cold part as a CODE_LOAD of its own, with no
+                    // metadata of its own (or the warm part's again): it keeps the body's
+                    // metadata, which the warm CODE_LOAD already placed at this range.
+                    let inherited = if j9.is_none() {
+                        process
+                            .code
+                            .iter()
+                            .rev()
+                            .find(|c| {
+                                c.start == code_addr
+                                    && c.size == code_size
+                                    && c.until.is_none()
+                                    && c.name == name
+                                    && c.debug.as_ref().is_some_and(|d| d.j9.is_some())
+                            })
+                            .and_then(|c| c.debug.clone())
+                    } else {
+                        None
+                    };
                     let debug = match (pending_lines.take(), pending_info2.take(), j9) {
-                        (None, None, None) => None,
+                        (None, None, None) => inherited,
                         (lines, info2, j9) => {
                             let mut lines = lines.unwrap_or_default();
                             let bias = debug_bias(&lines, code_addr, code_size);
