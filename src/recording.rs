@@ -118,6 +118,8 @@ impl std::ops::Deref for Bytes {
 pub struct Recording {
     pub path: PathBuf,
     bytes: Bytes,
+    /// Decompressed PERF_RECORDS_ZSTD payloads (see [`Recording::load`]).
+    inflated: Vec<u8>,
     chunks: Vec<(ChunkKind, usize, usize)>,
     pub meta: Meta,
     pub clock: Option<ClockConversion>,
@@ -155,18 +157,39 @@ impl Recording {
 
     fn load(path: PathBuf, bytes: Bytes) -> Result<Self, Error> {
         let parsed = parse_chunks(&bytes).map_err(|e| Error::parse(&path, e))?;
-        let chunks: Vec<_> = parsed
-            .chunks
-            .iter()
-            .map(|c| (c.kind, c.offset, c.payload.len()))
-            .collect();
-        let stopped = parsed.stopped;
-        let skipped = parsed.skipped;
+        // Compressed perf records are decompressed once, into `inflated`; their entries then
+        // read as PERF_RECORDS at offsets past the end of the file's bytes.
+        let mut inflated = Vec::new();
+        let mut skipped = parsed.skipped;
+        let mut stopped = parsed.stopped;
+        let mut chunks = Vec::with_capacity(parsed.chunks.len());
+        for c in &parsed.chunks {
+            if c.kind != ChunkKind::PERF_RECORDS_ZSTD {
+                chunks.push((c.kind, c.offset, c.payload.len()));
+                continue;
+            }
+            match inflate(c.payload, c.offset) {
+                Ok(records) => {
+                    chunks.push((
+                        ChunkKind::PERF_RECORDS,
+                        bytes.len() + inflated.len(),
+                        records.len(),
+                    ));
+                    inflated.extend_from_slice(&records);
+                }
+                Err(e) => {
+                    // A chunk whose CRC matched but that does not decompress: skipped, said.
+                    skipped.push(c.offset..c.offset + c.payload.len());
+                    stopped.get_or_insert(e);
+                }
+            }
+        }
         let json = |kind: ChunkKind| {
             chunks
                 .iter()
                 .rev()
                 .find(|c| c.0 == kind)
+                .filter(|&&(_, off, _)| off < bytes.len())
                 .map(|&(_, off, len)| (off, &bytes[off..off + len]))
         };
         let Some((meta_off, meta)) = json(ChunkKind::META) else {
@@ -201,7 +224,16 @@ impl Recording {
             skipped,
             finished,
             bytes,
+            inflated,
         })
+    }
+
+    /// A chunk's payload: in the file, or (past its end) among the decompressed records.
+    fn chunk_bytes(&self, off: usize, len: usize) -> &[u8] {
+        match off.checked_sub(self.bytes.len()) {
+            Some(at) => &self.inflated[at..at + len],
+            None => &self.bytes[off..off + len],
+        }
     }
 
     pub fn layout(&self) -> SampleLayout {
@@ -213,7 +245,7 @@ impl Recording {
         self.chunks
             .iter()
             .filter(move |c| c.0 == kind)
-            .map(|&(_, off, len)| (off, &self.bytes[off..off + len]))
+            .map(|&(_, off, len)| (off, self.chunk_bytes(off, len)))
     }
 
     /// Every perf record in file order. A damaged record ends its chunk; the error carries the
@@ -259,4 +291,33 @@ impl Recording {
             (None, true) => "complete".to_string(),
         }
     }
+}
+
+/// The most one compressed chunk may claim to hold (the recorder compresses one ring batch).
+const MAX_INFLATED_CHUNK: usize = 1 << 30;
+
+/// Decompresses a PERF_RECORDS_ZSTD payload at file offset `at`, bounded by the size its frame
+/// declares (and [`MAX_INFLATED_CHUNK`]).
+pub fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> {
+    let declared = zstd::zstd_safe::get_frame_content_size(payload)
+        .ok()
+        .flatten()
+        .ok_or_else(|| ParseError::new(at, "a zstd frame that declares its content size"))?;
+    if declared > MAX_INFLATED_CHUNK as u64 {
+        return Err(ParseError::new(
+            at,
+            format!(
+                "a compressed chunk of at most {MAX_INFLATED_CHUNK} bytes (it declares {declared})"
+            ),
+        ));
+    }
+    let out = zstd::bulk::decompress(payload, declared as usize)
+        .map_err(|e| ParseError::new(at, format!("a zstd frame that decompresses ({e})")))?;
+    if out.len() as u64 != declared {
+        return Err(ParseError::new(
+            at,
+            format!("{declared} decompressed bytes, found {}", out.len()),
+        ));
+    }
+    Ok(out)
 }

@@ -1,7 +1,6 @@
 //! Faults, signals and bad input (issue 15): one regression test per way jprof used to hang,
 //! crash or lose data silently. Real recordings throughout.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,24 +21,6 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// A short real recording of a shell loop.
-fn small_recording(dir: &Path) -> PathBuf {
-    let data = dir.join("small.data");
-    let out = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    data
 }
 
 /// Waits for `child` up to `limit`; kills it and fails when it is still running.
@@ -109,7 +90,20 @@ fn a_cut_perf_data_is_not_called_complete() {
 #[test]
 fn one_flipped_bit_costs_only_its_chunk() {
     let dir = tempfile::tempdir().unwrap();
-    let data = small_recording(dir.path());
+    // Long enough for several record chunks (the recorder writes one every 250 ms).
+    let data = dir.path().join("flip.data");
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); done",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
     let intact = Recording::open(&data).unwrap();
     let samples = |r: &Recording| r.perf_records().filter_map(Result::ok).count();
     let all = samples(&intact);
@@ -121,7 +115,7 @@ fn one_flipped_bit_costs_only_its_chunk() {
         let c = chunks
             .chunks
             .iter()
-            .find(|c| c.kind == jprof::format::recording::ChunkKind::PERF_RECORDS)
+            .find(|c| c.kind == jprof::format::recording::ChunkKind::PERF_RECORDS_ZSTD)
             .expect("records");
         (c.offset, c.payload.len())
     };

@@ -5,7 +5,10 @@
 use super::{Cursor, ParseError};
 
 pub const MAGIC: &[u8; 8] = b"JPROFREC";
-pub const VERSION: u32 = 1;
+/// Written by this jprof: version 2 compresses perf records (PERF_RECORDS_ZSTD).
+pub const VERSION: u32 = 2;
+/// The oldest version still read.
+pub const MIN_VERSION: u32 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const CHUNK_HEADER_LEN: usize = 16;
 
@@ -30,6 +33,8 @@ impl ChunkKind {
     pub const JIT_EVENTS: Self = Self(16);
     /// Side data: a whole side file (name + bytes).
     pub const SIDE_FILE: Self = Self(17);
+    /// PERF_RECORDS compressed as one zstd frame (with its content size); version 2.
+    pub const PERF_RECORDS_ZSTD: Self = Self(7);
 }
 
 /// The 16-byte file header.
@@ -87,10 +92,12 @@ pub fn parse_chunks(file: &[u8]) -> Result<Chunks<'_>, ParseError> {
         ));
     }
     let version = c.u32()?;
-    if version != VERSION {
+    if !(MIN_VERSION..=VERSION).contains(&version) {
         return Err(ParseError::new(
             8,
-            format!("recording format version {VERSION}, found {version}"),
+            format!(
+                "recording format version {MIN_VERSION} to {VERSION}, found {version} (a newer jprof wrote it?)"
+            ),
         ));
     }
     let header_len = c.u32()? as usize;

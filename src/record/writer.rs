@@ -20,6 +20,9 @@ use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
 use crate::format::recording::{encode_chunk, encode_side_piece, file_header, ChunkKind};
 use crate::recording::{Meta, Summary};
 
+/// zstd level for perf records: level 1 is the fastest, and stack copies compress well at it.
+const RECORDS_ZSTD_LEVEL: i32 = 1;
+
 /// Appends chunks to the recording file.
 pub struct ChunkWriter {
     file: File,
@@ -52,6 +55,15 @@ impl ChunkWriter {
         self.file
             .write_all(&encode_chunk(kind, payload))
             .map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// Writes a batch of perf records compressed (zstd level 1: docs/dependencies.md), or as
+    /// it is if compressing fails.
+    pub fn write_records(&mut self, records: &[u8]) -> Result<(), Error> {
+        match zstd::bulk::compress(records, RECORDS_ZSTD_LEVEL) {
+            Ok(packed) => self.write_chunk(ChunkKind::PERF_RECORDS_ZSTD, &packed),
+            Err(_) => self.write_chunk(ChunkKind::PERF_RECORDS, records),
+        }
     }
 
     pub fn write_json<T: serde::Serialize>(
@@ -137,6 +149,11 @@ impl Counters {
     }
 }
 
+/// Records are written (compressed) once this many bytes are gathered...
+const RECORDS_CHUNK_BYTES: usize = 1 << 20;
+/// ...or this long after the last write.
+const RECORDS_FLUSH: Duration = Duration::from_millis(250);
+
 /// How often the writer looks at side files when no batch arrives.
 const SIDE_POLL: Duration = Duration::from_millis(100);
 /// How often it scans well-known places for side files and refreshes the CLOCK chunk.
@@ -154,6 +171,10 @@ pub fn run(
 ) -> Result<(ChunkWriter, Counters), Error> {
     let mut counters = Counters::default();
     let mut last_slow = Instant::now();
+    // Batches are gathered into larger chunks, which compress far better; a SIGKILL loses at
+    // most the last RECORDS_FLUSH of records.
+    let mut pending: Vec<u8> = Vec::new();
+    let mut last_flush = Instant::now();
     loop {
         let batch = match batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
@@ -162,7 +183,14 @@ pub fn run(
         };
         if let Some(batch) = batch {
             counters.observe(&layout, &batch, side);
-            out.write_chunk(ChunkKind::PERF_RECORDS, &batch)?;
+            pending.extend_from_slice(&batch);
+        }
+        if pending.len() >= RECORDS_CHUNK_BYTES
+            || (!pending.is_empty() && last_flush.elapsed() >= RECORDS_FLUSH)
+        {
+            out.write_records(&pending)?;
+            pending.clear();
+            last_flush = Instant::now();
         }
         if last_slow.elapsed() >= SLOW_POLL {
             last_slow = Instant::now();
@@ -172,6 +200,9 @@ pub fn run(
             }
         }
         store_side_pieces(&mut out, side)?;
+    }
+    if !pending.is_empty() {
+        out.write_records(&pending)?;
     }
     side.scan_known_places();
     store_side_pieces(&mut out, side)?;

@@ -328,6 +328,7 @@ fn chunk_name(kind: ChunkKind) -> String {
         ChunkKind::META => "META".into(),
         ChunkKind::CLOCK => "CLOCK".into(),
         ChunkKind::PERF_RECORDS => "PERF_RECORDS".into(),
+        ChunkKind::PERF_RECORDS_ZSTD => "PERF_RECORDS_ZSTD".into(),
         ChunkKind::SUMMARY => "SUMMARY".into(),
         ChunkKind::SYMBOLS => "SYMBOLS".into(),
         ChunkKind::END => "END".into(),
@@ -376,10 +377,28 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
             chunk.offset,
             chunk.payload.len()
         )?;
+        let inflated;
+        let records = match chunk.kind {
+            ChunkKind::PERF_RECORDS => Some(chunk.payload),
+            ChunkKind::PERF_RECORDS_ZSTD => {
+                match crate::recording::inflate(chunk.payload, chunk.offset) {
+                    Ok(bytes) => {
+                        write!(out, " ({} bytes decompressed)", bytes.len())?;
+                        inflated = bytes;
+                        Some(&inflated[..])
+                    }
+                    Err(e) => {
+                        perf_errors.push(e);
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         match chunk.kind {
-            ChunkKind::PERF_RECORDS => {
+            ChunkKind::PERF_RECORDS | ChunkKind::PERF_RECORDS_ZSTD => {
                 let mut n = 0usize;
-                for raw in RecordIter::new(chunk.payload) {
+                for raw in RecordIter::new(records.unwrap_or_default()) {
                     match raw {
                         Ok(raw) => {
                             n += 1;
