@@ -158,7 +158,8 @@ impl Recording {
     fn load(path: PathBuf, bytes: Bytes) -> Result<Self, Error> {
         let parsed = parse_chunks(&bytes).map_err(|e| Error::parse(&path, e))?;
         // Compressed perf records are decompressed once, into `inflated`; their entries then
-        // read as PERF_RECORDS at offsets past the end of the file's bytes.
+        // read as PERF_RECORDS at offsets from INFLATED_BASE, which stay the same however the
+        // file grows (embedded symbols key unwound stacks by record offset).
         let mut inflated = Vec::new();
         let mut skipped = parsed.skipped;
         let mut stopped = parsed.stopped;
@@ -172,7 +173,7 @@ impl Recording {
                 Ok(records) => {
                     chunks.push((
                         ChunkKind::PERF_RECORDS,
-                        bytes.len() + inflated.len(),
+                        INFLATED_BASE + inflated.len(),
                         records.len(),
                     ));
                     inflated.extend_from_slice(&records);
@@ -189,7 +190,7 @@ impl Recording {
                 .iter()
                 .rev()
                 .find(|c| c.0 == kind)
-                .filter(|&&(_, off, _)| off < bytes.len())
+                .filter(|&&(_, off, _)| off < INFLATED_BASE)
                 .map(|&(_, off, len)| (off, &bytes[off..off + len]))
         };
         let Some((meta_off, meta)) = json(ChunkKind::META) else {
@@ -230,7 +231,7 @@ impl Recording {
 
     /// A chunk's payload: in the file, or (past its end) among the decompressed records.
     fn chunk_bytes(&self, off: usize, len: usize) -> &[u8] {
-        match off.checked_sub(self.bytes.len()) {
+        match off.checked_sub(INFLATED_BASE) {
             Some(at) => &self.inflated[at..at + len],
             None => &self.bytes[off..off + len],
         }
@@ -292,6 +293,10 @@ impl Recording {
         }
     }
 }
+
+/// Where decompressed records are numbered from: past any file, so a record's offset says
+/// where it is and never changes.
+pub const INFLATED_BASE: usize = 1 << 48;
 
 /// The most one compressed chunk may claim to hold (the recorder compresses one ring batch).
 const MAX_INFLATED_CHUNK: usize = 1 << 30;

@@ -446,64 +446,6 @@ fn losses_show_in_the_flame_graph_and_exports() {
     assert!(String::from_utf8_lossy(&speedscope.stdout).contains("incomplete:"));
 }
 
-#[test]
-fn side_files_of_a_killed_recorder_are_removed_by_the_next_run() {
-    let work = tempfile::tempdir().unwrap();
-    let mut child = jprof()
-        .args(["record", "-o", "node.data", "--", "node", "-e"])
-        .arg("const end = Date.now() + 20000; let s = 0; while (Date.now() < end) s++;")
-        .current_dir(work.path())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until Node's jitdump exists, then kill jprof and Node.
-    let start = Instant::now();
-    let dump = loop {
-        let found = std::fs::read_dir(work.path())
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.to_string_lossy().ends_with(".dump"));
-        if let Some(d) = found {
-            break d;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "no jitdump");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // The recorder lists the file when it first tails it (it polls side files every second).
-    let pending = std::env::temp_dir().join(format!(
-        "jprof-{}/pending-{}",
-        nix::unistd::geteuid().as_raw(),
-        child.id()
-    ));
-    let start = Instant::now();
-    while !std::fs::read_to_string(&pending).is_ok_and(|l| l.contains(".dump")) {
-        assert!(start.elapsed() < Duration::from_secs(20), "never listed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
-    let _ = child.wait();
-    let _ = Command::new("pkill")
-        .arg("-f")
-        .arg("Date.now() + 20000")
-        .status();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(dump.exists(), "the killed recorder left its side file");
-    let out = jprof()
-        .args(["record", "-o", "next.data", "--", "true"])
-        .current_dir(work.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(!dump.exists(), "{}", text(&out));
-    let logs = std::fs::read_dir(work.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("isolate-"))
-        .count();
-    assert_eq!(logs, 0);
-}
-
 /// Soak: 60 s at 4999 Hz of two busy processes and a loop that forks and execs all the time.
 /// Every sample the kernel wrote is either in the file or counted as lost: the file's SAMPLE
 /// records equal the summary's count, and nothing was dropped without being counted.
