@@ -246,7 +246,8 @@ fn perf_map_swapped_with_a_link_never_leaks_a_root_file() {
     // The secret is a valid perf-map line, so it would be stored if it were ever read.
     std::fs::write(&v.path, b"7f0000001000 10 SECRET-7f3a9\n").unwrap();
     // As fast as the user can: a file, then a link, then a file again, for 4 seconds.
-    let swapper = as_user("python3")
+    // Debian's python3: a python3 earlier on root's PATH may live where the user cannot go.
+    let swapper = as_user("/usr/bin/python3")
         .arg("-c")
         .arg(format!(
             "import os, time\n\
@@ -260,7 +261,12 @@ fn perf_map_swapped_with_a_link_never_leaks_a_root_file() {
         ))
         .spawn()
         .expect("swapper");
-    let swapper = Running(swapper);
+    let mut swapper = Running(swapper);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        swapper.0.try_wait().unwrap().is_none(),
+        "the swapper must be running as the user"
+    );
     let home = user_dir();
     let data = home.path().join("root.data");
     let out = record_attached(target.pid(), &data, "3");
