@@ -63,7 +63,31 @@ fn record(dir: &Path, command: &[&str]) -> (Output, Vec<(String, f64, u64)>) {
     (out, lines)
 }
 
+/// The recorder's summary lines `JIT names: pid N: P% of M samples …` as (percent, samples).
+fn summary_coverage(out: &Output) -> Vec<(f64, u64)> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.split_once("JIT names: pid ").map(|x| x.1))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(": ")?;
+            let (pct, rest) = rest.split_once("% of ")?;
+            Some((
+                pct.parse().ok()?,
+                rest.split_whitespace().next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
 fn assert_named(lines: &[(String, f64, u64)], out: &Output, min_samples: u64) {
+    // The record summary says the same as the report (within a sample or two: the report
+    // classifies frames after symbolization, the recorder before).
+    let summary = summary_coverage(out);
+    assert_eq!(summary.len(), lines.len(), "{}", text(out));
+    for ((pct, n), (_, rpct, rn)) in summary.iter().zip(lines) {
+        assert!((pct - rpct).abs() <= 1.0, "{summary:?} vs {lines:?}");
+        assert!(n.abs_diff(*rn) <= 2 + rn / 10, "{summary:?} vs {lines:?}");
+    }
     let best = lines
         .iter()
         .max_by_key(|l| l.2)

@@ -494,10 +494,13 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     drop(out);
 
     if config.embed_symbols {
-        if let Err(e) = embed_symbols(&output, &partial) {
-            summary
+        match embed_symbols(&output, &partial) {
+            // Printed with the summary (the SUMMARY chunk is already written; reports compute
+            // their own coverage lines).
+            Ok(coverage) => summary.notes.extend(coverage),
+            Err(e) => summary
                 .notes
-                .push(format!("symbols were not embedded: {e}"));
+                .push(format!("symbols were not embedded: {e}")),
         }
     }
     let file = output.try_clone().map_err(|e| Error::io(&partial, e))?;
@@ -508,9 +511,24 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     Ok(exit.map_or(0, ChildExit::shell_code))
 }
 
-fn embed_symbols(output: &foreign_file::AtomicOutput, partial: &std::path::Path) -> Result<()> {
+/// Embeds the symbols; returns the JIT coverage line of each process that ran JIT code.
+fn embed_symbols(
+    output: &foreign_file::AtomicOutput,
+    partial: &std::path::Path,
+) -> Result<Vec<String>> {
     let recording = Recording::open(partial)?;
-    let payload = crate::symbolize::embedded_symbols(&recording)?;
+    let (payload, coverage) = crate::symbolize::embedded_symbols_and_coverage(&recording)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
-    writer::ChunkWriter::append(file, partial).write_chunk(ChunkKind::SYMBOLS, &payload)
+    writer::ChunkWriter::append(file, partial).write_chunk(ChunkKind::SYMBOLS, &payload)?;
+    Ok(coverage
+        .into_iter()
+        .filter(|(_, c)| c.named > 0 || c.unnamed >= 10)
+        .map(|(pid, c)| {
+            let total = c.named + c.unnamed;
+            format!(
+                "JIT names: pid {pid}: {:.1}% of {total} samples in JIT code named",
+                100.0 * c.named as f64 / total as f64
+            )
+        })
+        .collect())
 }

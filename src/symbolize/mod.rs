@@ -496,6 +496,22 @@ fn notes(
 /// so the recording can be reported elsewhere or after the binaries changed. Runs on the
 /// recording machine: it unwinds and names with the binaries and kallsyms there.
 pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
+    embedded_symbols_and_coverage(recording).map(|(payload, _)| payload)
+}
+
+/// How many samples of a process had their innermost user frame in JIT code with a name, and
+/// in anonymous or unmapped memory without one (the record summary's coverage lines).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JitCoverage {
+    pub named: u64,
+    pub unnamed: u64,
+}
+
+/// [`embedded_symbols`], and the JIT coverage of each process seen on the way.
+pub fn embedded_symbols_and_coverage(
+    recording: &Recording,
+) -> Result<(Vec<u8>, BTreeMap<u32, JitCoverage>)> {
+    let mut coverage: BTreeMap<u32, JitCoverage> = BTreeMap::new();
     let ordered = time_ordered(recording);
     let mut binaries = BinaryCache::new(true, true);
     binaries.live_roots = true;
@@ -518,6 +534,21 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
         |model, binaries, s| {
             if s.stack.user != s.callchain_user {
                 out.stacks.insert(s.offset, s.stack.user.clone());
+            }
+            if let Some(&leaf) = s.stack.user.first() {
+                if jit.lookup(s.pid, leaf, s.time).is_some() {
+                    coverage.entry(s.pid).or_default().named += 1;
+                } else {
+                    let found = symbolizer.user(model, binaries, s.pid, leaf, true);
+                    let anonymous = found.path.as_deref().is_none_or(|p| {
+                        p.starts_with("//anon")
+                            || p.starts_with("[anon")
+                            || p.starts_with("/memfd:")
+                    });
+                    if anonymous {
+                        coverage.entry(s.pid).or_default().unnamed += 1;
+                    }
+                }
             }
             for (i, &addr) in s.stack.user.iter().enumerate() {
                 let exact = i == 0 && s.stack.user_first_exact;
@@ -552,5 +583,7 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
             frames,
         })
         .collect();
-    serde_json::to_vec(&out).map_err(|e| crate::Error::Other(format!("embedded symbols: {e}")))
+    let payload = serde_json::to_vec(&out)
+        .map_err(|e| crate::Error::Other(format!("embedded symbols: {e}")))?;
+    Ok((payload, coverage))
 }
