@@ -215,3 +215,27 @@ fn programs_that_are_no_runtime_are_not_disturbed() {
     let left = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(left, 1, "only the recording is written");
 }
+
+#[test]
+fn mcs_through_debians_wrapper_is_named() {
+    // mcs is a shell script that runs `mono mcs.exe`; CI installs mono-mcs (.ci/run).
+    let mcs = Path::new("/usr/bin/mcs");
+    assert!(
+        mcs.is_file(),
+        "mono-mcs is not installed (.ci/run installs it)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        format!("{FIXTURES}/src/Shapes.cs"),
+        dir.path().join("Shapes.cs"),
+    )
+    .unwrap();
+    let (out, lines) = record(dir.path(), &["mcs", "-out:Shapes.exe", "Shapes.cs"]);
+    assert!(dir.path().join("Shapes.exe").is_file(), "{}", text(&out));
+    assert!(
+        text(&out).contains("the log profiler and --jitmap named managed code"),
+        "{}",
+        text(&out)
+    );
+    assert_named(&lines, &out, 5);
+}
