@@ -147,6 +147,17 @@ fn record_attached(pid: u32, data: &Path, secs: &str) -> Output {
         .expect("run jprof")
 }
 
+/// Runs `command`; fails the test with its stderr unless it succeeds.
+fn succeeds(command: &mut Command) -> Output {
+    let out = command.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -301,35 +312,20 @@ fn planted_output_links_are_not_followed() {
             .unwrap()
             .success());
     }
-    let out = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(jprof().args(["record", "-o"]).arg(&data).args([
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+    ]));
     v.assert_intact();
     assert!(data.symlink_metadata().unwrap().file_type().is_file());
-    let out = jprof()
-        .args(["report", "-i"])
-        .arg(&data)
-        .arg("-o")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        jprof()
+            .args(["report", "-i"])
+            .arg(&data)
+            .arg("-o")
+            .arg(&svg),
     );
     v.assert_intact();
     assert!(svg.symlink_metadata().unwrap().file_type().is_file());
