@@ -111,3 +111,29 @@ fn garbage_symbols_chunk_is_a_note() {
     );
     assert_eq!(p.samples.len(), 2);
 }
+
+/// A frame chain that loops on itself (Mono's AOT code without frame pointers) repeats one
+/// unmapped address dozens of times: it is kept once, with a note; a recursion through a named
+/// frame is not touched.
+#[test]
+fn a_frame_chain_looping_on_itself_is_cut() {
+    let garbage = 0x55a5_bd0f_ad88u64;
+    let mut chain = vec![0x1234u64];
+    chain.extend(std::iter::repeat_n(garbage, 12));
+    let records = vec![
+        comm(PID, PID, "mono", true, 1),
+        sample(PID, PID, 1_000, 1, &chain, &[], None, &[]),
+    ];
+    let recording = open(recording_bytes(&meta("fp"), &records));
+    let profile = resolve(&recording, &ResolveOptions::default()).unwrap();
+    let stack = folded(&profile).join("\n");
+    assert_eq!(stack.matches("0x55a5bd0fad88").count(), 1, "{stack}");
+    assert!(
+        profile
+            .notes
+            .iter()
+            .any(|n| n.contains("loop on themselves")),
+        "{:?}",
+        profile.notes
+    );
+}

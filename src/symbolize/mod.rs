@@ -228,6 +228,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
+    let mut looped_frames = 0u64;
     let mut cache = frame_cache::FrameCache::default();
     let progress = &options.progress;
     progress.set_length(
@@ -346,6 +347,16 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                 cache.kernel.insert((addr, exact), (id, named));
                 stack.push(id);
             }
+            // A frame chain that loops on itself (a frame pointer pointing at itself, as in
+            // code built without frame pointers) repeats one unmapped address: keep it once.
+            let before = stack.len();
+            stack.dedup_by(|a, b| {
+                a == b && {
+                    let f = profile.frame(*a);
+                    f.kind == FrameKind::Unknown && f.name.starts_with("[unknown] (0x")
+                }
+            });
+            looped_frames += (before - stack.len()) as u64;
             profile.samples.push(ProfileSample {
                 pid: s.pid,
                 tid: s.tid,
@@ -356,6 +367,12 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
             });
         },
     );
+    if looped_frames > 0 {
+        profile.notes.push(format!(
+            "{looped_frames} repeats of an unmapped address (frame chains that loop on \
+             themselves) were cut, each kept once"
+        ));
+    }
     for (tid, t) in model.threads() {
         profile.threads.insert(
             tid,
