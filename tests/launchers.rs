@@ -80,13 +80,19 @@ fn summary_coverage(out: &Output) -> Vec<(f64, u64)> {
 }
 
 fn assert_named(lines: &[(String, f64, u64)], out: &Output, min_samples: u64) {
-    // The record summary says the same as the report (within a sample or two: the report
-    // classifies frames after symbolization, the recorder before).
+    // The record summary says what the report says, to within a few points: the recorder
+    // counts by JIT-index lookups before symbolization, the report by the frames it shows.
     let summary = summary_coverage(out);
-    assert_eq!(summary.len(), lines.len(), "{}", text(out));
+    assert_eq!(
+        summary.len(),
+        lines.len(),
+        "{summary:?} vs {lines:?}: {}",
+        text(out)
+    );
     for ((pct, n), (_, rpct, rn)) in summary.iter().zip(lines) {
-        assert!((pct - rpct).abs() <= 1.0, "{summary:?} vs {lines:?}");
-        assert!(n.abs_diff(*rn) <= 2 + rn / 10, "{summary:?} vs {lines:?}");
+        assert!((pct - rpct).abs() <= 5.0, "{summary:?} vs {lines:?}");
+        assert!(*pct >= 90.0 && *n > 0, "{summary:?}");
+        assert!(n.abs_diff(*rn) <= 5 + rn / 4, "{summary:?} vs {lines:?}");
     }
     let best = lines
         .iter()

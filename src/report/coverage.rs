@@ -1,5 +1,5 @@
 //! How much of each runtime process's JIT code got a name: of the samples whose innermost
-//! frame is JIT code (named: a JIT, inlined or interpreter frame) or anonymous memory
+//! user-space frame is JIT code (named: a JIT, inlined or interpreter frame) or anonymous memory
 //! (unnamed: `[unknown] (anon+…)` or outside any mapping), the share that is named. A runtime
 //! that ran unnamed shows up here at once, with the summary's note saying why.
 
@@ -18,10 +18,17 @@ struct Counts {
 pub fn lines(profile: &Profile) -> Vec<String> {
     let mut by_pid: BTreeMap<u32, Counts> = BTreeMap::new();
     for sample in &profile.samples {
-        let Some(&leaf) = sample.stack.last() else {
+        // The innermost user-space frame (a sample taken in the kernel counts by the user code
+        // it entered from), as the record summary counts.
+        let Some(frame) = sample
+            .stack
+            .iter()
+            .rev()
+            .map(|&id| profile.frame(id))
+            .find(|f| f.kind != FrameKind::Kernel)
+        else {
             continue;
         };
-        let frame = profile.frame(leaf);
         let counts = by_pid.entry(sample.pid).or_default();
         match frame.kind {
             FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreter => counts.named += 1,
