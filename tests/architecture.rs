@@ -122,3 +122,40 @@ fn the_checker_sees_grouped_and_plain_paths() {
     );
     assert_eq!(crate_uses("let x = crate::record::run(c);"), ["record"]);
 }
+
+/// The crate's public top level does not grow unnoticed: a new `pub mod` in `src/lib.rs` must
+/// be added here on purpose (and to docs/architecture.md's layers).
+#[test]
+fn no_new_public_top_level_module() {
+    const PUBLIC: &[&str] = &[
+        "cli",
+        "demangle",
+        "error",
+        "foreign_file",
+        "format",
+        "import",
+        "process_root",
+        "profile",
+        "progress",
+        "record",
+        "recording",
+        "report",
+        "symbolize",
+        "sys",
+        "timeline",
+        "tools",
+        "xray",
+    ];
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let public: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    let new: Vec<&&str> = public.iter().filter(|m| !PUBLIC.contains(m)).collect();
+    assert!(new.is_empty(), "new public top-level modules: {new:?}");
+    for m in &public {
+        assert!(layer_of(m).is_some(), "{m} is in no layer");
+    }
+}
