@@ -136,6 +136,7 @@ fn synthetic(samples: usize) -> Profile {
             cpu: t as u32 % 2,
             weight: 1_001_001,
             stack,
+            off_cpu: false,
         });
     }
     p

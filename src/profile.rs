@@ -42,9 +42,12 @@ pub struct ProfileSample {
     /// Sample-clock ns.
     pub time: u64,
     pub cpu: u32,
-    /// The event period (cycles or ns of cpu-clock).
+    /// The event period (cycles or ns of cpu-clock); for an off-CPU sample, the ns the thread
+    /// then stayed off the CPU.
     pub weight: u64,
     pub stack: Vec<FrameId>,
+    /// A switch off the CPU (`record --off-cpu`), not a CPU sample.
+    pub off_cpu: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

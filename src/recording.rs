@@ -30,6 +30,13 @@ pub struct EventConfig {
     pub kernel_callchains: bool,
     /// Linux clockid of the sample clock (1 = CLOCK_MONOTONIC).
     pub clockid: i32,
+    /// `--off-cpu`: ids (PERF_SAMPLE_IDENTIFIER) of the context-switch events. Their samples
+    /// are switch-outs whose period the recorder set to the ns the thread then stayed off-CPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub off_cpu_ids: Vec<u64>,
+    /// `--off-cpu-min`: shorter switches were counted, not stored.
+    #[serde(default)]
+    pub off_cpu_min_ns: u64,
 }
 
 impl EventConfig {
@@ -95,6 +102,57 @@ pub struct Summary {
     pub stopped_by: String,
     /// Human-readable notes (kernel frames unavailable, side files unreadable, ...).
     pub notes: Vec<String>,
+    /// `--off-cpu`: what the context-switch events saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu: Option<OffCpuCounts>,
+}
+
+/// Context switches seen with `--off-cpu`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OffCpuCounts {
+    /// Switch-outs paired with the thread's return (or the end of the recording).
+    pub switches: u64,
+    /// Those stored with their stack (at least `--off-cpu-min` off the CPU).
+    pub stored: u64,
+    pub stored_ns: u64,
+    /// Shorter ones: counted here, not stored.
+    pub short: u64,
+    pub short_ns: u64,
+    /// Switch-outs dropped without a duration: the thread exited, or its return was lost.
+    pub unpaired: u64,
+}
+
+impl OffCpuCounts {
+    /// One line for the summaries.
+    pub fn describe(&self, min_ns: u64) -> String {
+        let mut line = format!(
+            "{} switches off the CPU, {} stored with their stack ({:.3} s waited)",
+            self.switches,
+            self.stored,
+            self.stored_ns as f64 / 1e9
+        );
+        if self.short > 0 {
+            line += &format!(
+                ", {} shorter than {} counted only ({:.3} s)",
+                self.short,
+                human_ns(min_ns),
+                self.short_ns as f64 / 1e9
+            );
+        }
+        if self.unpaired > 0 {
+            line += &format!(", {} without a return (lost records)", self.unpaired);
+        }
+        line
+    }
+}
+
+fn human_ns(ns: u64) -> String {
+    match ns {
+        n if n >= 1_000_000_000 && n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}us", n / 1_000),
+        n => format!("{n}ns"),
+    }
 }
 
 /// The bytes of a recording: mapped from its file, or owned (tests, fuzzing).

@@ -34,6 +34,8 @@ fn meta() -> Meta {
             call_graph: "fp".into(),
             kernel_callchains: false,
             clockid: 1,
+            off_cpu_ids: Vec::new(),
+            off_cpu_min_ns: 0,
         },
         start_unix_ns: 0,
     }

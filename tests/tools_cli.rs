@@ -238,6 +238,8 @@ fn symbolize_reads_jit_code_from_a_recordings_side_files() {
             call_graph: "fp".into(),
             kernel_callchains: false,
             clockid: 1,
+            off_cpu_ids: Vec::new(),
+            off_cpu_min_ns: 0,
         },
         start_unix_ns: 0,
     };

@@ -122,6 +122,31 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(secs))
 }
 
+/// `--off-cpu-min 10us`: a duration with its unit (ns, us, ms, s), 0 to store every switch.
+fn parse_off_cpu_min(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t == "0" {
+        return Ok(0);
+    }
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => {
+            return Err(format!(
+                "`{text}`: give a duration with its unit, e.g. 10us, 1ms, 500ns (or 0)"
+            ))
+        }
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= 3600e9 => Ok((v * scale) as u64),
+        _ => Err(format!("`{text}`: a duration from 0 to an hour, e.g. 10us")),
+    }
+}
+
 /// `record -o`: a file (stdout cannot hold a recording, which is rewritten when it ends).
 fn parse_recording_path(text: &str) -> Result<PathBuf, String> {
     if text == "-" {
@@ -192,6 +217,13 @@ pub struct RecordArgs {
     /// for programs that start and flush FDR logging themselves.
     #[arg(long, value_enum, default_value_t = XrayModeArg::Basic)]
     pub xray: XrayModeArg,
+    /// Also record where threads wait: every switch off the CPU with its stack, and how long
+    /// the thread stayed off (`report --weight off-cpu` or `--weight wall`).
+    #[arg(long)]
+    pub off_cpu: bool,
+    /// With --off-cpu: switches shorter than this are counted, not stored with their stack.
+    #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_off_cpu_min)]
+    pub off_cpu_min: u64,
     /// Attach to this running process (all its threads) instead of launching a command.
     #[arg(short, long, conflicts_with = "command")]
     pub pid: Option<u32>,
@@ -220,7 +252,8 @@ pub struct ReportArgs {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// What widths measure: samples, calls or self time (calls/time need instrumentation:
-    /// a Mono .mlpd with enter/leave events, or an XRay log).
+    /// a Mono .mlpd with enter/leave events, or an XRay log); off-cpu (ns threads waited) or
+    /// wall (on-CPU plus off-CPU ns) for a recording made with `record --off-cpu`.
     #[arg(long, value_enum)]
     pub weight: Option<WeightArg>,
     /// The XRay-instrumented binary whose log `-i` names (for function names).
@@ -310,6 +343,9 @@ pub struct DiffArgs {
     /// Also read separate debug files (/usr/lib/debug/.build-id) for lines and inlined frames.
     #[arg(long)]
     pub debug_files: bool,
+    /// What widths measure (as in `report --weight`): samples, off-cpu or wall.
+    #[arg(long, value_enum)]
+    pub weight: Option<WeightArg>,
     #[command(flatten)]
     pub filters: FilterArgs,
     #[command(flatten)]
@@ -331,6 +367,20 @@ pub enum WeightArg {
     Samples,
     Calls,
     Time,
+    OffCpu,
+    Wall,
+}
+
+impl From<WeightArg> for Weight {
+    fn from(w: WeightArg) -> Self {
+        match w {
+            WeightArg::Samples => Weight::Samples,
+            WeightArg::Calls => Weight::Calls,
+            WeightArg::Time => Weight::Time,
+            WeightArg::OffCpu => Weight::OffCpu,
+            WeightArg::Wall => Weight::Wall,
+        }
+    }
 }
 
 fn parse_time_range(text: &str) -> Result<TimeRange, String> {
@@ -427,6 +477,7 @@ impl From<RecordArgs> for RecordConfig {
             embed_symbols: !a.no_embed_symbols,
             keep_side_files: a.keep_side_files,
             xray_fdr: a.xray == XrayModeArg::Fdr,
+            off_cpu_min_ns: a.off_cpu.then_some(a.off_cpu_min),
         }
     }
 }
@@ -448,11 +499,7 @@ impl From<ReportArgs> for ReportConfig {
             comm: a.filters.comm,
             search_dirs: a.search_dirs,
             debug_files: a.debug_files,
-            weight: a.weight.map(|w| match w {
-                WeightArg::Samples => Weight::Samples,
-                WeightArg::Calls => Weight::Calls,
-                WeightArg::Time => Weight::Time,
-            }),
+            weight: a.weight.map(Weight::from),
             time: a.filters.time,
             binary: a.binary,
             pid: a.filters.pid,
@@ -473,7 +520,7 @@ impl From<DiffArgs> for DiffConfig {
             comm: a.filters.comm,
             search_dirs: a.search_dirs,
             debug_files: a.debug_files,
-            weight: None,
+            weight: a.weight.map(Weight::from),
             time: a.filters.time,
             binary: None,
             pid: a.filters.pid,

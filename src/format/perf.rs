@@ -18,6 +18,8 @@ impl RecordKind {
     pub const SAMPLE: Self = Self(9);
     pub const MMAP2: Self = Self(10);
     pub const LOST_SAMPLES: Self = Self(13);
+    /// A context switch of the monitored thread (`attr.context_switch`).
+    pub const SWITCH: Self = Self(14);
     pub const KSYMBOL: Self = Self(17);
 }
 
@@ -47,6 +49,10 @@ pub mod misc {
     pub const USER: u16 = 2;
     /// COMM record caused by exec.
     pub const COMM_EXEC: u16 = 1 << 13;
+    /// SWITCH record: the thread left the CPU (otherwise it came back).
+    pub const SWITCH_OUT: u16 = 1 << 13;
+    /// SWITCH out record: the thread was preempted while runnable.
+    pub const SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 }
 
 /// Callchain context markers (`enum perf_callchain_context`), stored as u64 in `ips[]`.
@@ -140,6 +146,9 @@ pub struct SampleId {
 /// A decoded sample. Slices borrow from the record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sample<'a> {
+    /// Which event fired (`PERF_SAMPLE_IDENTIFIER`: the id of the event jprof opened, also for
+    /// the copies `inherit` makes in new threads).
+    pub id: Option<u64>,
     pub ip: u64,
     pub pid: u32,
     pub tid: u32,
@@ -215,6 +224,11 @@ pub enum Record<'a> {
         time: u64,
         unthrottle: bool,
     },
+    Switch {
+        out: bool,
+        preempt: bool,
+        id: SampleId,
+    },
     Other(RecordKind),
 }
 
@@ -229,7 +243,8 @@ impl SampleLayout {
             | Ok(Record::Mmap { id, .. })
             | Ok(Record::Comm { id, .. })
             | Ok(Record::Lost { id, .. })
-            | Ok(Record::LostSamples { id, .. }) => id.time,
+            | Ok(Record::LostSamples { id, .. })
+            | Ok(Record::Switch { id, .. }) => id.time,
             _ => None,
         }
     }
@@ -335,12 +350,37 @@ impl SampleLayout {
                 let id = self.parse_sample_id(&mut c)?;
                 Record::LostSamples { lost, id }
             }
+            RecordKind::SWITCH => Record::Switch {
+                out: raw.misc & misc::SWITCH_OUT != 0,
+                preempt: raw.misc & misc::SWITCH_OUT_PREEMPT != 0,
+                id: self.parse_sample_id(&mut c)?,
+            },
             RecordKind::THROTTLE | RecordKind::UNTHROTTLE => Record::Throttle {
                 time: c.u64()?,
                 unthrottle: raw.kind == RecordKind::UNTHROTTLE,
             },
             other => Record::Other(other),
         })
+    }
+
+    /// Where a SAMPLE record (header included) holds its period, when it has one: the fields
+    /// before it are all 8 bytes wide.
+    pub fn period_offset(&self) -> Option<usize> {
+        let t = self.sample_type;
+        if t & sample_type::PERIOD == 0 {
+            return None;
+        }
+        let before = [
+            sample_type::IDENTIFIER,
+            sample_type::IP,
+            sample_type::TID,
+            sample_type::TIME,
+            sample_type::ADDR,
+            sample_type::ID,
+            sample_type::STREAM_ID,
+            sample_type::CPU,
+        ];
+        Some(8 + 8 * before.iter().filter(|&&bit| t & bit != 0).count())
     }
 
     /// Byte length of the `sample_id` trailer.
@@ -394,6 +434,7 @@ impl SampleLayout {
     fn parse_sample<'a>(&self, c: &mut Cursor<'a>, misc: u16) -> Result<Sample<'a>, ParseError> {
         let t = self.sample_type;
         let mut s = Sample {
+            id: None,
             ip: 0,
             pid: 0,
             tid: 0,
@@ -406,7 +447,7 @@ impl SampleLayout {
             cpumode: misc & misc::CPUMODE_MASK,
         };
         if t & sample_type::IDENTIFIER != 0 {
-            c.u64()?;
+            s.id = Some(c.u64()?);
         }
         if t & sample_type::IP != 0 {
             s.ip = c.u64()?;
@@ -527,6 +568,55 @@ mod tests {
         assert_eq!(s.regs_user, vec![1, 2, 3]);
         assert_eq!(s.stack_user.len(), 8);
         assert_eq!(s.cpumode, misc::USER);
+        assert_eq!(s.id, None);
+        // The period sits where period_offset says.
+        let at = LAYOUT.period_offset().unwrap();
+        assert_eq!(rec[at..at + 8], 5000u64.to_le_bytes());
+    }
+
+    #[test]
+    fn identifier_and_switch_records() {
+        let layout = SampleLayout {
+            sample_type: LAYOUT.sample_type | sample_type::IDENTIFIER,
+            ..LAYOUT
+        };
+        let mut b = Vec::new();
+        b.extend(42u64.to_le_bytes()); // identifier
+        b.extend(0x1000u64.to_le_bytes()); // ip
+        b.extend(7u32.to_le_bytes());
+        b.extend(8u32.to_le_bytes());
+        b.extend(123u64.to_le_bytes()); // time
+        b.extend(1u64.to_le_bytes()); // cpu, res
+        b.extend(1u64.to_le_bytes()); // period
+        b.extend(0u64.to_le_bytes()); // callchain nr
+        b.extend(0u64.to_le_bytes()); // regs abi none
+        b.extend(0u64.to_le_bytes()); // stack size 0
+        let rec = header(9, misc::KERNEL, &b);
+        let raw = RecordIter::new(&rec).next().unwrap().unwrap();
+        let Record::Sample(s) = layout.parse(&raw).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!((s.id, s.tid, s.time, s.period), (Some(42), 8, 123, 1));
+        let at = layout.period_offset().unwrap();
+        assert_eq!(rec[at..at + 8], 1u64.to_le_bytes());
+
+        // A switch-out record: only the sample_id trailer (tid, time, cpu, identifier).
+        let mut t = Vec::new();
+        t.extend(7u32.to_le_bytes());
+        t.extend(8u32.to_le_bytes());
+        t.extend(456u64.to_le_bytes());
+        t.extend(1u64.to_le_bytes());
+        t.extend(42u64.to_le_bytes());
+        let rec = header(14, misc::SWITCH_OUT | misc::SWITCH_OUT_PREEMPT, &t);
+        let raw = RecordIter::new(&rec).next().unwrap().unwrap();
+        match layout.parse(&raw).unwrap() {
+            Record::Switch { out, preempt, id } => {
+                assert!(out && preempt);
+                assert_eq!((id.tid, id.time), (8, Some(456)));
+            }
+            other => panic!("not a switch: {other:?}"),
+        }
+        assert_eq!(layout.time_of(&raw), Some(456));
     }
 
     #[test]

@@ -388,6 +388,8 @@ fn event_config(attr: &PerfEventAttr, name: Option<&str>, path: &Path) -> Result
         call_graph: if dwarf { "dwarf" } else { "fp" }.to_string(),
         kernel_callchains: !attr.flags.contains(AttrFlags::EXCLUDE_CALLCHAIN_KERNEL),
         clockid: clockid(attr),
+        off_cpu_ids: Vec::new(),
+        off_cpu_min_ns: 0,
     })
 }
 

@@ -97,6 +97,7 @@ pub fn open_events(pid: i32, config: &RecordConfig) -> Result<Events, Error> {
         config.frequency_hz,
         config.call_graph,
         false,
+        config.off_cpu_min_ns,
     )?;
     for _ in 0..THREAD_SCAN_ROUNDS {
         let now = tids(pid);

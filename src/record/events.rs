@@ -30,6 +30,8 @@ pub struct Events {
     opened_tids: Vec<i32>,
     pub config: EventConfig,
     attr: abi::perf_event_attr,
+    /// `--off-cpu`: the context-switch event opened beside `attr` for every thread and CPU.
+    switch_attr: Option<abi::perf_event_attr>,
     cpus: Vec<i32>,
 }
 
@@ -161,6 +163,7 @@ pub fn open(
     frequency_hz: u64,
     call_graph: CallGraph,
     launch: bool,
+    off_cpu_min_ns: Option<u64>,
 ) -> Result<Events, Error> {
     let cpus = online_cpus();
     if tids.is_empty() {
@@ -175,6 +178,7 @@ pub fn open(
     let (probe, pid) = loop {
         let pid = tids[owner];
         let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+        identify(&mut attr, off_cpu_min_ns.is_some());
         match perf_event::open(&mut attr, pid, cpus[0]) {
             Ok(fd) => break (fd, pid),
             Err(e) => {
@@ -220,8 +224,10 @@ pub fn open(
         })
     };
     let mut rings = vec![map(probe)?];
+    let mut main_attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+    identify(&mut main_attr, off_cpu_min_ns.is_some());
     for &cpu in &cpus[1..] {
-        let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+        let mut attr = main_attr;
         let fd = perf_event::open(&mut attr, pid, cpu).map_err(|e| Error::Perf {
             what: format!("perf_event_open on CPU {cpu}"),
             hint: open_hint(&e),
@@ -243,10 +249,27 @@ pub fn open(
             call_graph: String::new(),
             kernel_callchains: kernel,
             clockid: libc::CLOCK_MONOTONIC,
+            off_cpu_ids: Vec::new(),
+            off_cpu_min_ns: 0,
         },
-        attr: attr_for(chosen, frequency_hz, call_graph, kernel, launch),
+        attr: main_attr,
+        switch_attr: None,
         cpus: cpus.clone(),
     };
+    let mut off_cpu_ids = Vec::new();
+    if let Some(min_ns) = off_cpu_min_ns {
+        match events.open_switch_events(pid, switch_attr_for(&main_attr)) {
+            Ok(ids) => {
+                off_cpu_ids = ids;
+                events.config.off_cpu_min_ns = min_ns;
+            }
+            Err(e) => notes.push(format!(
+                "--off-cpu: the kernel refused the context-switch event ({e}); recorded \
+                 CPU samples only. Fix: run as root or `sysctl kernel.perf_event_paranoid=1`"
+            )),
+        }
+    }
+    events.config.off_cpu_ids = off_cpu_ids;
     events.add_threads(tids)?;
     let attr = events.attr;
     events.config = EventConfig {
@@ -265,8 +288,35 @@ pub fn open(
         },
         kernel_callchains: kernel,
         clockid: libc::CLOCK_MONOTONIC,
+        off_cpu_ids: std::mem::take(&mut events.config.off_cpu_ids),
+        off_cpu_min_ns: events.config.off_cpu_min_ns,
     };
     Ok(events)
+}
+
+/// With `--off-cpu` two events share each ring, so every sample says which one fired.
+fn identify(attr: &mut abi::perf_event_attr, off_cpu: bool) {
+    if off_cpu {
+        attr.sample_type |= st::IDENTIFIER;
+    }
+}
+
+/// The context-switch software event: a sample (same layout and unwinding as the CPU samples,
+/// kernel part included) at every switch-out, and a SWITCH record at every switch-in. The
+/// process-wide records (mmap, comm, task) come from the sampling event already.
+fn switch_attr_for(main: &abi::perf_event_attr) -> abi::perf_event_attr {
+    let mut attr = *main;
+    attr.type_ = abi::PERF_TYPE_SOFTWARE;
+    attr.config = abi::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
+    attr.set_freq(0);
+    attr.sample_period = 1;
+    attr.set_mmap(0);
+    attr.set_mmap2(0);
+    attr.set_comm(0);
+    attr.set_comm_exec(0);
+    attr.set_task(0);
+    attr.set_context_switch(1);
+    attr
 }
 
 impl Events {
@@ -297,9 +347,37 @@ impl Events {
                 })?;
                 self.redirected.push(fd);
             }
+            if let Some(attr) = self.switch_attr {
+                // A thread whose switch event is refused still has its CPU samples.
+                let ids = self.open_switch_events(tid, attr).unwrap_or_default();
+                self.config.off_cpu_ids.extend(ids);
+            }
             self.opened_tids.push(tid);
         }
         Ok(())
+    }
+
+    /// Opens the context-switch event of `tid` on every CPU into that CPU's ring; returns the
+    /// events' ids. A thread that exited meanwhile gets none.
+    fn open_switch_events(
+        &mut self,
+        tid: i32,
+        attr: abi::perf_event_attr,
+    ) -> std::io::Result<Vec<u64>> {
+        let mut ids = Vec::new();
+        for (i, &cpu) in self.cpus.iter().enumerate() {
+            let mut a = attr;
+            let fd = match perf_event::open(&mut a, tid, cpu) {
+                Ok(fd) => fd,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => break,
+                Err(e) => return Err(e),
+            };
+            perf_event::set_output(&fd, self.rings[i].fd())?;
+            ids.push(perf_event::event_id(&fd)?);
+            self.redirected.push(fd);
+        }
+        self.switch_attr = Some(attr);
+        Ok(ids)
     }
 
     pub fn thread_count(&self) -> usize {

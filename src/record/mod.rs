@@ -6,6 +6,7 @@ mod attach;
 mod events;
 mod host;
 mod leftovers;
+mod off_cpu;
 mod runtimes;
 mod side_files;
 mod summary;
@@ -74,6 +75,9 @@ pub struct RecordConfig {
     pub keep_side_files: bool,
     /// XRay-instrumented targets log in FDR mode instead of basic mode (`--xray fdr`).
     pub xray_fdr: bool,
+    /// `--off-cpu`: also record where threads wait, storing switches at least this long
+    /// (`--off-cpu-min`) with their stacks.
+    pub off_cpu_min_ns: Option<u64>,
 }
 
 /// Batches in flight between ring reader and writer; beyond this the reader drops batches
@@ -167,6 +171,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
                 config.frequency_hz,
                 config.call_graph,
                 true,
+                config.off_cpu_min_ns,
             );
             (Profiled::Child(child), opened)
         }
@@ -222,8 +227,13 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             .map_err(|e| Error::Other(format!("cannot install the signal handler: {e}")))?;
     }
 
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(CHANNEL_BATCHES);
+    let (tx, rx) = crossbeam_channel::bounded::<writer::Batch>(CHANNEL_BATCHES);
     let layout = events.config.layout();
+    let off_cpu = off_cpu::SwitchPairing::new(
+        layout,
+        &events.config.off_cpu_ids,
+        events.config.off_cpu_min_ns,
+    );
     let mut side = side_files::SideFiles::default();
     let (leftover_list, cleaned) = leftovers::Leftovers::start();
     if let Some(note) = cleaned {
@@ -237,7 +247,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let writer_thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
-            let result = writer::run(out, layout, rx, &calibration, &mut side);
+            let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side);
             (result, calibration, side)
         })
         .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
@@ -249,7 +259,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         }),
         Profiled::Attached(pid) => {
             // What existed before the events were opened is not reported by the kernel.
-            let existing = attach::synthesize(*pid as u32, &layout);
+            let existing = writer::Batch {
+                records: attach::synthesize(*pid as u32, &layout),
+                complete_before: None,
+            };
             let sent = tx
                 .send(existing)
                 .map_err(|_| Error::Other("the writer thread stopped".into()));
@@ -301,14 +314,11 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             .collect();
         let _ = poll(&mut fds, POLL_INTERVAL_MS);
         drop(fds);
-        let mut batch = Vec::new();
-        for ring in &mut events.rings {
-            ring.drain_into(&mut batch);
-        }
-        if !batch.is_empty() {
+        let batch = drain_all(&mut events);
+        if !batch.records.is_empty() {
             if let Err(full) = tx.try_send(batch) {
                 dropped_batches += 1;
-                dropped_samples += writer::samples_in(&full.into_inner());
+                dropped_samples += writer::samples_in(&full.into_inner().records);
             }
         }
         let now = Instant::now();
@@ -417,11 +427,8 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         }
     }
     events::disable_all(&events);
-    let mut batch = Vec::new();
-    for ring in &mut events.rings {
-        ring.drain_into(&mut batch);
-    }
-    if !batch.is_empty() && tx.send(batch).is_err() {
+    let batch = drain_all(&mut events);
+    if !batch.records.is_empty() && tx.send(batch).is_err() {
         dropped_batches += 1;
     }
     drop(tx);
@@ -509,6 +516,22 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
 
     summary::print(&config.output, &meta, &summary, &clock);
     Ok(exit.map_or(0, ChildExit::shell_code))
+}
+
+/// How far before a pass's start a record may still be in flight (written by another CPU).
+const IN_FLIGHT_NS: u64 = 1_000_000;
+
+/// One pass of the ring reader: every ring drained, after the time the batch says.
+fn drain_all(events: &mut events::Events) -> writer::Batch {
+    let started = crate::sys::clock::clock_ns(crate::sys::clock::CLOCK_MONOTONIC);
+    let mut records = Vec::new();
+    for ring in &mut events.rings {
+        ring.drain_into(&mut records);
+    }
+    writer::Batch {
+        records,
+        complete_before: started.map(|t| t.saturating_sub(IN_FLIGHT_NS)),
+    }
 }
 
 /// Embeds the symbols; returns the JIT coverage line of each process that ran JIT code.

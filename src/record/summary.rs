@@ -37,6 +37,9 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         "  threads {}, processes {}; lost records {}, lost samples {}, throttled {} times, dropped batches {} ({} samples)",
         s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches, s.dropped_samples
     );
+    if let Some(off) = &s.off_cpu {
+        let _ = writeln!(out, "  off-CPU: {}", off.describe(e.off_cpu_min_ns));
+    }
     let _ = writeln!(out, "  clock: {}", clock.describe());
     let _ = match s.exit_code {
         Some(code) => writeln!(

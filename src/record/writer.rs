@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
+use super::off_cpu::SwitchPairing;
 use super::side_files::SideFiles;
 use crate::sys::clock;
 use crate::timeline::Calibration;
@@ -74,6 +75,14 @@ impl ChunkWriter {
         let json = serde_json::to_vec(value).map_err(|e| Error::Other(e.to_string()))?;
         self.write_chunk(kind, &json)
     }
+}
+
+/// Raw perf records from one pass of the ring reader.
+pub struct Batch {
+    pub records: Vec<u8>,
+    /// Sample-clock ns before which every record has been read (all rings were drained after
+    /// it); None for records jprof made up (attach mode's existing mappings).
+    pub complete_before: Option<u64>,
 }
 
 /// How many SAMPLE records a batch of raw perf records holds (for a batch that is dropped).
@@ -165,7 +174,8 @@ const SLOW_POLL: Duration = Duration::from_secs(1);
 pub fn run(
     mut out: ChunkWriter,
     layout: SampleLayout,
-    batches: Receiver<Vec<u8>>,
+    batches: Receiver<Batch>,
+    mut off_cpu: Option<SwitchPairing>,
     calibration: &Calibration,
     side: &mut SideFiles,
 ) -> Result<(ChunkWriter, Counters), Error> {
@@ -182,8 +192,14 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         if let Some(batch) = batch {
-            counters.observe(&layout, &batch, side);
-            pending.extend_from_slice(&batch);
+            counters.observe(&layout, &batch.records, side);
+            match &mut off_cpu {
+                Some(pairing) => {
+                    let kept = pairing.process(&batch.records, batch.complete_before);
+                    pending.extend_from_slice(&kept);
+                }
+                None => pending.extend_from_slice(&batch.records),
+            }
         }
         if pending.len() >= RECORDS_CHUNK_BYTES
             || (!pending.is_empty() && last_flush.elapsed() >= RECORDS_FLUSH)
@@ -200,6 +216,13 @@ pub fn run(
             }
         }
         store_side_pieces(&mut out, side)?;
+    }
+    if let Some(pairing) = off_cpu {
+        // Switch-outs are not CPU samples.
+        counters.summary.samples = counters.summary.samples.saturating_sub(pairing.seen);
+        let (rest, counts) = pairing.finish(counters.last_time);
+        pending.extend_from_slice(&rest);
+        counters.summary.off_cpu = Some(counts);
     }
     if !pending.is_empty() {
         out.write_records(&pending)?;

@@ -230,6 +230,7 @@ pub(crate) mod tests {
                 cpu: 0,
                 weight: *weight,
                 stack: ids,
+                off_cpu: false,
             });
         }
         p
@@ -308,6 +309,7 @@ pub(crate) mod tests {
             cpu: 0,
             weight: 9,
             stack: vec![main],
+            off_cpu: false,
         });
         assert_eq!(lines(&p), vec!["worker;main 9"]);
     }

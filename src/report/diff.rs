@@ -86,9 +86,13 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
         ..report.clone()
     };
     let (recording, profile) = load(&config)?;
+    let count_name = match super::weigh_name(config.weight) {
+        Some(name) => name.into(),
+        None => labels(&recording).count_name,
+    };
     Ok(Side {
         folded: collapsed::lines(&profile),
-        count_name: labels(&recording).count_name,
+        count_name,
     })
 }
 

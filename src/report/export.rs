@@ -304,6 +304,7 @@ pub(crate) mod tests {
                 cpu: 0,
                 weight: 1_001_001,
                 stack,
+                off_cpu: false,
             });
         }
         for (tid, comm) in [(100, "app"), (101, "worker")] {

@@ -195,6 +195,7 @@ mod tests {
                     cpu: 0,
                     weight: 1,
                     stack: vec![root, f],
+                    off_cpu: false,
                 });
             }
         }
@@ -301,6 +302,7 @@ mod tests {
                 cpu: 0,
                 weight: 2,
                 stack,
+                off_cpu: false,
             });
         }
         p

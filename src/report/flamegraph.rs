@@ -251,6 +251,7 @@ mod tests {
             cpu: 0,
             weight: 3,
             stack: vec![main],
+            off_cpu: false,
         });
         let svg = draw(&p, &labels(), &Look::default());
         // The java palette alone would paint this dotted, capitalised name green.

@@ -93,6 +93,11 @@ pub enum Weight {
     Calls,
     /// Self time in ns of the leaf via that stack (instrumentation).
     Time,
+    /// Nanoseconds threads spent off the CPU after switching out at that stack
+    /// (`record --off-cpu`).
+    OffCpu,
+    /// On-CPU ns (samples × their period in ns) plus off-CPU ns: where wall time went.
+    Wall,
 }
 
 /// What kind of file `report -i` was given, told by its first bytes.
@@ -229,11 +234,112 @@ pub fn losses(recording: &Recording) -> Option<String> {
     (!parts.is_empty()).then(|| format!("incomplete: {}", parts.join(", ")))
 }
 
-/// Reads a recording (or imports a perf.data), symbolizes it and applies the filters.
+/// Reads a recording (or imports a perf.data), symbolizes it, applies the filters and the
+/// weight.
 pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
     let (recording, mut profile) = load_unfiltered(config)?;
     filter::apply(&mut profile, &config.filters());
+    weigh(&recording, &mut profile, config.weight)?;
     Ok((recording, profile))
+}
+
+/// What widths count under `weight`, when not the recording's event.
+pub fn weigh_name(weight: Option<Weight>) -> Option<&'static str> {
+    match weight? {
+        Weight::Samples => Some("samples"),
+        Weight::OffCpu => Some("off-CPU ns"),
+        Weight::Wall => Some("wall ns"),
+        Weight::Calls => Some("calls"),
+        Weight::Time => Some("ns"),
+    }
+}
+
+/// What the widths of a weighed profile count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Weighing {
+    /// The flame graph's count name and the exports' event name.
+    pub count_name: String,
+    pub unit: export::WeightUnit,
+    /// Said in titles: what the graph shows, when not the CPU samples.
+    pub shows: Option<&'static str>,
+}
+
+/// Sets every sample's weight for `weight` and keeps the samples it counts: CPU samples by
+/// default; switch-outs (`record --off-cpu`) for off-cpu; both, in ns, for wall.
+pub fn weigh(
+    recording: &Recording,
+    profile: &mut crate::profile::Profile,
+    weight: Option<Weight>,
+) -> Result<Option<Weighing>> {
+    let event = &recording.meta.event;
+    if matches!(weight, Some(Weight::OffCpu | Weight::Wall)) && event.off_cpu_ids.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} has no off-CPU data: record with `jprof record --off-cpu`",
+            recording.path.display()
+        )));
+    }
+    let ns = export::WeightUnit::Nanoseconds;
+    let weighing = match weight {
+        None | Some(Weight::Calls | Weight::Time) => {
+            profile.samples.retain(|s| !s.off_cpu);
+            None
+        }
+        Some(Weight::Samples) => {
+            // One per sample, like `perf script | inferno-collapse-perf`.
+            profile.samples.retain(|s| !s.off_cpu);
+            for sample in &mut profile.samples {
+                sample.weight = 1;
+            }
+            profile.notes.insert(
+                0,
+                "weights: samples (1 per sample, --weight samples)".into(),
+            );
+            Some(Weighing {
+                count_name: "samples".into(),
+                unit: export::WeightUnit::Events,
+                shows: None,
+            })
+        }
+        Some(Weight::OffCpu) => {
+            profile.samples.retain(|s| s.off_cpu);
+            profile.notes.insert(
+                0,
+                "weights: ns off the CPU after each switch-out (--weight off-cpu)".into(),
+            );
+            Some(Weighing {
+                count_name: weigh_name(weight).unwrap_or_default().into(),
+                unit: ns,
+                shows: Some("off-CPU time"),
+            })
+        }
+        Some(Weight::Wall) => {
+            // cpu-clock periods are ns; a cycles sample stands for one sampling interval.
+            let per_sample =
+                (event.event != "cpu-clock").then(|| 1_000_000_000 / event.frequency_hz.max(1));
+            for sample in profile.samples.iter_mut().filter(|s| !s.off_cpu) {
+                sample.weight = per_sample.unwrap_or(sample.weight);
+            }
+            profile.notes.insert(
+                0,
+                match per_sample {
+                    Some(ns) => format!(
+                        "weights: wall ns (--weight wall): off-CPU ns, and {ns} ns per CPU \
+                         sample ({} Hz)",
+                        event.frequency_hz
+                    ),
+                    None => "weights: wall ns (--weight wall): off-CPU ns, and each CPU \
+                             sample's cpu-clock period"
+                        .into(),
+                },
+            );
+            Some(Weighing {
+                count_name: weigh_name(weight).unwrap_or_default().into(),
+                unit: ns,
+                shows: Some("wall time: on-CPU + off-CPU"),
+            })
+        }
+    };
+    Ok(weighing)
 }
 
 /// Reads and symbolizes; only `--tid`/`--comm` are applied already (so filtered-out samples
@@ -282,18 +388,13 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     // XRay logs stored in the recording complete stacks before any filter looks at them.
     let xray = crate::xray::live::correlate(&recording, &mut profile);
     filter::apply(&mut profile, &config.filters());
+    let weighing = weigh(&recording, &mut profile, config.weight)?;
     let mut labels = labels(&recording);
-    let count_samples = config.weight == Some(Weight::Samples);
-    if count_samples {
-        // One per sample, like `perf script | inferno-collapse-perf`.
-        for sample in &mut profile.samples {
-            sample.weight = 1;
+    if let Some(w) = &weighing {
+        labels.count_name = w.count_name.clone();
+        if let Some(shows) = w.shows {
+            labels.title = format!("{} — {shows}", labels.title);
         }
-        labels.count_name = "samples".into();
-        profile.notes.insert(
-            0,
-            "weights: samples (1 per sample, --weight samples)".into(),
-        );
     }
     let mut summary = Vec::new();
     text::write(&recording, &profile, TOP_N, &mut summary)
@@ -308,9 +409,12 @@ pub fn run(config: &ReportConfig) -> Result<()> {
             .write_with(|w| w.write_all(&summary));
     }
     let mut context = export::ExportContext::from_recording(&recording, &profile);
-    if count_samples {
-        context.event = "samples".into();
-        context.weight_unit = export::WeightUnit::Events;
+    if let Some(w) = &weighing {
+        context.event = w.count_name.clone();
+        context.weight_unit = w.unit;
+        if let Some(shows) = w.shows {
+            context.title = format!("{} — {shows}", context.title);
+        }
     }
     write_profile(config, &profile, &labels, &context, summary)
 }

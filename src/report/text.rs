@@ -228,6 +228,9 @@ pub fn write_summary(
                 s.lost_records, s.lost_samples, s.throttles, s.dropped_batches
             )?;
             writeln!(out, "Threads:   {} in {} processes", s.threads, s.processes)?;
+            if let Some(off) = &s.off_cpu {
+                writeln!(out, "Off-CPU:   {}", off.describe(event.off_cpu_min_ns))?;
+            }
             let exit = match s.exit_code {
                 Some(code) => format!("exit code {code}"),
                 None => "no exit code".into(),
@@ -363,6 +366,7 @@ mod tests {
                 cpu: 0,
                 weight,
                 stack: vec![id],
+                off_cpu: false,
             });
         }
         let c = function_costs(&p);

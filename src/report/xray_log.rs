@@ -147,6 +147,7 @@ impl Input {
                     _ => 1,
                 },
                 stack: stack.clone(),
+                off_cpu: false,
             });
         }
         profile.notes = self.notes(StackCounts::of(&replay.threads));
@@ -248,7 +249,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     let weight = match config.weight {
         None | Some(Weight::Time) => Weight::Time,
         Some(Weight::Calls) => Weight::Calls,
-        Some(Weight::Samples) => {
+        Some(Weight::Samples | Weight::OffCpu | Weight::Wall) => {
             return Err(Error::Usage(
                 "an XRay log has calls, not samples: use --weight calls or --weight time".into(),
             ))

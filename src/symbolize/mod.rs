@@ -60,6 +60,8 @@ struct SampleStack {
     time: u64,
     cpu: u32,
     period: u64,
+    /// A switch-out of `record --off-cpu` (period: ns off the CPU).
+    off_cpu: bool,
     /// The callchain's user part, before unwinding.
     callchain_user: Vec<u64>,
     stack: AddressStack,
@@ -137,6 +139,8 @@ fn walk(
     mut visit: impl FnMut(&ProcessModel, &mut BinaryCache, &SampleStack),
 ) -> ProcessModel {
     let dwarf = recording.meta.event.call_graph == "dwarf";
+    let off_cpu_ids: rustc_hash::FxHashSet<u64> =
+        recording.meta.event.off_cpu_ids.iter().copied().collect();
     let regs_mask = recording.meta.event.regs_user_mask;
     let mut model = ProcessModel::default();
     let mut unwinders = Unwinders::default();
@@ -171,10 +175,10 @@ fn walk(
                     if dwarf {
                         stack.user = unwinders.unwind(&model, binaries, jit, &at);
                     } else if stack.user.first() == Some(&regs.ip) {
-                        if let Some(ra) =
-                            unwinders.leaf_caller(&model, binaries, jit, &at, &stack.user)
+                        if let Some(fixed) =
+                            unwinders.fix_frameless_top(&model, binaries, jit, &at, &stack.user)
                         {
-                            stack.user.insert(1, ra);
+                            stack.user = fixed;
                         }
                     }
                 }
@@ -187,6 +191,7 @@ fn walk(
             time: s.time,
             cpu: s.cpu,
             period: s.period,
+            off_cpu: s.id.is_some_and(|id| off_cpu_ids.contains(&id)),
             callchain_user,
             stack,
         };
@@ -364,6 +369,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                 cpu: s.cpu,
                 weight: s.period,
                 stack,
+                off_cpu: s.off_cpu,
             });
         },
     );
@@ -552,7 +558,8 @@ pub fn embedded_symbols_and_coverage(
             if s.stack.user != s.callchain_user {
                 out.stacks.insert(s.offset, s.stack.user.clone());
             }
-            if let Some(&leaf) = s.stack.user.first() {
+            // Coverage counts CPU samples, like the report's default view.
+            if let Some(&leaf) = s.stack.user.first().filter(|_| !s.off_cpu) {
                 if jit.lookup(s.pid, leaf, s.time).is_some() {
                     coverage.entry(s.pid).or_default().named += 1;
                 } else {

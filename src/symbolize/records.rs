@@ -32,7 +32,8 @@ pub fn record_time(record: &Record<'_>) -> Option<u64> {
         | Record::Mmap { id, .. }
         | Record::Comm { id, .. }
         | Record::Lost { id, .. }
-        | Record::LostSamples { id, .. } => id.time,
+        | Record::LostSamples { id, .. }
+        | Record::Switch { id, .. } => id.time,
         Record::Other(_) => None,
     }
 }

@@ -16,6 +16,38 @@ use crate::format::perf::{context, misc, Sample};
 
 /// Deepest user stack jprof unwinds; deeper stacks are cut (the root side is lost).
 const MAX_FRAMES: usize = 1024;
+/// How many frames fp mode unwinds with CFI above the frame-pointer chain.
+pub const MAX_FRAMELESS: usize = 16;
+
+/// Joins a CFI walk of the top of the stack (`walked`, from the IP) with the frame-pointer
+/// callchain: the walk up to its last address found in the chain, then the chain after that
+/// address. A walk that never meets the chain past the IP adds only its first return address
+/// (the one step that is sure). None when the result is the chain itself.
+fn stitch(walked: &[u64], chain: &[u64]) -> Option<Vec<u64>> {
+    let meet = (1..walked.len()).rev().find_map(|j| {
+        chain
+            .iter()
+            .skip(1)
+            .position(|&c| c == walked[j])
+            .map(|i| (j, i + 1))
+    });
+    let fixed: Vec<u64> = match meet {
+        Some((j, i)) => walked[..=j]
+            .iter()
+            .chain(&chain[i + 1..])
+            .copied()
+            .collect(),
+        None => match walked.get(1) {
+            Some(&ra) => {
+                let mut v = chain.to_vec();
+                v.insert(1.min(v.len()), ra);
+                v
+            }
+            None => return None,
+        },
+    };
+    (fixed != chain).then_some(fixed)
+}
 /// Lowest kernel address on x86_64; used when a callchain has no context marker.
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
@@ -160,19 +192,20 @@ impl Unwinders {
         entry
     }
 
-    /// Frame-pointer mode's fix for a frameless leaf: the kernel's frame-pointer walk skips
-    /// the caller of a function that has not set up its frame (yet). The leaf's CFI at the
-    /// sample IP gives its real return address; returns it when it is not already the
-    /// callchain's second user entry. A leaf in JIT code is fixed the same way when its body
-    /// came with an unwind table.
-    pub fn leaf_caller(
+    /// Frame-pointer mode's fix for frameless code at the top of the stack: the kernel's
+    /// frame-pointer walk skips the callers of functions that have not set up a frame (a leaf,
+    /// or a libc syscall wrapper and its callers). Their CFI, run over the stack copy, gives
+    /// the real return addresses; the stack becomes that walk up to the last address it shares
+    /// with the callchain, then the callchain from there. Returns None when nothing changes.
+    /// JIT code is unwound the same way when its body came with an unwind table.
+    pub fn fix_frameless_top(
         &mut self,
         model: &ProcessModel,
         binaries: &mut BinaryCache,
         jit: &JitIndex,
         at: &UserState<'_>,
         callchain_user: &[u64],
-    ) -> Option<u64> {
+    ) -> Option<Vec<u64>> {
         let UserState {
             pid,
             time,
@@ -180,29 +213,39 @@ impl Unwinders {
             stack,
         } = *at;
         let p = self.process(pid, model.generation(pid));
-        match jit.lookup(pid, regs.ip, time) {
-            Some(code) => {
-                code.unwind.as_ref()?;
-                register_jit(p, code);
-            }
-            None => register(p, pid, model.lookup(pid, regs.ip)?, binaries),
-        }
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut read = stack_reader(stack, regs.sp);
-        let ra = p
-            .unwinder
-            .unwind_frame(
-                FrameAddress::from_instruction_pointer(regs.ip),
-                &mut uregs,
-                &mut p.cache,
-                &mut read,
-            )
-            .ok()??;
-        // Only an address inside a mapped file or JIT code can be a return address.
-        if jit.lookup(pid, ra.wrapping_sub(1), time).is_none() {
-            model.lookup(pid, ra)?;
+        let mut address = FrameAddress::from_instruction_pointer(regs.ip);
+        let mut walked = vec![regs.ip];
+        while walked.len() <= MAX_FRAMELESS {
+            let pc = address.address_for_lookup();
+            match jit.lookup(pid, pc, time) {
+                Some(code) if code.unwind.is_some() => register_jit(p, code),
+                Some(_) => break,
+                None => match model.lookup(pid, pc) {
+                    Some(mapping) => register(p, pid, mapping, binaries),
+                    None => break,
+                },
+            }
+            let Ok(Some(ra)) =
+                p.unwinder
+                    .unwind_frame(address, &mut uregs, &mut p.cache, &mut read)
+            else {
+                break;
+            };
+            // Only an address inside a mapped file or JIT code can be a return address.
+            if jit.lookup(pid, ra.wrapping_sub(1), time).is_none()
+                && model.lookup(pid, ra).is_none()
+            {
+                break;
+            }
+            walked.push(ra);
+            let Some(next) = FrameAddress::from_return_address(ra) else {
+                break;
+            };
+            address = next;
         }
-        (callchain_user.get(1) != Some(&ra)).then_some(ra)
+        stitch(&walked, callchain_user)
     }
 
     /// DWARF mode: the whole user stack from the registers and the stack copy, through JIT
@@ -342,8 +385,38 @@ fn register(p: &mut ProcessUnwinder, pid: u32, mapping: &Mapping, binaries: &mut
 mod tests {
     use super::*;
 
+    #[test]
+    fn stitching_a_cfi_walk_onto_the_frame_pointer_chain() {
+        // A syscall wrapper and its callers without frames: the chain skips two of them.
+        let chain = [0x10, 0x20, 0x50, 0x60];
+        let walked = [0x10, 0x20, 0x30, 0x40, 0x50];
+        assert_eq!(
+            stitch(&walked, &chain),
+            Some(vec![0x10, 0x20, 0x30, 0x40, 0x50, 0x60])
+        );
+        // A frameless leaf: its caller is missing from the chain.
+        assert_eq!(
+            stitch(&[0x10, 0x15, 0x20], &[0x10, 0x20, 0x30]),
+            Some(vec![0x10, 0x15, 0x20, 0x30])
+        );
+        // Nothing missing.
+        assert_eq!(stitch(&[0x10, 0x20], &[0x10, 0x20, 0x30]), None);
+        // A walk that never meets the chain adds only its first step.
+        assert_eq!(
+            stitch(&[0x10, 0x15, 0x16], &[0x10, 0x20]),
+            Some(vec![0x10, 0x15, 0x20])
+        );
+        assert_eq!(stitch(&[0x10], &[0x10, 0x20]), None);
+        // Garbage chain entries before the meeting point are dropped.
+        assert_eq!(
+            stitch(&[0x10, 0x11, 0x12, 0x30], &[0x10, 0x99, 0x30, 0x40]),
+            Some(vec![0x10, 0x11, 0x12, 0x30, 0x40])
+        );
+    }
+
     fn sample(callchain: Vec<u64>, cpumode: u16) -> Sample<'static> {
         Sample {
+            id: None,
             ip: callchain
                 .iter()
                 .copied()

@@ -56,6 +56,18 @@ pub fn disable(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The kernel's id of an event: what `PERF_SAMPLE_IDENTIFIER` reports for it and for the
+/// copies `inherit` makes of it in new threads.
+pub fn event_id(fd: &OwnedFd) -> io::Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: ID writes one u64 through the pointer, which points at a live local.
+    let r = unsafe { perf_event_open_sys::ioctls::ID(fd.as_raw_fd(), &mut id) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(id)
+}
+
 /// Sends `fd`'s records into the ring of `target` (same CPU, same clock).
 pub fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     // SAFETY: SET_OUTPUT takes another perf fd as its integer argument; both fds are live.

@@ -240,6 +240,8 @@ pub fn meta(call_graph: &str) -> Meta {
             call_graph: call_graph.into(),
             kernel_callchains: true,
             clockid: 1,
+            off_cpu_ids: Vec::new(),
+            off_cpu_min_ns: 0,
         },
         start_unix_ns: 0,
     }

@@ -117,9 +117,12 @@ pub fn profile(a: &Analysis, weight: Weight, config: &ReportConfig) -> Profile {
             cpu: 0,
             weight,
             stack,
+            off_cpu: false,
         });
     };
     match weight {
+        // Refused in `run`: an .mlpd has no context switches.
+        Weight::OffCpu | Weight::Wall => {}
         Weight::Samples => {
             let resolver = IpResolver::new(a);
             for hit in a.hits.iter().filter(|h| keep(h.thread)) {
@@ -175,7 +178,7 @@ fn count_name(weight: Weight) -> &'static str {
     match weight {
         Weight::Samples => "samples",
         Weight::Calls => "calls",
-        Weight::Time => "ns",
+        Weight::Time | Weight::OffCpu | Weight::Wall => "ns",
     }
 }
 
@@ -214,6 +217,13 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     } else {
         Weight::Samples
     });
+    if matches!(weight, Weight::OffCpu | Weight::Wall) {
+        return Err(Error::Usage(
+            "--weight off-cpu|wall needs a recording made with `jprof record --off-cpu`; \
+             a Mono .mlpd has samples and calls"
+                .into(),
+        ));
+    }
     let mut profile = profile(&analysis, weight, config);
     profile.notes.extend(truncated);
     if decoder.problem_count() > 0 {

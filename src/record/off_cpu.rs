@@ -1,0 +1,173 @@
+//! `--off-cpu` in the writer: pairs each switch-out sample of the context-switch event with the
+//! thread's next switch-in, stores the sample with its period set to the ns the thread stayed
+//! off the CPU (when at least `--off-cpu-min`), and drops the SWITCH records.
+//!
+//! A thread leaves one CPU and may come back on another, and each CPU has its own ring, so a
+//! switch-in can reach the writer before the switch-out it ends. A pair is decided only below
+//! the batch's watermark: every ring was drained after that time, so no earlier record is still
+//! to come.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
+use crate::recording::OffCpuCounts;
+
+/// A switch-out waiting for its switch-in.
+struct SwitchOut {
+    time: u64,
+    record: Vec<u8>,
+}
+
+#[derive(Default)]
+struct ThreadSwitches {
+    outs: Vec<SwitchOut>,
+    /// Switch-in times not yet paired, ascending.
+    ins: Vec<u64>,
+    exited_at: Option<u64>,
+}
+
+pub struct SwitchPairing {
+    layout: SampleLayout,
+    ids: FxHashSet<u64>,
+    min_ns: u64,
+    period_at: usize,
+    threads: FxHashMap<u32, ThreadSwitches>,
+    pub counts: OffCpuCounts,
+    /// Switch-out samples seen (they are not CPU samples).
+    pub seen: u64,
+}
+
+impl SwitchPairing {
+    /// None when the recording has no context-switch events.
+    pub fn new(layout: SampleLayout, ids: &[u64], min_ns: u64) -> Option<Self> {
+        let period_at = layout.period_offset()?;
+        (!ids.is_empty()).then(|| Self {
+            layout,
+            ids: ids.iter().copied().collect(),
+            min_ns,
+            period_at,
+            threads: FxHashMap::default(),
+            counts: OffCpuCounts::default(),
+            seen: 0,
+        })
+    }
+
+    /// Takes the switch records out of `batch` (returned: everything else, plus the switch-outs
+    /// decided below `complete_before`, their period now the ns off the CPU).
+    pub fn process(&mut self, batch: &[u8], complete_before: Option<u64>) -> Vec<u8> {
+        let mut kept = Vec::with_capacity(batch.len());
+        for raw in RecordIter::new(batch).flatten() {
+            let whole = &batch[raw.offset..raw.offset + 8 + raw.body.len()];
+            match raw.kind {
+                RecordKind::SAMPLE => match self.layout.parse(&raw) {
+                    Ok(Record::Sample(s)) if s.id.is_some_and(|id| self.ids.contains(&id)) => {
+                        self.seen += 1;
+                        self.threads.entry(s.tid).or_default().outs.push(SwitchOut {
+                            time: s.time,
+                            record: whole.to_vec(),
+                        });
+                        continue;
+                    }
+                    _ => {}
+                },
+                RecordKind::SWITCH => {
+                    if let Ok(Record::Switch { out: false, id, .. }) = self.layout.parse(&raw) {
+                        if let Some(time) = id.time {
+                            let ins = &mut self.threads.entry(id.tid).or_default().ins;
+                            let at = ins.partition_point(|&t| t <= time);
+                            ins.insert(at, time);
+                        }
+                    }
+                    continue;
+                }
+                RecordKind::EXIT => {
+                    if let Ok(Record::Exit { tid, time, .. }) = self.layout.parse(&raw) {
+                        self.threads.entry(tid).or_default().exited_at = Some(time);
+                    }
+                }
+                _ => {}
+            }
+            kept.extend_from_slice(whole);
+        }
+        if let Some(watermark) = complete_before {
+            self.decide(watermark, &mut kept);
+        }
+        kept
+    }
+
+    /// Pairs what can be paired below `watermark`.
+    fn decide(&mut self, watermark: u64, out: &mut Vec<u8>) {
+        let (period_at, min_ns) = (self.period_at, self.min_ns);
+        let counts = &mut self.counts;
+        self.threads.retain(|_, t| {
+            t.outs.sort_by_key(|o| o.time);
+            let mut undecided = Vec::new();
+            for o in t.outs.drain(..) {
+                let next_in = t.ins.iter().position(|&i| i >= o.time);
+                match next_in {
+                    Some(k) if t.ins[k] < watermark => {
+                        let ns = t.ins[k] - o.time;
+                        t.ins.drain(..=k);
+                        store(counts, out, o, ns, period_at, min_ns);
+                    }
+                    _ if o.time < watermark && t.exited_at.is_some_and(|e| e <= o.time) => {
+                        // The last switch of a thread that exited: it never waited.
+                    }
+                    _ => undecided.push(o),
+                }
+            }
+            t.outs = undecided;
+            // A switch-in below the watermark with no switch-out before it can pair no more.
+            let first_out = t.outs.first().map_or(u64::MAX, |o| o.time);
+            t.ins.retain(|&i| i >= watermark || i >= first_out);
+            !(t.outs.is_empty() && t.ins.is_empty() && t.exited_at.is_none())
+        });
+    }
+
+    /// At the end of the recording: threads still off the CPU waited until `end`.
+    pub fn finish(mut self, end: u64) -> (Vec<u8>, OffCpuCounts) {
+        let mut out = Vec::new();
+        self.decide(u64::MAX, &mut out);
+        for t in self.threads.into_values() {
+            for o in t.outs {
+                if t.exited_at.is_some() {
+                    self.counts.unpaired += 1;
+                } else {
+                    let ns = end.saturating_sub(o.time);
+                    store(
+                        &mut self.counts,
+                        &mut out,
+                        o,
+                        ns,
+                        self.period_at,
+                        self.min_ns,
+                    );
+                }
+            }
+        }
+        (out, self.counts)
+    }
+}
+
+/// Counts one switch; stores its sample with `ns` as its period when long enough.
+fn store(
+    counts: &mut OffCpuCounts,
+    out: &mut Vec<u8>,
+    mut o: SwitchOut,
+    ns: u64,
+    period_at: usize,
+    min_ns: u64,
+) {
+    counts.switches += 1;
+    if ns < min_ns {
+        counts.short += 1;
+        counts.short_ns += ns;
+        return;
+    }
+    counts.stored += 1;
+    counts.stored_ns += ns;
+    if let Some(period) = o.record.get_mut(period_at..period_at + 8) {
+        period.copy_from_slice(&ns.to_le_bytes());
+        out.extend_from_slice(&o.record);
+    }
+}
