@@ -595,3 +595,68 @@ fn jdk17_attach_to_a_jvm_in_other_mount_and_pid_namespaces() {
         "no named Java frames from the sandboxed JVM: {stderr}"
     );
 }
+
+/// `record --off-cpu` of a Java thread napping 500 × 2 ms in `Thread.sleep` through
+/// `Sleeper.napOnce` (examples/offcpu/Sleeper.java), in fp mode: the wait is under
+/// `JVM_Sleep` with its Java callers (libc's futex path has no frame pointers; the stack copy
+/// is walked through it), and once HotSpot compiled `napOnce` its JIT frame is named.
+#[test]
+fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk("17");
+    let classes = tempfile::tempdir().expect("tempdir");
+    compile(
+        classes.path(),
+        &[Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/offcpu/Sleeper.java")],
+    );
+    let work = tempfile::tempdir().expect("tempdir");
+    record_only(
+        work.path(),
+        &["--off-cpu"],
+        &[
+            java.to_str().unwrap(),
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "Sleeper",
+            "500",
+        ],
+    );
+    let report = Command::new(env!("CARGO_BIN_EXE_jprof"))
+        .args([
+            "report",
+            "-f",
+            "collapsed",
+            "--weight",
+            "off-cpu",
+            "--comm",
+            "java",
+            "-i",
+        ])
+        .arg(work.path().join("java.data"))
+        .output()
+        .expect("run jprof report");
+    assert!(report.status.success());
+    let stacks: Vec<(Vec<String>, u64)> = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(s, n)| {
+            (
+                s.split(';').map(str::to_string).collect(),
+                n.parse().unwrap(),
+            )
+        })
+        .collect();
+    let sleeping = total(&stacks, |s| s.iter().any(|f| f == "JVM_Sleep"));
+    let named = total(&stacks, |s| {
+        s.iter().any(|f| f == "Sleeper.napOnce_[j]") && s.iter().any(|f| f == "JVM_Sleep")
+    });
+    // 500 naps of 2 ms: at least 1 s asleep (timer slack makes each nap a little longer).
+    assert!(
+        (1_000_000_000..1_300_000_000).contains(&sleeping),
+        "{sleeping} ns under JVM_Sleep, expected 1.0–1.3 s: {stacks:?}"
+    );
+    assert!(
+        named * 5 > sleeping,
+        "only {named} of {sleeping} ns asleep under a named Sleeper.napOnce JIT frame"
+    );
+}

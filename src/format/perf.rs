@@ -165,6 +165,15 @@ pub struct Sample<'a> {
     pub cpumode: u16,
 }
 
+/// What [`SampleLayout::sample_head`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SampleHead {
+    pub id: Option<u64>,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+}
+
 /// A decoded record. `Other` keeps kinds jprof does not interpret.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record<'a> {
@@ -361,6 +370,28 @@ impl SampleLayout {
             },
             other => Record::Other(other),
         })
+    }
+
+    /// The first fields of a SAMPLE record (which event, whose, when) without decoding the
+    /// rest: for counting and pairing, where the stacks do not matter.
+    pub fn sample_head(&self, raw: &RawRecord<'_>) -> Result<SampleHead, ParseError> {
+        let mut c = Cursor::new(raw.body, raw.offset + 8);
+        let t = self.sample_type;
+        let mut head = SampleHead::default();
+        if t & sample_type::IDENTIFIER != 0 {
+            head.id = Some(c.u64()?);
+        }
+        if t & sample_type::IP != 0 {
+            c.u64()?;
+        }
+        if t & sample_type::TID != 0 {
+            head.pid = c.u32()?;
+            head.tid = c.u32()?;
+        }
+        if t & sample_type::TIME != 0 {
+            head.time = c.u64()?;
+        }
+        Ok(head)
     }
 
     /// Where a SAMPLE record (header included) holds its period, when it has one: the fields
@@ -597,6 +628,11 @@ mod tests {
             panic!("not a sample")
         };
         assert_eq!((s.id, s.tid, s.time, s.period), (Some(42), 8, 123, 1));
+        let head = layout.sample_head(&raw).unwrap();
+        assert_eq!(
+            (head.id, head.pid, head.tid, head.time),
+            (Some(42), 7, 8, 123)
+        );
         let at = layout.period_offset().unwrap();
         assert_eq!(rec[at..at + 8], 1u64.to_le_bytes());
 

@@ -59,8 +59,8 @@ impl SwitchPairing {
         for raw in RecordIter::new(batch).flatten() {
             let whole = &batch[raw.offset..raw.offset + 8 + raw.body.len()];
             match raw.kind {
-                RecordKind::SAMPLE => match self.layout.parse(&raw) {
-                    Ok(Record::Sample(s)) if s.id.is_some_and(|id| self.ids.contains(&id)) => {
+                RecordKind::SAMPLE => match self.layout.sample_head(&raw) {
+                    Ok(s) if s.id.is_some_and(|id| self.ids.contains(&id)) => {
                         self.seen += 1;
                         self.threads.entry(s.tid).or_default().outs.push(SwitchOut {
                             time: s.time,

@@ -106,14 +106,18 @@ pub struct Counters {
 impl Counters {
     fn observe(&mut self, layout: &SampleLayout, batch: &[u8], side: &mut SideFiles) {
         for raw in RecordIter::new(batch).flatten() {
-            if let Some(t) = layout.time_of(&raw) {
+            let time = match raw.kind {
+                RecordKind::SAMPLE => layout.sample_head(&raw).ok().map(|s| s.time),
+                _ => layout.time_of(&raw),
+            };
+            if let Some(t) = time {
                 self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
                 self.last_time = self.last_time.max(t);
             }
             match raw.kind {
                 RecordKind::SAMPLE => {
                     self.summary.samples += 1;
-                    if let Ok(Record::Sample(s)) = layout.parse(&raw) {
+                    if let Ok(s) = layout.sample_head(&raw) {
                         self.tids.insert(s.tid);
                         self.pids.insert(s.pid);
                     }

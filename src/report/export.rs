@@ -50,6 +50,9 @@ pub struct ExportContext {
     pub code_loads: Vec<CodeLoad>,
     /// File name of the profiled program (`node`, `java`), when known.
     pub program: Option<String>,
+    /// What the ns of the weights are: `cpu`, or `off-cpu`/`wall` (`--weight`); pprof's
+    /// sample type.
+    pub time_kind: &'static str,
 }
 
 impl ExportContext {
@@ -64,6 +67,7 @@ impl ExportContext {
             start_unix_ns: 0,
             code_loads: Vec::new(),
             program: None,
+            time_kind: "cpu",
         }
     }
 
@@ -114,6 +118,7 @@ impl ExportContext {
                 .command
                 .first()
                 .map(|c| c.rsplit('/').next().unwrap_or(c).to_string()),
+            time_kind: "cpu",
         }
     }
 

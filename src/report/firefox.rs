@@ -191,8 +191,22 @@ fn build(profile: &Profile, ctx: &ExportContext) -> FxProfile {
                 }
                 stack
             });
-            let cpu = CpuDelta::from_nanos(ctx.cpu_ns(sample.weight));
-            fx.add_sample(thread, at(sample.time), stack, cpu, 1);
+            // An off-CPU sample used no CPU; its weight counts sampling intervals of waiting,
+            // so on- and off-CPU samples add up to time in the call tree (--weight wall).
+            let (cpu, weight) = if sample.off_cpu {
+                let interval = 1e9 / ctx.frequency_hz.max(1) as f64;
+                let intervals = (sample.weight as f64 / interval).round();
+                (0, intervals.min(i32::MAX as f64) as i32)
+            } else {
+                (ctx.cpu_ns(sample.weight), 1)
+            };
+            fx.add_sample(
+                thread,
+                at(sample.time),
+                stack,
+                CpuDelta::from_nanos(cpu),
+                weight,
+            );
         }
     }
     for load in &ctx.code_loads {

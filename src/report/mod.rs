@@ -262,6 +262,8 @@ pub struct Weighing {
     pub unit: export::WeightUnit,
     /// Said in titles: what the graph shows, when not the CPU samples.
     pub shows: Option<&'static str>,
+    /// What the ns count, for formats that name it (pprof's sample type).
+    pub time_kind: &'static str,
 }
 
 /// Sets every sample's weight for `weight` and keeps the samples it counts: CPU samples by
@@ -298,6 +300,7 @@ pub fn weigh(
                 count_name: "samples".into(),
                 unit: export::WeightUnit::Events,
                 shows: None,
+                time_kind: "cpu",
             })
         }
         Some(Weight::OffCpu) => {
@@ -310,6 +313,7 @@ pub fn weigh(
                 count_name: weigh_name(weight).unwrap_or_default().into(),
                 unit: ns,
                 shows: Some("off-CPU time"),
+                time_kind: "off-cpu",
             })
         }
         Some(Weight::Wall) => {
@@ -336,6 +340,7 @@ pub fn weigh(
                 count_name: weigh_name(weight).unwrap_or_default().into(),
                 unit: ns,
                 shows: Some("wall time: on-CPU + off-CPU"),
+                time_kind: "wall",
             })
         }
     };
@@ -412,6 +417,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     if let Some(w) = &weighing {
         context.event = w.count_name.clone();
         context.weight_unit = w.unit;
+        context.time_kind = w.time_kind;
         if let Some(shows) = w.shows {
             context.title = format!("{} — {shows}", context.title);
         }

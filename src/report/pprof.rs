@@ -331,7 +331,7 @@ fn build(profile: &Profile, ctx: &ExportContext) -> PprofProfile {
             unit: b.strings.get("count"),
         },
         ValueType {
-            r#type: b.strings.get("cpu"),
+            r#type: b.strings.get(ctx.time_kind),
             unit: b.strings.get("nanoseconds"),
         },
     ];
@@ -399,7 +399,7 @@ fn build(profile: &Profile, ctx: &ExportContext) -> PprofProfile {
             (last - first) as i64,
         ),
     };
-    let default_sample_type = b.strings.get("cpu");
+    let default_sample_type = b.strings.get(ctx.time_kind);
     PprofProfile {
         sample_type,
         sample: merged,

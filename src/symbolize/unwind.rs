@@ -16,13 +16,14 @@ use crate::format::perf::{context, misc, Sample};
 
 /// Deepest user stack jprof unwinds; deeper stacks are cut (the root side is lost).
 const MAX_FRAMES: usize = 1024;
-/// How many frames fp mode unwinds with CFI above the frame-pointer chain.
-pub const MAX_FRAMELESS: usize = 16;
+/// How many frames fp mode unwinds over its stack copy (CFI, else frame pointers).
+pub const MAX_FRAMELESS: usize = 64;
 
-/// Joins a CFI walk of the top of the stack (`walked`, from the IP) with the frame-pointer
+/// Joins a walk of the top of the stack (`walked`, from the IP) with the frame-pointer
 /// callchain: the walk up to its last address found in the chain, then the chain after that
-/// address. A walk that never meets the chain past the IP adds only its first return address
-/// (the one step that is sure). None when the result is the chain itself.
+/// address, or the rest of the walk when the chain ends there. A walk that never meets the
+/// chain past the IP adds only its first return address (the one step that is sure). None when
+/// the result is the chain itself.
 fn stitch(walked: &[u64], chain: &[u64]) -> Option<Vec<u64>> {
     let meet = (1..walked.len()).rev().find_map(|j| {
         chain
@@ -32,11 +33,16 @@ fn stitch(walked: &[u64], chain: &[u64]) -> Option<Vec<u64>> {
             .map(|i| (j, i + 1))
     });
     let fixed: Vec<u64> = match meet {
+        // The chain ends where the walk met it (frame pointers broken past there, as in
+        // libc's futex paths): the walk knows more.
+        Some((_, i)) if i + 1 == chain.len() => walked.to_vec(),
         Some((j, i)) => walked[..=j]
             .iter()
             .chain(&chain[i + 1..])
             .copied()
             .collect(),
+        // A chain with nothing past the IP: the walk is all there is.
+        None if chain.len() <= 1 => walked.to_vec(),
         None => match walked.get(1) {
             Some(&ra) => {
                 let mut v = chain.to_vec();
@@ -221,7 +227,8 @@ impl Unwinders {
             let pc = address.address_for_lookup();
             match jit.lookup(pid, pc, time) {
                 Some(code) if code.unwind.is_some() => register_jit(p, code),
-                Some(_) => break,
+                // JIT code without a table: framehop follows the frame pointer.
+                Some(_) => {}
                 None => match model.lookup(pid, pc) {
                     Some(mapping) => register(p, pid, mapping, binaries),
                     None => break,
@@ -407,6 +414,11 @@ mod tests {
             Some(vec![0x10, 0x15, 0x20])
         );
         assert_eq!(stitch(&[0x10], &[0x10, 0x20]), None);
+        // The chain ends at the meeting point: the walk goes on.
+        assert_eq!(
+            stitch(&[0x10, 0x20, 0x30, 0x40], &[0x10, 0x20]),
+            Some(vec![0x10, 0x20, 0x30, 0x40])
+        );
         // Garbage chain entries before the meeting point are dropped.
         assert_eq!(
             stitch(&[0x10, 0x11, 0x12, 0x30], &[0x10, 0x99, 0x30, 0x40]),

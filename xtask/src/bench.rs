@@ -27,6 +27,8 @@ mod import;
 mod java;
 /// .mlpd decode throughput and `jprof report` against mprof-report.
 mod mono;
+/// `record --off-cpu`: accuracy on known waits, overhead against perf's sched_switch.
+mod off_cpu;
 /// `jprof report -f text` on an XRay log against `llvm-xray account`.
 mod xray;
 
@@ -43,6 +45,8 @@ struct Options {
     xray_only: bool,
     /// Only the report writers (`--writers-only`).
     writers_only: bool,
+    /// Only the off-CPU comparison (`--off-cpu-only`).
+    off_cpu_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -54,6 +58,7 @@ fn parse(args: &[String]) -> Result<Options> {
         mono_only: false,
         xray_only: false,
         writers_only: false,
+        off_cpu_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -75,8 +80,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--mono-only" => options.mono_only = true,
             "--xray-only" => options.xray_only = true,
             "--writers-only" => options.writers_only = true,
+            "--off-cpu-only" => options.off_cpu_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only)"
             ),
         }
     }
@@ -280,6 +286,15 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+    if options.off_cpu_only {
+        // Needs perf only.
+        if !available("perf") {
+            bail!("the off-CPU comparison needs perf: apt-get install linux-perf");
+        }
+        let table = off_cpu::compare(&build_jprof()?, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     check_tools()?;
     let jprof = build_jprof()?;
     if options.import_only {
@@ -297,6 +312,7 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+
     let example = build_example()?;
     let dir = target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -379,6 +395,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&java::compare(&jprof, options.runs)?);
     table.push_str(&mono::compare(&jprof, options.runs)?);
     table.push_str(&xray::compare(&jprof, options.runs)?);
+    table.push_str(&off_cpu::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;

@@ -20,7 +20,8 @@ tasks:
   bench [--runs N] [--scale S]
                            jprof record/report vs perf record/perf script + inferno, side by side
                            (medians of N alternated runs, default 5; S scales the workload, default 1),
-                           then every report writer on a 1 M-sample profile (--writers-only: just that)
+                           then every report writer on a 1 M-sample profile (--writers-only: just that),
+                           Java, Mono, XRay and off-CPU comparisons (--off-cpu-only: just that)
   fuzz [SECS] [--stable]   fuzz every target (recording reader, jitdump, perf map) for SECS seconds
                            each (default 60); uses cargo-fuzz on nightly, or a deterministic
                            stable-toolchain fallback

@@ -1,0 +1,281 @@
+//! `record --off-cpu` end to end on examples/offcpu/waits.c, whose waits are known: the main
+//! thread sleeps 8 × 125 ms in `wait_in_sleeper`, a second thread spins for 1 s in
+//! `spin_in_spinner`. Every output format carries the off-CPU and wall weights.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn jprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_jprof"))
+}
+
+/// examples/offcpu/waits, built once (frame pointers kept, as the README asks of native code).
+fn waits() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("offcpu-waits");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/offcpu/waits.c");
+        let status = Command::new("cc")
+            .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "cc failed on {}", src.display());
+        out
+    })
+}
+
+fn ok(out: Output, what: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{what} failed: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &stderr
+}
+
+fn record(dir: &Path, extra: &[&str], args: &[&str]) -> (PathBuf, String) {
+    let data = dir.join("off.data");
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(extra)
+        .arg("--")
+        .arg(waits())
+        .args(args)
+        .output()
+        .expect("run jprof record");
+    (data, ok(out, "jprof record"))
+}
+
+/// `report --format collapsed` with `args`: folded line → weight.
+fn folded(data: &Path, args: &[&str]) -> Vec<(String, u64)> {
+    let out = jprof()
+        .args(["report", "-f", "collapsed", "-i"])
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run jprof report");
+    ok(out, "jprof report")
+        .lines()
+        .filter_map(|l| {
+            let (stack, n) = l.rsplit_once(' ')?;
+            Some((stack.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Total weight of the lines whose stack contains `frame`.
+fn under(lines: &[(String, u64)], frame: &str) -> u64 {
+    lines
+        .iter()
+        .filter(|(s, _)| s.split(';').any(|f| f == frame))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn within(value: u64, expected: f64, tolerance: f64, what: &str) {
+    let v = value as f64;
+    assert!(
+        (v - expected).abs() <= expected * tolerance,
+        "{what}: {:.3} s, expected {:.3} s ± {:.0}%",
+        v / 1e9,
+        expected / 1e9,
+        tolerance * 100.0
+    );
+}
+
+#[test]
+fn off_cpu_time_lands_under_the_waiting_function_and_wall_adds_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, summary) = record(dir.path(), &["--off-cpu"], &[]);
+    assert!(
+        summary.contains("off-CPU: ") && summary.contains("switches off the CPU"),
+        "no off-CPU line in the summary: {summary}"
+    );
+
+    // 8 × 125 ms asleep, under the function that slept, with its callers (fp mode, libc's
+    // frameless syscall wrappers recovered by CFI).
+    let off = folded(&data, &["--weight", "off-cpu"]);
+    let asleep = under(&off, "wait_in_sleeper");
+    within(asleep, 1e9, 0.05, "off-CPU under wait_in_sleeper");
+    assert!(
+        off.iter()
+            .any(|(s, _)| s.contains("main;wait_in_sleeper;usleep")),
+        "the sleeping stack is not whole: {off:?}"
+    );
+    // The spinner was almost never off the CPU.
+    let spinner_off = under(&off, "spin_in_spinner");
+    assert!(
+        spinner_off < 100_000_000,
+        "spinner off-CPU {spinner_off} ns; it only spins"
+    );
+
+    // Wall time of each thread is its real time (1 s each).
+    let wall = folded(&data, &["--weight", "wall"]);
+    within(under(&wall, "main"), 1e9, 0.10, "wall of the main thread");
+    within(
+        under(&wall, "spin_in_spinner"),
+        1e9,
+        0.10,
+        "wall of the spinning thread",
+    );
+
+    // The default view is the CPU samples alone: the sleep is not in it.
+    let cpu = folded(&data, &[]);
+    let cpu_total: u64 = cpu.iter().map(|(_, n)| n).sum();
+    assert!(cpu_total > 0);
+    assert!(
+        under(&cpu, "wait_in_sleeper") < cpu_total / 20,
+        "the default (CPU) view shows the sleep: {cpu:?}"
+    );
+    // Filters work on off-CPU samples too: the spinner thread alone has no sleep.
+    let text = ok(
+        jprof()
+            .args(["report", "-f", "text", "--weight", "off-cpu", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap(),
+        "report text",
+    );
+    assert!(text.contains("Off-CPU:"), "{text}");
+    assert!(text.contains("weights: ns off the CPU"), "{text}");
+    let late = folded(&data, &["--weight", "off-cpu", "--time", "0.6.."]);
+    let late_asleep = under(&late, "wait_in_sleeper");
+    assert!(
+        late_asleep < asleep && late_asleep > asleep / 5,
+        "--time 0.6.. kept {late_asleep} of {asleep} ns"
+    );
+}
+
+#[test]
+fn every_format_carries_the_off_cpu_weight() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, _) = record(dir.path(), &["--off-cpu"], &[]);
+    let report = |format: &str, file: &str, weight: &str| -> Vec<u8> {
+        let path = dir.path().join(file);
+        ok(
+            jprof()
+                .args(["report", "-f", format, "--weight", weight, "-i"])
+                .arg(&data)
+                .arg("-o")
+                .arg(&path)
+                .output()
+                .unwrap(),
+            format,
+        );
+        std::fs::read(&path).unwrap()
+    };
+    let svg = String::from_utf8(report("flamegraph", "off.svg", "off-cpu")).unwrap();
+    assert!(svg.contains("off-CPU time"), "the SVG's title says nothing");
+    assert!(svg.contains("off-CPU ns"), "the SVG's counts have no unit");
+    assert!(svg.contains("wait_in_sleeper"));
+    let wall_svg = String::from_utf8(report("flamegraph", "wall.svg", "wall")).unwrap();
+    assert!(
+        wall_svg.contains("wall time"),
+        "the wall SVG's title says nothing"
+    );
+
+    let gunzip = |bytes: Vec<u8>| {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes.as_slice())
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    };
+    let pprof = gunzip(report("pprof", "off.pb.gz", "off-cpu"));
+    let pprof_text = String::from_utf8_lossy(&pprof);
+    assert!(pprof_text.contains("off-cpu"), "pprof sample type");
+    assert!(pprof_text.contains("nanoseconds"), "pprof unit");
+    let speedscope = String::from_utf8(report("speedscope", "off.json", "off-cpu")).unwrap();
+    assert!(
+        speedscope.contains("\"unit\":\"nanoseconds\""),
+        "speedscope unit"
+    );
+    assert!(speedscope.contains("wait_in_sleeper"));
+    let firefox = String::from_utf8(gunzip(report("firefox", "off.json.gz", "wall"))).unwrap();
+    assert!(firefox.contains("wait_in_sleeper"));
+    assert!(firefox.contains("wall time"), "firefox profile name");
+
+    // jprof diff compares two off-CPU recordings by the same weight.
+    let svg = dir.path().join("diff.svg");
+    ok(
+        jprof()
+            .args(["diff", "--weight", "off-cpu", "-o"])
+            .arg(&svg)
+            .arg(&data)
+            .arg(&data)
+            .output()
+            .unwrap(),
+        "diff",
+    );
+    let diff = std::fs::read_to_string(&svg).unwrap();
+    assert!(diff.contains("wait_in_sleeper") && diff.contains("off-CPU ns"));
+}
+
+#[test]
+fn the_floor_counts_short_switches_without_storing_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Every sleep is 125 ms: a 200 ms floor stores none of them.
+    let (data, summary) = record(dir.path(), &["--off-cpu", "--off-cpu-min", "200ms"], &[]);
+    assert!(
+        summary.contains("shorter than 200ms counted only"),
+        "{summary}"
+    );
+    let rec = jprof::recording::Recording::open(&data).unwrap();
+    let counts = rec.summary.unwrap().off_cpu.expect("off-CPU counts");
+    assert!(counts.short >= 8, "{counts:?}");
+    within(counts.short_ns, 1e9, 0.10, "short switches' total");
+    let off = folded(&data, &["--weight", "off-cpu"]);
+    assert_eq!(under(&off, "wait_in_sleeper"), 0, "{off:?}");
+}
+
+#[test]
+fn off_cpu_weights_need_an_off_cpu_recording_and_say_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, _) = record(dir.path(), &[], &[]);
+    let out = jprof()
+        .args(["report", "--weight", "off-cpu", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("jprof record --off-cpu"), "{stderr}");
+    let bad = jprof()
+        .args(["record", "--off-cpu", "--off-cpu-min", "10", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("10us"));
+}
+
+#[test]
+fn attach_records_off_cpu_time_of_a_running_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A long ping-pong: both threads block on pipes all the time.
+    let mut target = Command::new(waits())
+        .args(["pingpong", "400000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let data = dir.path().join("attach.data");
+    let out = jprof()
+        .args(["record", "--off-cpu", "--duration", "1", "-o"])
+        .arg(&data)
+        .args(["-p", &target.id().to_string()])
+        .output()
+        .unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    ok(out, "jprof record -p --off-cpu");
+    let off = folded(&data, &["--weight", "off-cpu"]);
+    let pinger = under(&off, "serve_in_pinger");
+    let ponger = under(&off, "echo_in_ponger");
+    assert!(
+        pinger > 100_000_000 && ponger > 100_000_000,
+        "the ping-pong threads wait on each other: pinger {pinger} ns, ponger {ponger} ns"
+    );
+}

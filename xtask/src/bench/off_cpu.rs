@@ -1,0 +1,223 @@
+//! The off-CPU part of `cargo xtask bench` (examples/offcpu/waits.c):
+//! - accuracy: `waits` sleeps 8 × 125 ms on its main thread while a second thread spins for
+//!   1 s; `jprof record --off-cpu` must put 1 s under `wait_in_sleeper`, ~0 under the spinner,
+//!   and 1 s of wall time on each thread;
+//! - overhead: `waits pingpong N` (two threads passing a byte through pipes, two switches per
+//!   hop) alone, under `jprof record --off-cpu`, and under `perf record -g --switch-events`
+//!   with cpu-clock at 999 Hz plus every `sched:sched_switch` (`-c 1`): the same data (every
+//!   switch-out with its stack, every switch-in) from perf without BPF.
+//!   The workload times itself; slowdown = profiled / alone.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use super::{interleaved, median, Measurement, Meter};
+use crate::target_dir;
+
+/// Hops across CPUs (~3 s alone here); on one CPU a hop is ~40× faster.
+const HOPS: u64 = 100_000;
+const HOPS_SAME_CPU: u64 = 2_000_000;
+
+fn build(dir: &Path) -> Result<PathBuf> {
+    let out = dir.join("waits");
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"])
+        .arg(crate::root().join("examples/offcpu/waits.c"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .context("cc (apt-get install gcc)")?;
+    if !status.success() {
+        bail!("cc failed on examples/offcpu/waits.c");
+    }
+    Ok(out)
+}
+
+/// The workload's own "N hops in S s" line.
+fn hop_seconds(stdout: &Path) -> Result<f64> {
+    let text = std::fs::read_to_string(stdout)?;
+    text.split_whitespace()
+        .skip_while(|w| *w != "in")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("no `N hops in S s` in {}: {text}", stdout.display()))
+}
+
+/// `jprof report --format collapsed --weight WEIGHT`: total ns under a frame.
+fn ns_under(jprof: &Path, data: &Path, weight: &str, frame: &str) -> Result<f64> {
+    let out = Command::new(jprof)
+        .args(["report", "-f", "collapsed", "--weight", weight, "-i"])
+        .arg(data)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "jprof report failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.split(';').any(|f| f == frame))
+        .filter_map(|(_, n)| n.parse::<f64>().ok())
+        .sum())
+}
+
+pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
+    let dir = target_dir().join("bench-offcpu");
+    std::fs::create_dir_all(&dir)?;
+    let waits = build(&dir)?;
+    let mut table = String::from("\n### Off-CPU (`record --off-cpu`, examples/offcpu/waits.c)\n\n");
+
+    eprintln!("== off-CPU accuracy: waits under jprof record --off-cpu");
+    let data = dir.join("sleep.data");
+    let status = Command::new(jprof)
+        .args(["record", "--off-cpu", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(&waits)
+        .stderr(std::process::Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("jprof record --off-cpu failed");
+    }
+    let asleep = ns_under(jprof, &data, "off-cpu", "wait_in_sleeper")?;
+    let spinner_off = ns_under(jprof, &data, "off-cpu", "spin_in_spinner")?;
+    let main_wall = ns_under(jprof, &data, "wall", "main")?;
+    let spinner_wall = ns_under(jprof, &data, "wall", "spin_in_spinner")?;
+    let err = |v: f64| format!("{:+.1}%", (v / 1e9 - 1.0) * 100.0);
+    table += "| measure | real | jprof | error | goal |\n|---|---:|---:|---:|---|\n";
+    let _ = writeln!(
+        table,
+        "| off-CPU under `wait_in_sleeper` | 1.000 s | {:.3} s | {} | within 5% |",
+        asleep / 1e9,
+        err(asleep)
+    );
+    let _ = writeln!(
+        table,
+        "| off-CPU under `spin_in_spinner` | ~0 | {:.3} s | | ~0 |",
+        spinner_off / 1e9
+    );
+    let _ = writeln!(
+        table,
+        "| wall, main thread | 1.000 s | {:.3} s | {} | within 10% |",
+        main_wall / 1e9,
+        err(main_wall)
+    );
+    let _ = writeln!(
+        table,
+        "| wall, spinning thread | 1.000 s | {:.3} s | {} | within 10% |\n",
+        spinner_wall / 1e9,
+        err(spinner_wall)
+    );
+
+    for placement in ["split", "same"] {
+        table += &overhead(jprof, &waits, &dir, runs, placement)?;
+    }
+    Ok(table)
+}
+
+/// The ping-pong with its threads on two CPUs (`split`) or both on CPU 0 (`same`).
+fn overhead(
+    jprof: &Path,
+    waits: &Path,
+    dir: &Path,
+    runs: usize,
+    placement: &str,
+) -> Result<String> {
+    let mut table = String::new();
+    eprintln!("== off-CPU overhead, threads {placement}: waits pingpong alone / jprof --off-cpu / perf sched_switch ({runs} runs)");
+    let hops = if placement == "same" {
+        HOPS_SAME_CPU
+    } else {
+        HOPS
+    };
+    let jprof_data = dir.join("pingpong.data");
+    let perf_data = dir.join("pingpong.perf.data");
+    let outs = [
+        dir.join("alone.txt"),
+        dir.join("jprof.txt"),
+        dir.join("perf.txt"),
+    ];
+    let mut meter = Meter {
+        gnu_time: false,
+        scratch: dir.to_path_buf(),
+    };
+    let mut seconds: [Vec<f64>; 3] = Default::default();
+    // The workload pins its threads to CPUs 0 and 1: unpinned, the hand-off time depends on
+    // where the scheduler puts the pair, which the profiler's own threads change.
+    let workload: Vec<OsString> = vec![
+        waits.into(),
+        "pingpong".into(),
+        hops.to_string().into(),
+        placement.into(),
+    ];
+    interleaved(runs, 3, |variant| -> Result<Measurement> {
+        let mut argv: Vec<OsString> = match variant {
+            0 => Vec::new(),
+            1 => vec![
+                jprof.into(),
+                "record".into(),
+                "--off-cpu".into(),
+                "-F".into(),
+                "999".into(),
+                "-o".into(),
+                jprof_data.clone().into(),
+                "--".into(),
+            ],
+            _ => vec![
+                "perf".into(),
+                "record".into(),
+                "-q".into(),
+                "-g".into(),
+                "--switch-events".into(),
+                "-e".into(),
+                "cpu-clock/freq=999/".into(),
+                "-e".into(),
+                "sched:sched_switch".into(),
+                "-c".into(),
+                "1".into(),
+                "-o".into(),
+                perf_data.clone().into(),
+                "--".into(),
+            ],
+        };
+        argv.extend(workload.iter().cloned());
+        let m = meter.single(argv, &outs[variant])?;
+        seconds[variant].push(hop_seconds(&outs[variant])?);
+        Ok(m)
+    })?;
+    let [alone, ours, perf] = seconds.map(median);
+    let switches = 2.0 * hops as f64;
+    let per_switch = |p: &Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / switches);
+    let _ = writeln!(
+        table,
+        "\nPing-pong over pipes, {}, {hops} hops ({:.0} k switches/s alone), median of {runs}:\n",
+        if placement == "same" {
+            "both threads on CPU 0"
+        } else {
+            "threads on CPUs 0 and 1"
+        },
+        switches / alone / 1e3
+    );
+    table += "| variant | workload time (s) | slowdown | recording bytes per switch |\n|---|---:|---:|---:|\n";
+    let _ = writeln!(table, "| alone | {alone:.3} | 1.00× | |");
+    let _ = writeln!(
+        table,
+        "| jprof record --off-cpu | {ours:.3} | **{:.2}×** | {:.0} |",
+        ours / alone,
+        per_switch(&jprof_data)
+    );
+    let _ = writeln!(
+        table,
+        "| perf record -g --switch-events, cpu-clock + sched_switch -c 1 | {perf:.3} | {:.2}× | {:.0} |",
+        perf / alone,
+        per_switch(&perf_data)
+    );
+    table += "\nGoal: jprof's slowdown ≤ perf's (same data: CPU samples at 999 Hz and every switch with its call chain).\n";
+    Ok(table)
+}
