@@ -279,3 +279,46 @@ fn attach_records_off_cpu_time_of_a_running_process() {
         "the ping-pong threads wait on each other: pinger {pinger} ns, ponger {ponger} ns"
     );
 }
+
+/// Unprivileged with perf_event_paranoid 2, kernel-mode events are refused, and a switch-out
+/// (which happens in the kernel) would never fire: jprof says so and records CPU samples, not
+/// a program that seems never to wait. Run as `nobody` (the suite runs as root, as CI does).
+#[test]
+fn unprivileged_off_cpu_says_why_it_recorded_cpu_samples_only() {
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(2);
+    if paranoid < 2 {
+        eprintln!(
+            "skipped: perf_event_paranoid is {paranoid}, so unprivileged users get kernel events"
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let data = dir.path().join("user.data");
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_jprof"))
+        .args(["record", "--off-cpu", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(waits())
+        .current_dir(dir.path())
+        .output()
+        .expect("run setpriv");
+    let stderr = ok(out, "unprivileged jprof record --off-cpu");
+    assert!(
+        stderr.contains("--off-cpu needs kernel-mode events")
+            && stderr.contains("CPU samples only"),
+        "{stderr}"
+    );
+    let out = jprof()
+        .args(["report", "--weight", "off-cpu", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

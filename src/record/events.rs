@@ -257,7 +257,16 @@ pub fn open(
         cpus: cpus.clone(),
     };
     let mut off_cpu_ids = Vec::new();
-    if let Some(min_ns) = off_cpu_min_ns {
+    if off_cpu_min_ns.is_some() && !kernel {
+        // A switch happens in the kernel: with kernel-mode events excluded its sample never
+        // fires, so recording it would only look like a program that never waits.
+        notes.push(
+            "--off-cpu needs kernel-mode events (a thread leaves the CPU inside the kernel) and \
+             the kernel refused them: recorded CPU samples only. Fix: run as root, grant \
+             CAP_PERFMON, or `sysctl kernel.perf_event_paranoid=1`"
+                .into(),
+        );
+    } else if let Some(min_ns) = off_cpu_min_ns {
         match events.open_switch_events(pid, switch_attr_for(&main_attr)) {
             Ok(ids) => {
                 off_cpu_ids = ids;
