@@ -104,4 +104,24 @@ impl Profile {
     pub fn frames(&self) -> &[Frame] {
         &self.frames
     }
+
+    /// Renames frames: `rename` returns a frame's new name, or None to keep it. Frame ids stay;
+    /// the caller must not give two different frames the same name and kind.
+    pub fn rename_frames(&mut self, mut rename: impl FnMut(&Frame) -> Option<String>) {
+        for frame in &mut self.frames {
+            if let Some(name) = rename(frame) {
+                frame.name = name;
+            }
+        }
+        let tiers = &self.tiers;
+        self.index = self
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let id = FrameId(i as u32);
+                ((f.clone(), tiers.get(&id).cloned()), id)
+            })
+            .collect();
+    }
 }

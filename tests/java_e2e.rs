@@ -246,12 +246,15 @@ fn demo_run(jdk_name: &str, keep_side_files: bool) {
             RecordBody::JitTier(t) if t.kind == TierKind::INTERPRETER => interpreter_tier = true,
             RecordBody::DebugInfo2(info) => pending_info2 = Some(info.clone()),
             RecordBody::CodeLoad { name, .. } => {
-                if name == "demo.matrix.Matrix.multiply" {
+                // The agent writes names with their parameter types (docs/java.md).
+                if name.starts_with("demo.matrix.Matrix.multiply(") {
                     multiply_inlines_dot |= pending_info2.as_ref().is_some_and(|i| {
                         i.functions[0].name == *name
                             && i.functions[0].file.as_deref() == Some("demo/matrix/Matrix.java")
                             && i.inline_calls.iter().any(|c| {
-                                i.functions[c.function as usize].name == "demo.matrix.Matrix.dot"
+                                i.functions[c.function as usize]
+                                    .name
+                                    .starts_with("demo.matrix.Matrix.dot(")
                                     && c.call_line == 32
                             })
                     });
@@ -403,7 +406,7 @@ fn stress_run(jdk_name: &str) {
             RecordBody::CodeLoad { name, .. } if name.starts_with("Many.m") => {
                 many_loads.insert(name.clone());
             }
-            RecordBody::CodeLoad { name, .. } if name == "Plugin.work" => plugin_loads += 1,
+            RecordBody::CodeLoad { name, .. } if name == "Plugin.work(int)" => plugin_loads += 1,
             RecordBody::CodeUnload { .. } => unloads += 1,
             _ => {}
         }
@@ -658,5 +661,62 @@ fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
     assert!(
         named * 5 > sleeping,
         "only {named} of {sleeping} ns asleep under a named Sleeper.napOnce JIT frame"
+    );
+}
+
+/// Overloads stay apart (examples/java/overloads): `Overloads.mix(int)` and `mix(long)` are two
+/// frames, while a method with no overload is shown short (`Overloads.main`); `--signatures`
+/// shows every parameter list.
+#[test]
+fn jdk17_overloads_are_two_frames_and_the_rest_is_short() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk("17");
+    let classes = tempfile::tempdir().expect("tempdir");
+    compile(
+        classes.path(),
+        &[Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/overloads/Overloads.java")],
+    );
+    let work = tempfile::tempdir().expect("tempdir");
+    let (_, stacks) = record(
+        work.path(),
+        &[],
+        &[
+            java.to_str().unwrap(),
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "Overloads",
+            "2",
+        ],
+    );
+    let under = |name: &str| {
+        total(&stacks, |s| {
+            s.iter()
+                .any(|f| f.strip_suffix("_[j]").or(f.strip_suffix("_[i]")) == Some(name))
+        })
+    };
+    let all = total(&stacks, |_| true);
+    let (int, long) = (under("Overloads.mix(int)"), under("Overloads.mix(long)"));
+    assert!(
+        int * 10 > all && long * 10 > all,
+        "mix(int) {int}, mix(long) {long} of {all}: {stacks:?}"
+    );
+    assert!(
+        under("Overloads.main") > 0,
+        "main is shown short: {stacks:?}"
+    );
+    assert!(
+        !stacks
+            .iter()
+            .flat_map(|(s, _)| s)
+            .any(|f| f.starts_with("Overloads.mix_") || f.starts_with("Overloads.main(")),
+        "a short overload or a long unique name: {stacks:?}"
+    );
+    let full = Command::new(env!("CARGO_BIN_EXE_jprof"))
+        .args(["report", "-f", "collapsed", "--signatures", "-i"])
+        .arg(work.path().join("java.data"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&full.stdout).contains("Overloads.main(java.lang.String[])_[j]")
     );
 }

@@ -304,9 +304,14 @@ impl Jvmti {
     /// class is being unloaded).
     pub fn method_info(&self, method: MethodId) -> Option<MethodInfo> {
         let id = method.0 as JMethodId;
-        let (name, _, class, signature) = self.name_parts(method, false)?;
+        let (name, descriptor, class, signature) = self.name_parts(method, true)?;
         let mut info = MethodInfo {
-            name: names::method_name(&signature, &name),
+            name: match descriptor {
+                Some(descriptor) => {
+                    names::method_name_with_signature(&signature, &name, &descriptor)
+                }
+                None => names::method_name(&signature, &name),
+            },
             ..MethodInfo::default()
         };
         if self.source_files {

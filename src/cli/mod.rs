@@ -288,6 +288,10 @@ pub struct FilterArgs {
     /// Drop inlined frames; their samples go to the function they were inlined into.
     #[arg(long)]
     pub no_inline: bool,
+    /// Show every Java method with its parameter types (by default only overloaded methods
+    /// keep them, so two methods never share a frame).
+    #[arg(long)]
+    pub signatures: bool,
 }
 
 /// How a flame graph is drawn (report's flamegraph format, and diff).
@@ -505,6 +509,7 @@ impl From<ReportArgs> for ReportConfig {
             pid: a.filters.pid,
             lines: a.filters.lines,
             no_inline: a.filters.no_inline,
+            signatures: a.filters.signatures,
             flamegraph: a.flame.into(),
         }
     }
@@ -526,6 +531,7 @@ impl From<DiffArgs> for DiffConfig {
             pid: a.filters.pid,
             lines: a.filters.lines,
             no_inline: a.filters.no_inline,
+            signatures: a.filters.signatures,
             flamegraph: a.flame.into(),
         };
         DiffConfig {

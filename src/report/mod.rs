@@ -10,6 +10,7 @@ pub mod firefox;
 pub mod flamegraph;
 pub mod mlpd;
 pub mod pprof;
+pub mod signatures;
 pub mod speedscope;
 pub mod text;
 pub mod xray_log;
@@ -66,6 +67,8 @@ pub struct ReportConfig {
     pub lines: bool,
     /// Drop inlined frames (`--no-inline`).
     pub no_inline: bool,
+    /// Keep every Java signature (`--signatures`); by default only overloads keep theirs.
+    pub signatures: bool,
     /// `--inverted`, `--title`, `--min-width` of the flame graph.
     pub flamegraph: flamegraph::Look,
 }
@@ -370,8 +373,11 @@ pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profi
         debug_files: config.debug_files,
         progress: crate::progress::Progress::bar("symbolizing"),
     };
-    let profile = symbolize::resolve(&recording, &options)?;
+    let mut profile = symbolize::resolve(&recording, &options)?;
     options.progress.finish();
+    if !config.signatures {
+        signatures::shorten(&mut profile);
+    }
     Ok((recording, profile))
 }
 
