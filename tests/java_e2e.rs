@@ -720,3 +720,62 @@ fn jdk17_overloads_are_two_frames_and_the_rest_is_short() {
         String::from_utf8_lossy(&full.stdout).contains("Overloads.main(java.lang.String[])_[j]")
     );
 }
+
+/// `java -Xint`: every Java method runs in HotSpot's interpreter, and each interpreted frame is
+/// named by the `Method*` in its frame (agent-published names): ≥ 60% of the samples show
+/// `Overloads.main` → `Overloads.mix(…)` as interpreted frames (`_[int]`), with `main` as the
+/// parent, in fp and dwarf modes, on JDK 17 and 25.
+fn interpreted_run(jdk_name: &str, call_graph: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = tempfile::tempdir().expect("tempdir");
+    compile(
+        classes.path(),
+        &[Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/overloads/Overloads.java")],
+    );
+    let work = tempfile::tempdir().expect("tempdir");
+    let (_, stacks) = record(
+        work.path(),
+        &["--call-graph", call_graph],
+        &[
+            java.to_str().unwrap(),
+            "-Xint",
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "Overloads",
+            "1",
+        ],
+    );
+    let all = total(&stacks, |_| true);
+    let named = total(&stacks, |s| {
+        s.windows(2).any(|w| {
+            w[0] == "Overloads.main_[int]"
+                && (w[1] == "Overloads.mix(int)_[int]" || w[1] == "Overloads.mix(long)_[int]")
+        })
+    });
+    assert!(
+        named * 10 >= all * 6,
+        "JDK {jdk_name} {call_graph}: {named} of {all} weight under named interpreted frames"
+    );
+    // Never a wrong name: every interpreted frame names a method of the program or the JDK.
+    for (stack, _) in &stacks {
+        for f in stack.iter().filter(|f| f.ends_with("_[int]")) {
+            assert!(f.contains('.'), "odd interpreted frame {f}");
+        }
+    }
+}
+
+#[test]
+fn jdk17_interpreted_frames_are_named_fp() {
+    interpreted_run("17", "fp");
+}
+
+#[test]
+fn jdk17_interpreted_frames_are_named_dwarf() {
+    interpreted_run("17", "dwarf");
+}
+
+#[test]
+fn jdk25_interpreted_frames_are_named_fp() {
+    interpreted_run("25", "fp");
+}

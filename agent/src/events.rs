@@ -153,7 +153,7 @@ fn j9_record(
 ) -> Vec<u8> {
     let mut names = agent.j9_names.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(name) = agent.jvmti.j9_name(method) {
-        names.insert(ffi::openj9_method(method), name);
+        names.insert(ffi::vm_method(method), name);
     }
     let jvmti = &agent.jvmti;
     j9::record(image, metadata_addr, code_addr, |m| {
@@ -194,6 +194,40 @@ pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code: &[u
     };
     records.extend(jitdump_write::code_load(0, &load));
     dump.write(records);
+}
+
+/// Names per JPROF_METHOD_NAMES record.
+const NAMES_PER_RECORD: usize = 2048;
+
+/// JPROF_METHOD_NAMES for a class's methods (HotSpot: `Method*` → name), so the report can
+/// name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md).
+pub fn class_prepared(agent: &Agent, methods: Vec<(u64, MethodId)>) {
+    if agent.openj9 {
+        return;
+    }
+    let named: Vec<(u64, String)> = methods
+        .into_iter()
+        .filter(|(address, _)| *address != 0)
+        .filter_map(|(address, id)| Some((address, agent.jvmti.method_name(id)?)))
+        .collect();
+    let dump = agent.dump();
+    for chunk in named.chunks(NAMES_PER_RECORD) {
+        dump.write(jitdump_write::method_names(0, chunk));
+    }
+}
+
+/// JPROF_METHOD_NAMES for every class loaded so far (at VM start, and when attached).
+pub fn all_loaded_classes(agent: &Agent) {
+    if agent.openj9 {
+        return;
+    }
+    let methods: Vec<(u64, MethodId)> = agent
+        .jvmti
+        .loaded_classes()
+        .into_iter()
+        .flat_map(|class| agent.jvmti.methods_of(class))
+        .collect();
+    class_prepared(agent, methods);
 }
 
 pub fn flush(agent: &Agent) {

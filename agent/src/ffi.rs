@@ -26,6 +26,7 @@ const JVMTI_ENABLE: c_int = 1;
 /// Event numbers (jvmtiEvent in jvmti.h).
 const EVENT_VM_INIT: c_int = 50;
 const EVENT_VM_DEATH: c_int = 51;
+const EVENT_CLASS_PREPARE: c_int = 56;
 const EVENT_COMPILED_METHOD_LOAD: c_int = 68;
 const EVENT_COMPILED_METHOD_UNLOAD: c_int = 69;
 const EVENT_DYNAMIC_CODE_GENERATED: c_int = 70;
@@ -260,15 +261,10 @@ impl Jvmti {
         (err == JVMTI_ERROR_NONE).then(|| value.text()).flatten()
     }
 
-    /// Every loaded class's methods as (J9Method address, id). OpenJ9 only: there a jmethodID
-    /// points at a `J9JNIMethodID` whose first field is the J9Method (formats.md §6.5).
-    pub fn openj9_loaded_methods(&self) -> Vec<(u64, MethodId)> {
-        let mut out = Vec::new();
-        let (Some(get_classes), Some(get_methods)) = (
-            table_fn!(self.env, 78, GetLoadedClassesFn),
-            table_fn!(self.env, 52, GetClassMethodsFn),
-        ) else {
-            return out;
+    /// Every loaded class (JNI local references, valid in the calling event).
+    pub fn loaded_classes(&self) -> Vec<JClass> {
+        let Some(get_classes) = table_fn!(self.env, 78, GetLoadedClassesFn) else {
+            return Vec::new();
         };
         let mut count: Jint = 0;
         let mut classes: *mut JClass = std::ptr::null_mut();
@@ -276,28 +272,55 @@ impl Jvmti {
         if unsafe { get_classes(self.env, &mut count, &mut classes) } != JVMTI_ERROR_NONE
             || classes.is_null()
         {
-            return out;
+            return Vec::new();
         }
         // SAFETY: JVMTI returned `count` class references at `classes`.
-        let list = unsafe { std::slice::from_raw_parts(classes, count.max(0) as usize) };
-        for &class in list {
-            let mut n: Jint = 0;
-            let mut methods: *mut JMethodId = std::ptr::null_mut();
-            // SAFETY: `class` is a live reference from GetLoadedClasses; fails for classes
-            // not yet prepared, leaving `methods` null.
-            let err = unsafe { get_methods(self.env, class, &mut n, &mut methods) };
-            if err == JVMTI_ERROR_NONE && !methods.is_null() {
-                // SAFETY: JVMTI returned `n` method ids at `methods`, freed just below.
-                let ids = unsafe { std::slice::from_raw_parts(methods, n.max(0) as usize) };
-                out.extend(
-                    ids.iter()
-                        .map(|&id| (openj9_method(MethodId(id as usize)), MethodId(id as usize))),
-                );
-            }
-            self.deallocate(methods.cast());
-        }
+        let list = unsafe { std::slice::from_raw_parts(classes, count.max(0) as usize) }.to_vec();
         self.deallocate(classes.cast());
+        list
+    }
+
+    /// The methods of `class` as (method address in the VM, id). A jmethodID's first word is
+    /// the method: HotSpot's points at a slot holding the `Method*`, OpenJ9's at a
+    /// `J9JNIMethodID` that starts with the J9Method (formats.md §6.5). Empty for a class not
+    /// yet prepared.
+    pub fn methods_of(&self, class: JClass) -> Vec<(u64, MethodId)> {
+        let Some(get_methods) = table_fn!(self.env, 52, GetClassMethodsFn) else {
+            return Vec::new();
+        };
+        let mut n: Jint = 0;
+        let mut methods: *mut JMethodId = std::ptr::null_mut();
+        // SAFETY: `class` is a live reference from the VM; fails for classes not yet
+        // prepared, leaving `methods` null.
+        let err = unsafe { get_methods(self.env, class, &mut n, &mut methods) };
+        let mut out = Vec::new();
+        if err == JVMTI_ERROR_NONE && !methods.is_null() {
+            // SAFETY: JVMTI returned `n` method ids at `methods`, freed just below.
+            let ids = unsafe { std::slice::from_raw_parts(methods, n.max(0) as usize) };
+            out.extend(
+                ids.iter()
+                    .map(|&id| (vm_method(MethodId(id as usize)), MethodId(id as usize))),
+            );
+        }
+        self.deallocate(methods.cast());
         out
+    }
+
+    /// Every loaded class's methods as (J9Method address, id), on OpenJ9.
+    pub fn openj9_loaded_methods(&self) -> Vec<(u64, MethodId)> {
+        self.loaded_classes()
+            .into_iter()
+            .flat_map(|class| self.methods_of(class))
+            .collect()
+    }
+
+    /// `pkg.Class.method(int, java.lang.String)`, the name jprof's records use.
+    pub fn method_name(&self, method: MethodId) -> Option<String> {
+        let (name, descriptor, _, signature) = self.name_parts(method, true)?;
+        Some(match descriptor {
+            Some(descriptor) => names::method_name_with_signature(&signature, &name, &descriptor),
+            None => names::method_name(&signature, &name),
+        })
     }
 
     /// Name, source file and line table of `method`; `None` if the VM cannot tell (e.g. the
@@ -377,15 +400,16 @@ fn copy_code(addr: *const c_void, len: Jint) -> Vec<u8> {
     unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len as usize) }.to_vec()
 }
 
-/// The J9Method of an OpenJ9 jmethodID (a `J9JNIMethodID*` whose first field is it); 0 for a
-/// null id.
-pub fn openj9_method(method: MethodId) -> u64 {
+/// The VM's method behind a jmethodID: its first word (HotSpot: the `Method*` in the slot it
+/// points at; OpenJ9: the J9Method a `J9JNIMethodID*` starts with); 0 for a null id.
+pub fn vm_method(method: MethodId) -> u64 {
     let id = method.0 as *const u64;
     if id.is_null() {
         return 0;
     }
-    // SAFETY: on OpenJ9 (the only caller) a jmethodID points at a live J9JNIMethodID, which
-    // starts with the J9Method pointer; the VM never frees method ids of loaded classes.
+    // SAFETY: a jmethodID the VM just handed out points at live VM memory whose first word is
+    // the method (HotSpot's jmethodID slot, OpenJ9's J9JNIMethodID); the VM never frees the
+    // ids of loaded classes.
     unsafe { id.read_unaligned() }
 }
 
@@ -514,8 +538,19 @@ unsafe extern "C" fn on_vm_init(_env: RawEnv, _jni: *mut c_void, _thread: *mut c
     with_agent(|agent| {
         // Stubs generated before the live phase are not all posted; replaying them is cheap.
         agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
+        // Classes prepared before the live phase got no ClassPrepare.
+        events::all_loaded_classes(agent);
         events::flush(agent);
     });
+}
+
+unsafe extern "C" fn on_class_prepare(
+    _env: RawEnv,
+    _jni: *mut c_void,
+    _thread: *mut c_void,
+    class: JClass,
+) {
+    with_agent(|agent| events::class_prepared(agent, agent.jvmti.methods_of(class)));
 }
 
 unsafe extern "C" fn on_vm_death(_env: RawEnv, _jni: *mut c_void) {
@@ -543,6 +578,7 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
         events::restart(agent, &options)?;
         agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
         agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
+        events::all_loaded_classes(agent);
         events::flush(agent);
         return Ok(());
     }
@@ -584,6 +620,7 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
     let slot = |event: c_int| (event - EVENT_VM_INIT) as usize;
     callbacks[slot(EVENT_VM_INIT)] = on_vm_init as *const c_void;
     callbacks[slot(EVENT_VM_DEATH)] = on_vm_death as *const c_void;
+    callbacks[slot(EVENT_CLASS_PREPARE)] = on_class_prepare as *const c_void;
     callbacks[slot(EVENT_COMPILED_METHOD_LOAD)] = on_compiled_method_load as *const c_void;
     callbacks[slot(EVENT_COMPILED_METHOD_UNLOAD)] = on_compiled_method_unload as *const c_void;
     callbacks[slot(EVENT_DYNAMIC_CODE_GENERATED)] = on_dynamic_code_generated as *const c_void;
@@ -606,6 +643,7 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
     for event in [
         EVENT_VM_INIT,
         EVENT_VM_DEATH,
+        EVENT_CLASS_PREPARE,
         EVENT_COMPILED_METHOD_LOAD,
         EVENT_COMPILED_METHOD_UNLOAD,
         EVENT_DYNAMIC_CODE_GENERATED,
@@ -621,6 +659,7 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
         if let Some(agent) = AGENT.get() {
             agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
             agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
+            events::all_loaded_classes(agent);
             events::flush(agent);
         }
     }

@@ -33,6 +33,9 @@ impl RecordId {
     /// jprof extension ("J9MD" in a little-endian file): an OpenJ9 J9JITExceptionTable image
     /// and the names of its methods, for the next CODE_LOAD (see docs/formats.md).
     pub const JPROF_J9_METADATA: Self = Self(0x444D_394A);
+    /// jprof extension ("JPMN" in a little-endian file): VM method addresses (HotSpot's
+    /// `Method*`) and their names, so interpreted frames can be named (see docs/formats.md).
+    pub const JPROF_METHOD_NAMES: Self = Self(0x4E4D_504A);
 }
 
 /// JPROF_J9_METADATA `flags` bit 0: the struct begins with the className/methodName/
@@ -276,6 +279,9 @@ pub enum RecordBody {
     },
     /// jprof's JPROF_J9_METADATA: OpenJ9 metadata for the next CODE_LOAD.
     J9Metadata(J9Metadata),
+    /// jprof's JPROF_METHOD_NAMES: (method address in the VM, name), valid from the record's
+    /// time.
+    MethodNames(Vec<(u64, String)>),
     /// A record id jprof does not interpret (skipped by its size).
     Unknown(RecordId),
 }
@@ -456,8 +462,25 @@ fn parse_body(id: RecordId, c: &mut Cursor<'_>) -> Result<RecordBody, ParseError
             code_index: c.u64()?,
         },
         RecordId::JPROF_J9_METADATA => RecordBody::J9Metadata(parse_j9_metadata(c)?),
+        RecordId::JPROF_METHOD_NAMES => RecordBody::MethodNames(parse_method_names(c)?),
         other => RecordBody::Unknown(other),
     })
+}
+
+/// `u32 count`, then per method `u64 address, u32 length, name bytes`.
+fn parse_method_names(c: &mut Cursor<'_>) -> Result<Vec<(u64, String)>, ParseError> {
+    let count = c.u32()?;
+    // Each method takes at least 12 bytes.
+    if count as u64 * 12 > c.remaining() as u64 {
+        return Err(c.error(format!("{count} method names to fit in the record")));
+    }
+    let mut methods = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let method = c.u64()?;
+        let len = c.u32()? as usize;
+        methods.push((method, String::from_utf8_lossy(c.bytes(len)?).into_owned()));
+    }
+    Ok(methods)
 }
 
 fn parse_j9_metadata(c: &mut Cursor<'_>) -> Result<J9Metadata, ParseError> {

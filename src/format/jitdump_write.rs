@@ -219,6 +219,19 @@ pub fn j9_metadata(timestamp: u64, md: &J9Metadata<'_>) -> Vec<u8> {
     record(RecordId::JPROF_J9_METADATA, timestamp, &b)
 }
 
+/// jprof's JPROF_METHOD_NAMES: VM method addresses and their names.
+pub fn method_names(timestamp: u64, methods: &[(u64, String)]) -> Vec<u8> {
+    let names: usize = methods.iter().map(|(_, n)| 12 + n.len()).sum();
+    let mut b = Vec::with_capacity(4 + names);
+    b.extend((methods.len() as u32).to_le_bytes());
+    for (method, name) in methods {
+        b.extend(method.to_le_bytes());
+        b.extend((name.len() as u32).to_le_bytes());
+        b.extend(name.as_bytes());
+    }
+    record(RecordId::JPROF_METHOD_NAMES, timestamp, &b)
+}
+
 pub fn close(timestamp: u64) -> Vec<u8> {
     record(RecordId::CODE_CLOSE, timestamp, &[])
 }

@@ -25,7 +25,9 @@ pub fn frame_label(frame: &Frame) -> String {
         FrameKind::Kernel => "_[k]",
         FrameKind::Jit => "_[j]",
         FrameKind::Inlined => "_[i]",
-        FrameKind::Root | FrameKind::Native | FrameKind::Interpreter | FrameKind::Unknown => "",
+        // An interpreted method: its own mark, as async-profiler's `_[0]`.
+        FrameKind::Interpreter => "_[int]",
+        FrameKind::Root | FrameKind::Native | FrameKind::Unknown => "",
     });
     label
 }

@@ -93,6 +93,8 @@ struct ProcessCode {
     /// While loading: indices into `code` of the bodies not yet ended, by start address, so
     /// a load looks only at bodies that can overlap it instead of at every earlier one.
     live: BTreeMap<u64, Vec<usize>>,
+    /// JPROF_METHOD_NAMES: VM method address → (sample-clock time named, name), by time.
+    methods: rustc_hash::FxHashMap<u64, Vec<(u64, Arc<str>)>>,
 }
 
 /// (file offset, sample-clock time it was read, bytes) of a stored side-file piece.
@@ -378,6 +380,15 @@ impl JitIndex {
                 RecordBody::DebugInfo2(info) => pending_info2 = Some(info),
                 RecordBody::UnwindingInfo { eh_frame, .. } => pending_unwind = Some(eh_frame),
                 RecordBody::J9Metadata(md) => pending_j9 = Some(md),
+                RecordBody::MethodNames(list) => {
+                    for (method, name) in list {
+                        process
+                            .methods
+                            .entry(method)
+                            .or_default()
+                            .push((t, Arc::from(name)));
+                    }
+                }
                 RecordBody::JitTier(tier) => {
                     let name = tier_name(tier.kind, &tier.name);
                     if tier.code_addr == 0 {
@@ -621,6 +632,24 @@ impl JitIndex {
     /// The code at `addr` in `pid` at sample-clock time `t`.
     pub fn lookup(&self, pid: u32, addr: u64, t: u64) -> Option<&JitCode> {
         self.processes.get(&pid)?.lookup(addr, t)
+    }
+
+    /// Whether the process's runtime named its VM methods (JPROF_METHOD_NAMES).
+    pub fn has_method_names(&self, pid: u32) -> bool {
+        self.processes
+            .get(&pid)
+            .is_some_and(|p| !p.methods.is_empty())
+    }
+
+    /// The name of the VM method at `method` at time `t`: the latest naming at or before `t`
+    /// (an address may name another method after its class was unloaded).
+    pub fn method_name(&self, pid: u32, method: u64, t: u64) -> Option<&str> {
+        let names = self.processes.get(&pid)?.methods.get(&method)?;
+        names
+            .iter()
+            .filter(|(from, _)| *from <= t)
+            .max_by_key(|(from, _)| *from)
+            .map(|(_, name)| &**name)
     }
 
     /// Frames for `addr`, innermost first: inlined functions from DEBUG_INFO2, then the body.

@@ -7,6 +7,7 @@
 pub mod at_time;
 pub mod embedded;
 pub mod frame_cache;
+mod interpreted;
 pub mod jit_index;
 pub mod jit_unwind;
 pub mod kernel;
@@ -62,6 +63,9 @@ struct SampleStack {
     period: u64,
     /// A switch-out of `record --off-cpu` (period: ns off the CPU).
     off_cpu: bool,
+    /// Per user-stack entry, the `Method*` of a HotSpot interpreted frame (empty when the
+    /// process named no VM methods).
+    interpreted: Vec<Option<u64>>,
     /// The callchain's user part, before unwinding.
     callchain_user: Vec<u64>,
     stack: AddressStack,
@@ -127,6 +131,11 @@ fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
     true
 }
 
+/// HotSpot's name for its template interpreter's code (a DynamicCodeGenerated blob).
+const INTERPRETER: &str = "Interpreter";
+/// Frames walked over a sample's stack copy to find interpreted frames.
+const MAX_WALK: usize = 1024;
+
 /// Replays the records in time order through the process model and hands every sample's
 /// address stack to `visit`. User stacks come from `embedded` when it holds the unwinding
 /// results, else from unwinding here (DWARF mode, or fp mode's frameless-leaf fix).
@@ -184,6 +193,34 @@ fn walk(
                 }
             }
         }
+        let interpreted = match UserRegs::from_sample(&s.regs_user, regs_mask) {
+            Some(regs) if jit.has_method_names(s.pid) => {
+                let at = UserState {
+                    pid: s.pid,
+                    time: s.time,
+                    regs,
+                    stack: s.stack_user,
+                };
+                let walked = unwinders.walk_copy(&model, binaries, jit, &at, MAX_WALK);
+                let in_interpreter = |i: usize| {
+                    let addr = stack.user[i];
+                    let probe = if i == 0 && stack.user_first_exact {
+                        addr
+                    } else {
+                        addr.wrapping_sub(1)
+                    };
+                    jit.lookup(s.pid, probe, s.time)
+                        .is_some_and(|code| code.name == INTERPRETER)
+                };
+                let read = |addr: u64| {
+                    let at = usize::try_from(addr.checked_sub(regs.sp)?).ok()?;
+                    let word = s.stack_user.get(at..at.checked_add(8)?)?;
+                    Some(u64::from_le_bytes(word.try_into().ok()?))
+                };
+                interpreted::methods(&stack.user, &walked, in_interpreter, read)
+            }
+            _ => Vec::new(),
+        };
         let sample = SampleStack {
             offset,
             pid: s.pid,
@@ -192,6 +229,7 @@ fn walk(
             cpu: s.cpu,
             period: s.period,
             off_cpu: s.id.is_some_and(|id| off_cpu_ids.contains(&id)),
+            interpreted,
             callchain_user,
             stack,
         };
@@ -286,6 +324,21 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                 // JIT code lives in anonymous memory; the index knows what was there when.
                 let probe = if exact { addr } else { addr.wrapping_sub(1) };
                 if let Some(code) = jit.lookup(s.pid, probe, s.time) {
+                    // A HotSpot interpreted frame, named by the method it runs.
+                    let method = s.interpreted.get(i).copied().flatten();
+                    let named = method
+                        .filter(|_| code.name == INTERPRETER)
+                        .and_then(|m| jit.method_name(s.pid, m, s.time));
+                    if let Some(name) = named {
+                        stack.push(profile.intern(Frame {
+                            name: name.to_string(),
+                            kind: FrameKind::Interpreter,
+                            module: Some(code.source.to_string()),
+                            file: None,
+                            line: None,
+                        }));
+                        continue;
+                    }
                     let frames = jit_index::JitIndex::code_frames(code, probe);
                     for frame in frames.into_iter().rev() {
                         // The tier belongs to the compiled body, not to what is inlined in it.

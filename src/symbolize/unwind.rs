@@ -212,6 +212,25 @@ impl Unwinders {
         at: &UserState<'_>,
         callchain_user: &[u64],
     ) -> Option<Vec<u64>> {
+        let walked: Vec<u64> = self
+            .walk_copy(model, binaries, jit, at, MAX_FRAMELESS)
+            .into_iter()
+            .map(|(addr, _)| addr)
+            .collect();
+        stitch(&walked, callchain_user)
+    }
+
+    /// Walks the stack copy from the sample's registers, frame by frame (CFI where a module or
+    /// JIT body has it, else the frame pointer): each frame's address (the IP, then return
+    /// addresses) with its frame-pointer register, at most `max_frames` frames.
+    pub fn walk_copy(
+        &mut self,
+        model: &ProcessModel,
+        binaries: &mut BinaryCache,
+        jit: &JitIndex,
+        at: &UserState<'_>,
+        max_frames: usize,
+    ) -> Vec<(u64, u64)> {
         let UserState {
             pid,
             time,
@@ -222,8 +241,8 @@ impl Unwinders {
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut read = stack_reader(stack, regs.sp);
         let mut address = FrameAddress::from_instruction_pointer(regs.ip);
-        let mut walked = vec![regs.ip];
-        while walked.len() <= MAX_FRAMELESS {
+        let mut walked = vec![(regs.ip, regs.bp)];
+        while walked.len() <= max_frames {
             let pc = address.address_for_lookup();
             match jit.lookup(pid, pc, time) {
                 Some(code) if code.unwind.is_some() => register_jit(p, code),
@@ -246,13 +265,13 @@ impl Unwinders {
             {
                 break;
             }
-            walked.push(ra);
+            walked.push((ra, uregs.bp()));
             let Some(next) = FrameAddress::from_return_address(ra) else {
                 break;
             };
             address = next;
         }
-        stitch(&walked, callchain_user)
+        walked
     }
 
     /// DWARF mode: the whole user stack from the registers and the stack copy, through JIT

@@ -59,6 +59,7 @@ fn id_name(id: RecordId) -> String {
         RecordId::SAMPLY_EMBEDDED_SOURCE => "EMBEDDED_SOURCE".into(),
         RecordId::JPROF_CODE_UNLOAD => "JPROF_CODE_UNLOAD".into(),
         RecordId::JPROF_J9_METADATA => "JPROF_J9_METADATA".into(),
+        RecordId::JPROF_METHOD_NAMES => "JPROF_METHOD_NAMES".into(),
         RecordId(other) => format!("UNKNOWN({other})"),
     }
 }
@@ -268,6 +269,16 @@ fn dump_record(r: &Record, size: Option<u32>, out: &mut dyn Write) -> io::Result
             content.len()
         ),
         RecordBody::J9Metadata(md) => super::dump_j9::dump_record(md, out),
+        RecordBody::MethodNames(methods) => {
+            writeln!(out, " {} methods", methods.len())?;
+            for (method, name) in methods.iter().take(3) {
+                writeln!(out, "    {method:#x} {name}")?;
+            }
+            if methods.len() > 3 {
+                writeln!(out, "    ...")?;
+            }
+            Ok(())
+        }
         RecordBody::Unknown(_) => writeln!(out, " (not interpreted; skipped by its size)"),
     }
 }

@@ -138,16 +138,18 @@ fn overhead(
     };
     let jprof_data = dir.join("pingpong.data");
     let perf_data = dir.join("pingpong.perf.data");
+    let perf_stack_data = dir.join("pingpong.perf-stack.data");
     let outs = [
         dir.join("alone.txt"),
         dir.join("jprof.txt"),
         dir.join("perf.txt"),
+        dir.join("perf-stack.txt"),
     ];
     let mut meter = Meter {
         gnu_time: false,
         scratch: dir.to_path_buf(),
     };
-    let mut seconds: [Vec<f64>; 3] = Default::default();
+    let mut seconds: [Vec<f64>; 4] = Default::default();
     // The workload pins its threads to CPUs 0 and 1: unpinned, the hand-off time depends on
     // where the scheduler puts the pair, which the profiler's own threads change.
     let workload: Vec<OsString> = vec![
@@ -156,7 +158,7 @@ fn overhead(
         hops.to_string().into(),
         placement.into(),
     ];
-    interleaved(runs, 3, |variant| -> Result<Measurement> {
+    interleaved(runs, 4, |variant| -> Result<Measurement> {
         let mut argv: Vec<OsString> = match variant {
             0 => Vec::new(),
             1 => vec![
@@ -169,7 +171,7 @@ fn overhead(
                 jprof_data.clone().into(),
                 "--".into(),
             ],
-            _ => vec![
+            2 | 3 => vec![
                 "perf".into(),
                 "record".into(),
                 "-q".into(),
@@ -185,13 +187,22 @@ fn overhead(
                 perf_data.clone().into(),
                 "--".into(),
             ],
+            _ => unreachable!(),
         };
+        if variant == 3 {
+            // The same stack copy per switch as jprof's (1 KiB, for the callers of frameless
+            // code), which perf takes with its DWARF mode.
+            argv.splice(3..4, ["--call-graph".into(), "dwarf,1024".into()]);
+            if let Some(o) = argv.iter().position(|a| a == "-o") {
+                argv[o + 1] = perf_stack_data.clone().into();
+            }
+        }
         argv.extend(workload.iter().cloned());
         let m = meter.single(argv, &outs[variant])?;
         seconds[variant].push(hop_seconds(&outs[variant])?);
         Ok(m)
     })?;
-    let [alone, ours, perf] = seconds.map(median);
+    let [alone, ours, perf, perf_stack] = seconds.map(median);
     let switches = 2.0 * hops as f64;
     let per_switch = |p: &Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / switches);
     let _ = writeln!(
@@ -217,6 +228,12 @@ fn overhead(
         "| perf record -g --switch-events, cpu-clock + sched_switch -c 1 | {perf:.3} | {:.2}× | {:.0} |",
         perf / alone,
         per_switch(&perf_data)
+    );
+    let _ = writeln!(
+        table,
+        "| the same with `--call-graph dwarf,1024` (jprof's 1 KiB stack copy) | {perf_stack:.3} | {:.2}× | {:.0} |",
+        perf_stack / alone,
+        per_switch(&perf_stack_data)
     );
     table += "\nGoal: jprof's slowdown ≤ perf's (same data: CPU samples at 999 Hz and every switch with its call chain).\n";
     Ok(table)
