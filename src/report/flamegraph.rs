@@ -227,7 +227,7 @@ mod tests {
         assert!(g >= 165 && b >= 165 && r < 120, "inlined {r},{g},{b}");
         let (r, g, b) = fill_of(&svg, "sys_read");
         assert!(r >= 190 && b == 0, "kernel {r},{g},{b}");
-        let (r, g, b) = fill_of(&svg, "LOAD_ATTR");
+        let (r, g, b) = fill_of(&svg, "LOAD_ATTR_[int]");
         assert!(r >= 175 && g >= 175 && b < 80, "interpreter {r},{g},{b}");
         let (r, g, b) = fill_of(&svg, "prog");
         assert!(r == g && g == b && r >= 160, "root {r},{g},{b}");
