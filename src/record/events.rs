@@ -13,9 +13,9 @@ use super::{CallGraph, EventChoice};
 
 /// BP, SP and IP (x86_64 perf_regs indexes 6, 7, 8): enough for frame-pointer and CFI unwinding.
 pub const REGS_USER_MASK: u64 = 0x1c0;
-/// Stack bytes copied per sample. dwarf: whole stacks of typical depth; fp: just enough to read
-/// the return address of a frameless leaf.
-pub const STACK_BYTES_DWARF: u32 = 32 * 1024;
+/// Stack bytes copied per sample. dwarf: perf's default, the frame-pointer chain continuing
+/// deeper stacks; fp: enough to walk frameless code at the top (a leaf, libc's wrappers).
+pub const STACK_BYTES_DWARF: u32 = 8 * 1024;
 pub const STACK_BYTES_FP: u32 = 1024;
 /// Ring sizes in pages (power of two) per CPU.
 const RING_PAGES_FP: usize = 256;
@@ -101,9 +101,8 @@ pub(crate) fn attr_for(
         CallGraph::Dwarf => STACK_BYTES_DWARF,
         CallGraph::FramePointers => STACK_BYTES_FP,
     };
-    if call_graph == CallGraph::Dwarf {
-        attr.set_exclude_callchain_user(1);
-    }
+    // dwarf mode keeps the kernel's frame-pointer chain of the user stack too: where the
+    // stack copy ends, the report continues with it (docs/symbolization.md).
     attr.set_disabled(1);
     attr.set_enable_on_exec(u64::from(launch));
     attr.set_inherit(1);

@@ -182,7 +182,8 @@ fn walk(
                         stack: s.stack_user,
                     };
                     if dwarf {
-                        stack.user = unwinders.unwind(&model, binaries, jit, &at);
+                        let walked = unwinders.unwind(&model, binaries, jit, &at);
+                        stack.user = unwind::extend_with_chain(walked, &callchain_user);
                     } else if stack.user.first() == Some(&regs.ip) {
                         if let Some(fixed) =
                             unwinders.fix_frameless_top(&model, binaries, jit, &at, &stack.user)

@@ -19,6 +19,28 @@ const MAX_FRAMES: usize = 1024;
 /// How many frames fp mode unwinds over its stack copy (CFI, else frame pointers).
 pub const MAX_FRAMELESS: usize = 64;
 
+/// dwarf mode: the DWARF walk (`walked`, from the IP; it ends where the stack copy does),
+/// continued by the frame-pointer callchain past the deepest frame both have: frames the chain
+/// skipped (callers of frameless code) come from the walk, frames past the copy from the chain.
+pub fn extend_with_chain(mut walked: Vec<u64>, chain: &[u64]) -> Vec<u64> {
+    for j in (1..walked.len()).rev() {
+        // The same return address recurs in recursion: match the same occurrence.
+        let nth = walked[..j].iter().filter(|&&a| a == walked[j]).count();
+        let found = chain
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, &c)| c == walked[j])
+            .nth(nth)
+            .map(|(i, _)| i);
+        if let Some(i) = found {
+            walked.extend_from_slice(&chain[i + 1..]);
+            return walked;
+        }
+    }
+    walked
+}
+
 /// Joins a walk of the top of the stack (`walked`, from the IP) with the frame-pointer
 /// callchain: the walk up to its last address found in the chain, then the chain after that
 /// address, or the rest of the walk when the chain ends there. A walk that never meets the
@@ -410,6 +432,30 @@ fn register(p: &mut ProcessUnwinder, pid: u32, mapping: &Mapping, binaries: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dwarf_walk_continues_with_the_chain() {
+        // The copy ended after 0x40; the chain skipped 0x30 and goes on past the copy.
+        assert_eq!(
+            extend_with_chain(
+                vec![0x10, 0x20, 0x30, 0x40],
+                &[0x10, 0x20, 0x40, 0x50, 0x60]
+            ),
+            vec![0x10, 0x20, 0x30, 0x40, 0x50, 0x60]
+        );
+        // Nothing shared: the walk alone.
+        assert_eq!(
+            extend_with_chain(vec![0x10, 0x20], &[0x10, 0x99]),
+            vec![0x10, 0x20]
+        );
+        // No chain (an older recording): the walk alone.
+        assert_eq!(extend_with_chain(vec![0x10, 0x20], &[]), vec![0x10, 0x20]);
+        // Recursion: the walk's second 0x20 is the chain's second.
+        assert_eq!(
+            extend_with_chain(vec![0x10, 0x20, 0x20], &[0x10, 0x20, 0x20, 0x20, 0x30]),
+            vec![0x10, 0x20, 0x20, 0x20, 0x30]
+        );
+    }
 
     #[test]
     fn stitching_a_cfi_walk_onto_the_frame_pointer_chain() {
