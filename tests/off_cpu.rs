@@ -322,3 +322,44 @@ fn unprivileged_off_cpu_says_why_it_recorded_cpu_samples_only() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A Node thread blocked in `Atomics.wait` (examples/offcpu/waits.js: 8 × 125 ms) has its wait
+/// under its JavaScript frames, named through V8's jitdump: the time under `waitInSleeper`
+/// matches what the script measured itself within 5%.
+#[test]
+fn node_waits_are_under_their_javascript_frames() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("node.data");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/offcpu/waits.js");
+    let out = jprof()
+        .args(["record", "--off-cpu", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg("node")
+        .arg(&script)
+        .current_dir(dir.path())
+        .output()
+        .expect("run jprof record -- node");
+    let text = ok(out, "jprof record -- node");
+    let waited_ms: f64 = text
+        .split_whitespace()
+        .skip_while(|w| *w != "waited")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `waited N ms` line: {text}"));
+    let off = folded(&data, &["--weight", "off-cpu"]);
+    let named = off
+        .iter()
+        .filter(|(s, _)| {
+            s.split(';')
+                .any(|f| f.contains("waitInSleeper") && f.ends_with("_[j]"))
+        })
+        .map(|(_, n)| n)
+        .sum::<u64>();
+    within(
+        named,
+        waited_ms * 1e6,
+        0.05,
+        "off-CPU under JS waitInSleeper",
+    );
+}

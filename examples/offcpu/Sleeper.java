@@ -12,6 +12,8 @@ public class Sleeper {
     }
 
     public static void main(String[] args) throws Exception {
+        long start = System.nanoTime();
         sleepLoop(args.length > 0 ? Integer.parseInt(args[0]) : 500);
+        System.out.printf("waited %.1f ms%n", (System.nanoTime() - start) / 1e6);
     }
 }

@@ -115,9 +115,77 @@ pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
         err(spinner_wall)
     );
 
+    table += &runtimes(jprof, &dir)?;
     for placement in ["split", "same"] {
         table += &overhead(jprof, &waits, &dir, runs, placement)?;
     }
+    Ok(table)
+}
+
+/// A Java thread in `Thread.sleep` (examples/offcpu/Sleeper.java) and a Node thread in
+/// `Atomics.wait` (waits.js): the off-CPU time under the function that waited, named through
+/// the runtime's frames, against the time the program measured itself.
+fn runtimes(jprof: &Path, dir: &Path) -> Result<String> {
+    let mut table = String::from(
+        "| runtime: function that waited | measured by the program | jprof off-CPU under it | error |\n|---|---:|---:|---:|\n",
+    );
+    let examples = crate::root().join("examples/offcpu");
+    let status = Command::new("javac")
+        .arg("-d")
+        .arg(dir)
+        .arg(examples.join("Sleeper.java"))
+        .status()
+        .context("javac (install a JDK)")?;
+    if !status.success() {
+        bail!("javac failed on Sleeper.java");
+    }
+    let cases: [(&str, Vec<OsString>, &str); 2] = [
+        (
+            "Java `Thread.sleep` in `Sleeper.sleepLoop` (500 × 2 ms)",
+            vec!["java".into(), "-cp".into(), dir.into(), "Sleeper".into()],
+            "Sleeper.sleepLoop",
+        ),
+        (
+            "Node `Atomics.wait` in `waitInSleeper` (8 × 125 ms)",
+            vec!["node".into(), examples.join("waits.js").into()],
+            "waitInSleeper",
+        ),
+    ];
+    for (what, command, frame) in cases {
+        let data = dir.join("runtime.data");
+        let out = Command::new(jprof)
+            .args(["record", "--off-cpu", "-o"])
+            .arg(&data)
+            .arg("--")
+            .args(&command)
+            .current_dir(dir)
+            .output()?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let waited_ms: f64 = stdout
+            .split_whitespace()
+            .skip_while(|w| *w != "waited")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("no `waited N ms` from {what}: {stdout}"))?;
+        let report = Command::new(jprof)
+            .args(["report", "-f", "collapsed", "--weight", "off-cpu", "-i"])
+            .arg(&data)
+            .output()?;
+        let ns: f64 = String::from_utf8_lossy(&report.stdout)
+            .lines()
+            .filter_map(|l| l.rsplit_once(' '))
+            .filter(|(stack, _)| stack.split(';').any(|f| f.contains(frame)))
+            .filter_map(|(_, n)| n.parse::<f64>().ok())
+            .sum();
+        let _ = writeln!(
+            table,
+            "| {what} | {:.3} s | {:.3} s | {:+.1}% |",
+            waited_ms / 1e3,
+            ns / 1e9,
+            (ns / 1e6 / waited_ms - 1.0) * 100.0
+        );
+    }
+    table.push('\n');
     Ok(table)
 }
 
