@@ -77,6 +77,16 @@ fn compile(dir: &Path, sources: &[PathBuf]) {
     );
 }
 
+/// One example source (a path under the repository), compiled into a fresh directory.
+fn example_classes(source: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    compile(
+        dir.path(),
+        &[Path::new(env!("CARGO_MANIFEST_DIR")).join(source)],
+    );
+    dir
+}
+
 fn demo_classes() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/demo");
@@ -607,11 +617,7 @@ fn jdk17_attach_to_a_jvm_in_other_mount_and_pid_namespaces() {
 fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let java = jdk("17");
-    let classes = tempfile::tempdir().expect("tempdir");
-    compile(
-        classes.path(),
-        &[Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/offcpu/Sleeper.java")],
-    );
+    let classes = example_classes("examples/offcpu/Sleeper.java");
     let work = tempfile::tempdir().expect("tempdir");
     record_only(
         work.path(),
@@ -671,11 +677,7 @@ fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
 fn jdk17_overloads_are_two_frames_and_the_rest_is_short() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let java = jdk("17");
-    let classes = tempfile::tempdir().expect("tempdir");
-    compile(
-        classes.path(),
-        &[Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/overloads/Overloads.java")],
-    );
+    let classes = example_classes("examples/java/overloads/Overloads.java");
     let work = tempfile::tempdir().expect("tempdir");
     let (_, stacks) = record(
         work.path(),
@@ -728,11 +730,7 @@ fn jdk17_overloads_are_two_frames_and_the_rest_is_short() {
 fn interpreted_run(jdk_name: &str, call_graph: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let java = jdk(jdk_name);
-    let classes = tempfile::tempdir().expect("tempdir");
-    compile(
-        classes.path(),
-        &[Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/overloads/Overloads.java")],
-    );
+    let classes = example_classes("examples/java/overloads/Overloads.java");
     let work = tempfile::tempdir().expect("tempdir");
     let (_, stacks) = record(
         work.path(),

@@ -74,6 +74,18 @@ fn under(lines: &[(String, u64)], frame: &str) -> u64 {
         .sum()
 }
 
+/// `report --weight off-cpu` on a recording without off-CPU data: a usage error (exit 2);
+/// returns its message.
+fn off_cpu_weight_refused(data: &Path) -> String {
+    let out = jprof()
+        .args(["report", "--weight", "off-cpu", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn within(value: u64, expected: f64, tolerance: f64, what: &str) {
     let v = value as f64;
     assert!(
@@ -235,13 +247,7 @@ fn the_floor_counts_short_switches_without_storing_them() {
 fn off_cpu_weights_need_an_off_cpu_recording_and_say_so() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (data, _) = record(dir.path(), &[], &[]);
-    let out = jprof()
-        .args(["report", "--weight", "off-cpu", "-i"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = off_cpu_weight_refused(&data);
     assert!(stderr.contains("jprof record --off-cpu"), "{stderr}");
     let bad = jprof()
         .args(["record", "--off-cpu", "--off-cpu-min", "10", "--", "true"])
@@ -315,12 +321,7 @@ fn unprivileged_off_cpu_says_why_it_recorded_cpu_samples_only() {
             && stderr.contains("CPU samples only"),
         "{stderr}"
     );
-    let out = jprof()
-        .args(["report", "--weight", "off-cpu", "-i"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    off_cpu_weight_refused(&data);
 }
 
 /// A Node thread blocked in `Atomics.wait` (examples/offcpu/waits.js: 8 × 125 ms) has its wait

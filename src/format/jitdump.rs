@@ -497,18 +497,7 @@ fn parse_j9_metadata(c: &mut Cursor<'_>) -> Result<J9Metadata, ParseError> {
     }
     let image_offset = c.offset();
     let image = c.bytes(image_size as usize)?.to_vec();
-    let count = c.u32()?;
-    // Each method takes at least 12 bytes.
-    if count as u64 * 12 > c.remaining() as u64 {
-        return Err(c.error(format!("{count} method names to fit in the record")));
-    }
-    let mut methods = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let method = c.u64()?;
-        let len = c.u32()? as usize;
-        let name = String::from_utf8_lossy(c.bytes(len)?).into_owned();
-        methods.push((method, name));
-    }
+    let methods = parse_method_names(c)?;
     Ok(J9Metadata {
         code_addr,
         metadata_addr,
