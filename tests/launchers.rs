@@ -244,4 +244,50 @@ fn mcs_through_debians_wrapper_is_named() {
         text(&out)
     );
     assert_named(&lines, &out, 5);
+    assert!(
+        text(&out).contains("--call-graph dwarf` unwinds it with the images' CFI"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Mono's AOT images keep their CFI in `.debug_frame` (their `.eh_frame` is empty): in dwarf
+/// mode, most of mcs's managed stacks reach `Main` through them.
+#[test]
+fn mcs_stacks_reach_main_through_aot_images_in_dwarf_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        format!("{FIXTURES}/src/Shapes.cs"),
+        dir.path().join("Shapes.cs"),
+    )
+    .unwrap();
+    let data = dir.path().join("mcs.data");
+    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+        .args(["record", "--call-graph", "dwarf", "-o"])
+        .arg(&data)
+        .args(["--", "mcs", "-out:Shapes.exe", "Shapes.cs"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let folded = Command::new(env!("CARGO_BIN_EXE_jprof"))
+        .args(["report", "-f", "collapsed", "--comm", "mono", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let (mut all, mut main) = (0u64, 0u64);
+    for line in String::from_utf8_lossy(&folded.stdout).lines() {
+        let Some((stack, n)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let n: u64 = n.parse().unwrap();
+        all += n;
+        if stack.contains("Main") {
+            main += n;
+        }
+    }
+    assert!(
+        main * 10 >= all * 6,
+        "{main} of {all} weight of mcs's stacks reach Main"
+    );
 }

@@ -479,6 +479,15 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         &side.runtime_files(),
         &setup,
     ));
+    if config.call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
+        // Mono's AOT images (mscorlib, mcs) keep no frame pointers; their .debug_frame CFI
+        // unwinds them in dwarf mode (docs/mono.md).
+        summary.notes.push(
+            "mono: managed code precompiled into AOT images has no frame pointers, so fp-mode \
+             stacks stop there; `jprof record --call-graph dwarf` unwinds it with the images' CFI"
+                .into(),
+        );
+    }
     if !config.keep_side_files && matches!(config.target, Target::Launch(_)) {
         // Files the runtimes wrote only because jprof set them up: their bytes are in the
         // recording.

@@ -157,10 +157,12 @@ impl Binary {
             let Ok(obj) = object::File::parse(&*self.image) else {
                 return UnwindSections::default();
             };
+            // An empty section counts as absent: Mono's AOT images have an empty .eh_frame
+            // and their CFI in .debug_frame, which framehop reads only without .eh_frame.
             let section = |name: &str| {
                 let s = obj.section_by_name(name)?;
                 let data = s.uncompressed_data().ok()?;
-                Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
+                (!data.is_empty()).then(|| (s.address()..s.address() + s.size(), Arc::from(&*data)))
             };
             UnwindSections {
                 text: section(".text"),
