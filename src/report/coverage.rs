@@ -20,18 +20,20 @@ pub fn lines(profile: &Profile) -> Vec<String> {
     for sample in &profile.samples {
         // The innermost user-space frame (a sample taken in the kernel counts by the user code
         // it entered from), as the record summary counts.
+        // An inlined frame belongs to the code it was inlined into, native or JIT: the first
+        // frame out from it that is not inlined says which.
         let Some(frame) = sample
             .stack
             .iter()
             .rev()
             .map(|&id| profile.frame(id))
-            .find(|f| f.kind != FrameKind::Kernel)
+            .find(|f| !matches!(f.kind, FrameKind::Kernel | FrameKind::Inlined))
         else {
             continue;
         };
         let counts = by_pid.entry(sample.pid).or_default();
         match frame.kind {
-            FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreter => counts.named += 1,
+            FrameKind::Jit | FrameKind::Interpreter => counts.named += 1,
             FrameKind::Unknown
                 if frame.name.contains("(anon")
                     || frame.name.contains("[anon")
@@ -59,4 +61,30 @@ pub fn lines(profile: &Profile) -> Vec<String> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::FrameKind::*;
+    use crate::report::collapsed::tests::profile;
+
+    #[test]
+    fn inlined_frames_count_as_the_code_they_are_inlined_into() {
+        let p = profile(&[
+            // JIT code with a method inlined: named JIT code.
+            (&[("App.run", Jit), ("App.inner", Inlined)], 1),
+            // A native function with a native function inlined: not JIT code at all.
+            (
+                &[("App.run", Jit), ("elf_lookup", Native), ("rela", Inlined)],
+                1,
+            ),
+            // Anonymous memory: JIT code without a name.
+            (&[("App.run", Jit), ("[unknown] (anon+0x10)", Unknown)], 1),
+        ]);
+        assert_eq!(
+            lines(&p),
+            vec!["pid 1 (?): 50.0% of 2 samples in JIT code named"]
+        );
+    }
 }
