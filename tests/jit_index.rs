@@ -89,6 +89,26 @@ fn jitdump_wins_over_perf_map() {
     );
 }
 
+/// Mono's perf map says `(null)` for code it cannot name; a timed record naming the same code
+/// a little after the sample (its event was stamped late) names it instead.
+#[test]
+fn a_null_perf_map_name_gives_way_to_a_later_timed_name() {
+    let mut f = w::header(PID, 0, false);
+    f.extend(load(2_000, 0x7800, "Program:Main ()", 16));
+    let mut index = JitIndex::default();
+    index.add_perf_map(PID, "/tmp/perf-77.map", b"7800 40 (null)\n", &[(0, 900)]);
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+    assert_eq!(
+        index.lookup(PID, 0x7808, 1_500).map(|c| c.name.as_str()),
+        Some("Program:Main ()")
+    );
+    // Where nothing else names it, the perf map's entry stays.
+    assert_eq!(
+        index.lookup(PID, 0x7828, 1_500).map(|c| c.name.as_str()),
+        Some("(null)")
+    );
+}
+
 #[test]
 fn inline_frames_lines_and_tier() {
     let mut f = w::header(PID, 0, false);

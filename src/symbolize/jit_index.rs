@@ -85,6 +85,9 @@ impl JitCode {
     }
 }
 
+/// The name Mono's `--jitmap` perf map gives code it cannot name.
+const UNNAMED_PERF_MAP: &str = "(null)";
+
 /// Per process: code bodies sorted by start address.
 #[derive(Debug, Default)]
 struct ProcessCode {
@@ -263,6 +266,13 @@ impl ProcessCode {
             {
                 best_later = Some(c);
             }
+        }
+        // Mono's perf map says `(null)` for code it could not name; a timed record (the .mlpd)
+        // that names the address a little later knows better.
+        if best_live.is_some_and(|c| !c.from_jitdump && c.name == UNNAMED_PERF_MAP)
+            && best_later.is_some_and(|c| c.from_jitdump)
+        {
+            return best_later;
         }
         // A sample may land in code a little before its load record was stamped: then the
         // first body loaded there afterwards is the best guess.
