@@ -27,6 +27,8 @@ mod import;
 mod java;
 /// .mlpd decode throughput and `jprof report` against mprof-report.
 mod mono;
+/// Node under `jprof record` against Node with the same V8 flags alone.
+mod node;
 /// `record --off-cpu`: accuracy on known waits, overhead against perf's sched_switch.
 mod off_cpu;
 /// `jprof report -f text` on an XRay log against `llvm-xray account`.
@@ -47,6 +49,8 @@ struct Options {
     writers_only: bool,
     /// Only the off-CPU comparison (`--off-cpu-only`).
     off_cpu_only: bool,
+    /// Only the Node overhead (`--node-only`).
+    node_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -59,6 +63,7 @@ fn parse(args: &[String]) -> Result<Options> {
         xray_only: false,
         writers_only: false,
         off_cpu_only: false,
+        node_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -81,8 +86,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--xray-only" => options.xray_only = true,
             "--writers-only" => options.writers_only = true,
             "--off-cpu-only" => options.off_cpu_only = true,
+            "--node-only" => options.node_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only)"
             ),
         }
     }
@@ -286,6 +292,11 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+    if options.node_only {
+        let table = node::compare(&build_jprof()?, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     if options.off_cpu_only {
         // Needs perf only.
         if !available("perf") {
@@ -396,6 +407,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&mono::compare(&jprof, options.runs)?);
     table.push_str(&xray::compare(&jprof, options.runs)?);
     table.push_str(&off_cpu::compare(&jprof, options.runs)?);
+    table.push_str(&node::compare(&jprof, options.runs)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
