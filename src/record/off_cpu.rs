@@ -12,6 +12,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
 use crate::recording::OffCpuCounts;
 
+/// How long after a thread's exit its last switch-out may still arrive.
+const EXIT_MEMORY_NS: u64 = 1_000_000_000;
+
 /// A switch-out waiting for its switch-in.
 struct SwitchOut {
     time: u64,
@@ -120,7 +123,11 @@ impl SwitchPairing {
             // A switch-in below the watermark with no switch-out before it can pair no more.
             let first_out = t.outs.first().map_or(u64::MAX, |o| o.time);
             t.ins.retain(|&i| i >= watermark || i >= first_out);
-            !(t.outs.is_empty() && t.ins.is_empty() && t.exited_at.is_none())
+            // An exit stays known a while: the thread's last switch-out comes just after it.
+            !t.outs.is_empty()
+                || !t.ins.is_empty()
+                || t.exited_at
+                    .is_some_and(|e| e.saturating_add(EXIT_MEMORY_NS) >= watermark)
         });
     }
 
