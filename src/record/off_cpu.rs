@@ -178,3 +178,104 @@ fn store(
         out.extend_from_slice(&o.record);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::perf::{misc, sample_type as st};
+
+    const LAYOUT: SampleLayout = SampleLayout {
+        sample_type: st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD,
+        regs_user_mask: 0,
+        sample_id_all: true,
+    };
+    const SWITCH_ID: u64 = 7;
+
+    fn record(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+        let mut r = kind.to_le_bytes().to_vec();
+        r.extend(misc.to_le_bytes());
+        r.extend(((8 + body.len()) as u16).to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    fn sample(id: u64, tid: u32, time: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [id, 0x1000] {
+            b.extend(v.to_le_bytes());
+        }
+        b.extend(tid.to_le_bytes());
+        b.extend(tid.to_le_bytes());
+        b.extend(time.to_le_bytes());
+        b.extend(0u64.to_le_bytes()); // cpu
+        b.extend(1u64.to_le_bytes()); // period
+        record(9, misc::KERNEL, &b)
+    }
+
+    fn switch_in(tid: u32, time: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(tid.to_le_bytes());
+        b.extend(tid.to_le_bytes());
+        b.extend(time.to_le_bytes());
+        b.extend(0u64.to_le_bytes()); // cpu
+        b.extend(SWITCH_ID.to_le_bytes()); // identifier
+        record(14, 0, &b)
+    }
+
+    /// (tid, time, period) of the samples in `bytes`.
+    fn periods(bytes: &[u8]) -> Vec<(u32, u64, u64)> {
+        RecordIter::new(bytes)
+            .flatten()
+            .filter_map(|raw| match LAYOUT.parse(&raw) {
+                Ok(Record::Sample(s)) => Some((s.tid, s.time, s.period)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_switch_in_from_another_ring_that_arrives_first_still_pairs() {
+        let mut pairing = SwitchPairing::new(LAYOUT, &[SWITCH_ID], 1_000).unwrap();
+        // CPU 1's ring: the return at 5000 (drained first); CPU 0's ring: the switch-out at 1000,
+        // a CPU sample, and the next switch-out at 9000.
+        let mut batch = switch_in(42, 5_000);
+        batch.extend(sample(SWITCH_ID, 42, 1_000));
+        batch.extend(sample(99, 42, 6_000));
+        batch.extend(sample(SWITCH_ID, 42, 9_000));
+        let kept = pairing.process(&batch, Some(8_000));
+        // The CPU sample passes; the first switch-out is stored with 4000 ns off the CPU; the
+        // second waits for its return.
+        assert_eq!(periods(&kept), vec![(42, 6_000, 1), (42, 1_000, 4_000)]);
+        // Nothing returns before the end: the thread waited until then.
+        let (rest, counts) = pairing.finish(12_000);
+        assert_eq!(periods(&rest), vec![(42, 9_000, 3_000)]);
+        assert_eq!(
+            (counts.switches, counts.stored, counts.stored_ns),
+            (2, 2, 7_000)
+        );
+    }
+
+    #[test]
+    fn short_switches_are_counted_not_stored_and_exits_are_not_waits() {
+        let mut pairing = SwitchPairing::new(LAYOUT, &[SWITCH_ID], 1_000).unwrap();
+        let mut batch = sample(SWITCH_ID, 5, 100);
+        batch.extend(switch_in(5, 600));
+        // Thread 6 exits at 2000; its last switch-out comes just after.
+        let mut body = Vec::new();
+        for v in [6u32, 1, 6, 6] {
+            body.extend(v.to_le_bytes());
+        }
+        body.extend(2_000u64.to_le_bytes());
+        body.extend([0u8; 24]); // sample_id trailer
+        batch.extend(record(4, 0, &body));
+        batch.extend(sample(SWITCH_ID, 6, 2_001));
+        let kept = pairing.process(&batch, Some(3_000));
+        assert!(periods(&kept).is_empty(), "{:?}", periods(&kept));
+        let (rest, counts) = pairing.finish(10_000);
+        assert!(periods(&rest).is_empty());
+        assert_eq!(
+            (counts.switches, counts.short, counts.short_ns),
+            (1, 1, 500)
+        );
+    }
+}
