@@ -238,7 +238,12 @@ fn the_floor_counts_short_switches_without_storing_them() {
     let rec = jprof::recording::Recording::open(&data).unwrap();
     let counts = rec.summary.unwrap().off_cpu.expect("off-CPU counts");
     assert!(counts.short >= 8, "{counts:?}");
-    within(counts.short_ns, 1e9, 0.10, "short switches' total");
+    // The 1 s of sleeps is among them (with whatever preempted the spinner on a busy machine).
+    assert!(
+        counts.short_ns >= 950_000_000,
+        "short switches' total {} ns misses the sleeps",
+        counts.short_ns
+    );
     let off = folded(&data, &["--weight", "off-cpu"]);
     assert_eq!(under(&off, "wait_in_sleeper"), 0, "{off:?}");
 }
