@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+
+/// The tests measure time: one at a time, so they do not preempt each other's threads.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn jprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_jprof"))
@@ -99,6 +102,7 @@ fn within(value: u64, expected: f64, tolerance: f64, what: &str) {
 
 #[test]
 fn off_cpu_time_lands_under_the_waiting_function_and_wall_adds_up() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let (data, summary) = record(dir.path(), &["--off-cpu"], &[]);
     assert!(
@@ -162,6 +166,7 @@ fn off_cpu_time_lands_under_the_waiting_function_and_wall_adds_up() {
 
 #[test]
 fn every_format_carries_the_off_cpu_weight() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let (data, _) = record(dir.path(), &["--off-cpu"], &[]);
     let report = |format: &str, file: &str, weight: &str| -> Vec<u8> {
@@ -228,6 +233,7 @@ fn every_format_carries_the_off_cpu_weight() {
 
 #[test]
 fn the_floor_counts_short_switches_without_storing_them() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     // Every sleep is 125 ms: a 200 ms floor stores none of them.
     let (data, summary) = record(dir.path(), &["--off-cpu", "--off-cpu-min", "200ms"], &[]);
@@ -250,6 +256,7 @@ fn the_floor_counts_short_switches_without_storing_them() {
 
 #[test]
 fn off_cpu_weights_need_an_off_cpu_recording_and_say_so() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let (data, _) = record(dir.path(), &[], &[]);
     let stderr = off_cpu_weight_refused(&data);
@@ -264,6 +271,7 @@ fn off_cpu_weights_need_an_off_cpu_recording_and_say_so() {
 
 #[test]
 fn attach_records_off_cpu_time_of_a_running_process() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     // A long ping-pong: both threads block on pipes all the time.
     let mut target = Command::new(waits())
@@ -296,6 +304,7 @@ fn attach_records_off_cpu_time_of_a_running_process() {
 /// a program that seems never to wait. Run as `nobody` (the suite runs as root, as CI does).
 #[test]
 fn unprivileged_off_cpu_says_why_it_recorded_cpu_samples_only() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .ok()
         .and_then(|t| t.trim().parse().ok())
@@ -334,6 +343,7 @@ fn unprivileged_off_cpu_says_why_it_recorded_cpu_samples_only() {
 /// matches what the script measured itself within 5%.
 #[test]
 fn node_waits_are_under_their_javascript_frames() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("node.data");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/offcpu/waits.js");
