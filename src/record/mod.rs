@@ -354,7 +354,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
                 tree.reap()
                     .map_err(|e| Error::Other(format!("waiting for the target failed: {e}")))?;
                 if tree.target_exit.is_some() {
-                    if tree.finished() {
+                    if tree.settled() {
                         break tree.target_exit;
                     }
                     if following_since.is_none() {

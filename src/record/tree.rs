@@ -17,6 +17,8 @@ pub struct Tree {
     pub target_exit: Option<ChildExit>,
     stop_signals: u32,
     kill_at: Option<Instant>,
+    /// Polls in a row that found nothing left to follow.
+    empty_polls: u32,
 }
 
 /// (parent pid, session id) of a process, from `/proc/PID/stat`.
@@ -68,6 +70,7 @@ impl Tree {
             target_exit: None,
             stop_signals: 0,
             kill_at: None,
+            empty_polls: 0,
         }
     }
 
@@ -106,6 +109,17 @@ impl Tree {
     /// Whether nothing the recording follows is left running.
     pub fn finished(&self) -> bool {
         self.target_exit.is_some() && self.followed().is_empty()
+    }
+
+    /// `finished`, seen on two polls in a row: one scan of /proc is not atomic, and a child
+    /// caught while the kernel moves it from its exiting parent to jprof can be missed once.
+    pub fn settled(&mut self) -> bool {
+        if self.finished() {
+            self.empty_polls += 1;
+        } else {
+            self.empty_polls = 0;
+        }
+        self.empty_polls >= 2
     }
 
     /// Sends `signal` to the target and every process the recording follows.
