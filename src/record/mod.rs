@@ -160,6 +160,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let wall_start = Instant::now();
     let (mut profiled, opened) = match &config.target {
         Target::Launch(_) => {
+            // Before the target runs: a child it starts and leaves at once must be reparented
+            // to jprof, not to init (on a busy machine that can happen before the reader loop
+            // starts). Without it the tree is lost from view and only the target is followed.
+            let _ = child::become_subreaper();
             let child =
                 child::spawn_suspended(&argv, &setup.env).map_err(|source| Error::Spawn {
                     command: argv.join(" "),
