@@ -4,6 +4,7 @@ use clap::Parser;
 use jprof::cli::{Cli, Command};
 
 fn main() -> std::process::ExitCode {
+    jprof::sys::memory::return_large_blocks();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Record(args) => jprof::record::run(&args.into()),

@@ -2,7 +2,9 @@
 //! summary, embedded symbols, side data), loaded for reading. The byte container is in
 //! `format::recording`; the writer is `record::writer`.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -161,6 +163,16 @@ enum Bytes {
     Mapped(MappedFile),
 }
 
+impl Bytes {
+    /// Pages of a mapped file a reader is done with are given back (they read again from the
+    /// file if needed).
+    fn release(&self, offset: usize, len: usize) {
+        if let Bytes::Mapped(m) = self {
+            m.release(offset, len);
+        }
+    }
+}
+
 impl std::ops::Deref for Bytes {
     type Target = [u8];
 
@@ -176,9 +188,11 @@ impl std::ops::Deref for Bytes {
 pub struct Recording {
     pub path: PathBuf,
     bytes: Bytes,
-    /// Decompressed PERF_RECORDS_ZSTD payloads (see [`Recording::load`]).
-    inflated: Vec<u8>,
-    chunks: Vec<(ChunkKind, usize, usize)>,
+    chunks: Vec<Chunk>,
+    /// PERF_RECORDS_ZSTD payloads decompressed by [`Recording::perf_records`] and
+    /// [`Recording::payloads`], kept for the recording's life (one cell per chunk; the
+    /// time-ordered reader in `symbolize::records` decompresses on its own and lets go).
+    inflated: Vec<OnceLock<Result<Vec<u8>, ParseError>>>,
     pub meta: Meta,
     pub clock: Option<ClockConversion>,
     pub summary: Option<Summary>,
@@ -188,6 +202,32 @@ pub struct Recording {
     pub skipped: Vec<std::ops::Range<usize>>,
     /// Whether the recorder finished cleanly (END chunk present).
     pub finished: bool,
+}
+
+/// Where a chunk is: its kind, its payload's file offset and length, and for perf records the
+/// offset their records are numbered from.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    kind: ChunkKind,
+    offset: usize,
+    len: usize,
+    /// PERF_RECORDS: the payload's file offset. PERF_RECORDS_ZSTD: [`INFLATED_BASE`] plus the
+    /// decompressed sizes of the compressed chunks before it, so a record's offset never
+    /// changes however the file grows (embedded symbols key unwound stacks by it).
+    base: usize,
+}
+
+/// One item of [`Recording::record_chunks`], in file order.
+pub enum RecordsItem<'a> {
+    /// A chunk of perf records (decompressed if it was compressed), its records numbered from
+    /// `base`.
+    Records {
+        base: usize,
+        bytes: Result<Cow<'a, [u8]>, ParseError>,
+    },
+    /// A RECORDS_ORDER mark: every record earlier than this sample-clock time is in a chunk
+    /// before it.
+    OrderedBefore(u64),
 }
 
 impl Recording {
@@ -215,41 +255,41 @@ impl Recording {
 
     fn load(path: PathBuf, bytes: Bytes) -> Result<Self, Error> {
         let parsed = parse_chunks(&bytes).map_err(|e| Error::parse(&path, e))?;
-        // Compressed perf records are decompressed once, into `inflated`; their entries then
-        // read as PERF_RECORDS at offsets from INFLATED_BASE, which stay the same however the
-        // file grows (embedded symbols key unwound stacks by record offset).
-        let mut inflated = Vec::new();
+        // Compressed records are decompressed when read, not here: a long recording's records
+        // do not fit in memory at once. The size each frame declares numbers their records.
+        let mut inflated_len = 0;
         let mut skipped = parsed.skipped;
         let mut stopped = parsed.stopped;
         let mut chunks = Vec::with_capacity(parsed.chunks.len());
         for c in &parsed.chunks {
-            if c.kind != ChunkKind::PERF_RECORDS_ZSTD {
-                chunks.push((c.kind, c.offset, c.payload.len()));
-                continue;
-            }
-            match inflate(c.payload, c.offset) {
-                Ok(records) => {
-                    chunks.push((
-                        ChunkKind::PERF_RECORDS,
-                        INFLATED_BASE + inflated.len(),
-                        records.len(),
-                    ));
-                    inflated.extend_from_slice(&records);
+            let mut chunk = Chunk {
+                kind: c.kind,
+                offset: c.offset,
+                len: c.payload.len(),
+                base: c.offset,
+            };
+            if c.kind == ChunkKind::PERF_RECORDS_ZSTD {
+                match declared_size(c.payload, c.offset) {
+                    Ok(size) => {
+                        chunk.base = INFLATED_BASE + inflated_len;
+                        inflated_len += size;
+                    }
+                    Err(e) => {
+                        // A chunk whose CRC matched but that cannot be decompressed: skipped.
+                        skipped.push(c.offset..c.offset + c.payload.len());
+                        stopped.get_or_insert(e);
+                        continue;
+                    }
                 }
-                Err(e) => {
-                    // A chunk whose CRC matched but that does not decompress: skipped, said.
-                    skipped.push(c.offset..c.offset + c.payload.len());
-                    stopped.get_or_insert(e);
-                }
             }
+            chunks.push(chunk);
         }
         let json = |kind: ChunkKind| {
             chunks
                 .iter()
                 .rev()
-                .find(|c| c.0 == kind)
-                .filter(|&&(_, off, _)| off < INFLATED_BASE)
-                .map(|&(_, off, len)| (off, &bytes[off..off + len]))
+                .find(|c| c.kind == kind)
+                .map(|c| (c.offset, &bytes[c.offset..c.offset + c.len]))
         };
         let Some((meta_off, meta)) = json(ChunkKind::META) else {
             return Err(Error::parse(
@@ -272,9 +312,10 @@ impl Recording {
             })?),
             None => None,
         };
-        let finished = chunks.iter().any(|c| c.0 == ChunkKind::END);
+        let finished = chunks.iter().any(|c| c.kind == ChunkKind::END);
         Ok(Self {
             path,
+            inflated: chunks.iter().map(|_| OnceLock::new()).collect(),
             chunks,
             meta,
             clock,
@@ -283,45 +324,110 @@ impl Recording {
             skipped,
             finished,
             bytes,
-            inflated,
         })
     }
 
-    /// A chunk's payload: in the file, or (past its end) among the decompressed records.
-    fn chunk_bytes(&self, off: usize, len: usize) -> &[u8] {
-        match off.checked_sub(INFLATED_BASE) {
-            Some(at) => &self.inflated[at..at + len],
-            None => &self.bytes[off..off + len],
+    fn file_bytes(&self, c: &Chunk) -> &[u8] {
+        &self.bytes[c.offset..c.offset + c.len]
+    }
+
+    /// The records of chunk `i`, decompressed once and kept.
+    fn kept_records(&self, i: usize) -> Result<&[u8], ParseError> {
+        let c = &self.chunks[i];
+        if c.kind == ChunkKind::PERF_RECORDS {
+            return Ok(self.file_bytes(c));
         }
+        self.inflated[i]
+            .get_or_init(|| inflate(self.file_bytes(c), c.offset))
+            .as_deref()
+            .map_err(Clone::clone)
+    }
+
+    /// Every chunk of perf records and every RECORDS_ORDER mark, in file order. Compressed
+    /// chunks are decompressed as the iterator reaches them and owned by the item, so a
+    /// reader that drops them holds one chunk at a time.
+    pub fn record_chunks(&self) -> impl Iterator<Item = RecordsItem<'_>> + '_ {
+        self.chunks.iter().enumerate().filter_map(move |(i, c)| {
+            if c.kind == ChunkKind::RECORDS_ORDER {
+                let bytes = self.file_bytes(c).get(..8)?;
+                return Some(RecordsItem::OrderedBefore(u64::from_le_bytes(
+                    bytes.try_into().ok()?,
+                )));
+            }
+            let bytes = match c.kind {
+                ChunkKind::PERF_RECORDS => Ok(Cow::Borrowed(self.file_bytes(c))),
+                ChunkKind::PERF_RECORDS_ZSTD => match self.inflated[i].get() {
+                    Some(kept) => kept.as_deref().map(Cow::Borrowed).map_err(Clone::clone),
+                    None => {
+                        let records = inflate(self.file_bytes(c), c.offset).map(Cow::Owned);
+                        // Read once per pass: the compressed bytes need not stay resident.
+                        self.bytes.release(c.offset, c.len);
+                        records
+                    }
+                },
+                _ => return None,
+            };
+            Some(RecordsItem::Records {
+                base: c.base,
+                bytes,
+            })
+        })
     }
 
     pub fn layout(&self) -> SampleLayout {
         self.meta.event.layout()
     }
 
-    /// Payloads of every chunk of one kind, in file order.
+    /// Payloads of every chunk of one kind, in file order. PERF_RECORDS includes the
+    /// compressed chunks, decompressed (and kept; a chunk that does not decompress is left out)
+    /// and numbered from their base offset.
     pub fn payloads(&self, kind: ChunkKind) -> impl Iterator<Item = (usize, &[u8])> + '_ {
-        self.chunks
-            .iter()
-            .filter(move |c| c.0 == kind)
-            .map(|&(_, off, len)| (off, self.chunk_bytes(off, len)))
+        self.chunks.iter().enumerate().filter_map(move |(i, c)| {
+            if kind == ChunkKind::PERF_RECORDS
+                && matches!(
+                    c.kind,
+                    ChunkKind::PERF_RECORDS | ChunkKind::PERF_RECORDS_ZSTD
+                )
+            {
+                return self.kept_records(i).ok().map(|b| (c.base, b));
+            }
+            (c.kind == kind).then(|| (c.offset, self.file_bytes(c)))
+        })
     }
 
     /// Every perf record in file order. A damaged record ends its chunk; the error carries the
-    /// absolute file offset.
+    /// absolute file offset. Compressed chunks stay decompressed afterwards: readers of whole
+    /// long recordings use `symbolize::records::in_time_order`, which lets them go.
     pub fn perf_records(&self) -> impl Iterator<Item = Result<RawRecord<'_>, ParseError>> + '_ {
-        self.payloads(ChunkKind::PERF_RECORDS)
-            .flat_map(|(off, payload)| {
-                RecordIter::new(payload).map(move |r| {
-                    r.map(|mut raw| {
-                        raw.offset += off;
-                        raw
+        self.chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                matches!(
+                    c.kind,
+                    ChunkKind::PERF_RECORDS | ChunkKind::PERF_RECORDS_ZSTD
+                )
+            })
+            .flat_map(move |(i, c)| {
+                let (records, broken) = match self.kept_records(i) {
+                    Ok(bytes) => (Some(RecordIter::new(bytes)), None),
+                    Err(e) => (None, Some(Err(e))),
+                };
+                let base = c.base;
+                records
+                    .into_iter()
+                    .flatten()
+                    .map(move |r| {
+                        r.map(|mut raw| {
+                            raw.offset += base;
+                            raw
+                        })
+                        .map_err(|mut e| {
+                            e.offset += base;
+                            e
+                        })
                     })
-                    .map_err(|mut e| {
-                        e.offset += off;
-                        e
-                    })
-                })
+                    .chain(broken)
             })
     }
 
@@ -359,9 +465,9 @@ pub const INFLATED_BASE: usize = 1 << 48;
 /// The most one compressed chunk may claim to hold (the recorder compresses one ring batch).
 const MAX_INFLATED_CHUNK: usize = 1 << 30;
 
-/// Decompresses a PERF_RECORDS_ZSTD payload at file offset `at`, bounded by the size its frame
-/// declares (and [`MAX_INFLATED_CHUNK`]).
-pub fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> {
+/// The decompressed size a PERF_RECORDS_ZSTD payload at file offset `at` declares, at most
+/// [`MAX_INFLATED_CHUNK`].
+fn declared_size(payload: &[u8], at: usize) -> Result<usize, ParseError> {
     let declared = zstd::zstd_safe::get_frame_content_size(payload)
         .ok()
         .flatten()
@@ -374,9 +480,16 @@ pub fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> {
             ),
         ));
     }
-    let out = zstd::bulk::decompress(payload, declared as usize)
+    Ok(declared as usize)
+}
+
+/// Decompresses a PERF_RECORDS_ZSTD payload at file offset `at`, bounded by the size its frame
+/// declares (and [`MAX_INFLATED_CHUNK`]).
+pub fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> {
+    let declared = declared_size(payload, at)?;
+    let out = zstd::bulk::decompress(payload, declared)
         .map_err(|e| ParseError::new(at, format!("a zstd frame that decompresses ({e})")))?;
-    if out.len() as u64 != declared {
+    if out.len() != declared {
         return Err(ParseError::new(
             at,
             format!("{declared} decompressed bytes, found {}", out.len()),

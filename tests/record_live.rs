@@ -202,3 +202,56 @@ fn duration_stops_the_recording() {
     );
     assert!(summary.samples > 100, "{} samples", summary.samples);
 }
+
+/// Every record's (time, offset) as the time-ordered reader hands them over.
+fn time_order(rec: &Recording) -> Vec<(u64, usize)> {
+    let mut seen = Vec::new();
+    let errors = jprof::symbolize::records::in_time_order(rec, |t| seen.push((t.time, t.offset)));
+    assert!(errors.is_empty(), "{errors:?}");
+    seen
+}
+
+/// The recorder's RECORDS_ORDER marks let readers sort a window at a time (bounded memory);
+/// the order must be exactly the one sorting the whole recording gives.
+#[test]
+fn reading_a_window_at_a_time_gives_the_order_of_sorting_everything() {
+    use jprof::format::recording::{encode_chunk, file_header, parse_chunks, ChunkKind};
+    let (dir, data) = temp_data("window.data");
+    // Three loops on two CPUs: rings interleave and threads migrate.
+    let loops = format!("({BUSY}) & ({BUSY}) & ({BUSY}); wait");
+    let out = jprof()
+        .args(["record", "-F", "4999", "--no-embed-symbols", "-o"])
+        .arg(&data)
+        .args(["--", "sh", "-c", &loops])
+        .output()
+        .expect("run jprof");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let bytes = std::fs::read(&data).unwrap();
+    let parsed = parse_chunks(&bytes).unwrap();
+    let marks = parsed
+        .chunks
+        .iter()
+        .filter(|c| c.kind == ChunkKind::RECORDS_ORDER)
+        .count();
+    assert!(marks >= 2, "only {marks} RECORDS_ORDER marks");
+    let mut unmarked = file_header().to_vec();
+    for c in parsed
+        .chunks
+        .iter()
+        .filter(|c| c.kind != ChunkKind::RECORDS_ORDER)
+    {
+        unmarked.extend(encode_chunk(c.kind, c.payload));
+    }
+    let whole = Recording::from_bytes(dir.path().join("unmarked.data"), unmarked).unwrap();
+    let windowed = Recording::open(&data).unwrap();
+
+    let sorted = time_order(&whole);
+    assert!(sorted.len() > 1000, "{} records", sorted.len());
+    assert!(sorted.windows(2).all(|w| w[0].0 <= w[1].0));
+    assert_eq!(time_order(&windowed), sorted);
+}

@@ -59,12 +59,13 @@ fn check(bytes: Vec<u8>) {
     }
 }
 
+/// `symbols`: the encoded chunks `embedded_symbols` made.
 fn open_bytes_with_symbols(rec: &jprof::recording::Recording, symbols: &[u8]) -> Vec<u8> {
     let mut bytes = recording_bytes(&rec.meta, &[]);
     for (_, payload) in rec.payloads(ChunkKind::PERF_RECORDS) {
         bytes.extend(encode_chunk(ChunkKind::PERF_RECORDS, payload));
     }
-    bytes.extend(encode_chunk(ChunkKind::SYMBOLS, symbols));
+    bytes.extend_from_slice(symbols);
     bytes
 }
 

@@ -16,33 +16,38 @@ pub struct KallsymsEntry<'a> {
 
 /// Parses all of `/proc/kallsyms`. Errors name the byte offset of the bad line.
 pub fn parse_kallsyms(text: &[u8]) -> Result<Vec<KallsymsEntry<'_>>, ParseError> {
-    let mut out = Vec::new();
-    for (offset, line) in lines(text) {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = || ParseError::new(offset, "a kallsyms line \"ADDRESS TYPE NAME [MODULE]\"");
-        let mut fields = line.split_ascii_whitespace();
-        let addr = fields.next().and_then(|a| u64::from_str_radix(a, 16).ok());
-        let kind = fields.next().and_then(|k| {
-            let mut chars = k.chars();
-            chars.next().filter(|_| chars.next().is_none())
-        });
-        let name = fields.next();
-        let (Some(addr), Some(kind), Some(name)) = (addr, kind, name) else {
-            return Err(bad());
-        };
-        let module = fields
-            .next()
-            .map(|m| m.trim_start_matches('[').trim_end_matches(']'));
-        out.push(KallsymsEntry {
-            addr,
-            kind,
-            name,
-            module,
-        });
-    }
-    Ok(out)
+    kallsyms_entries(text).collect()
+}
+
+/// The entries of `/proc/kallsyms` one at a time (a table of 100 000+ symbols need not be
+/// held twice); an error names the byte offset of the bad line.
+pub fn kallsyms_entries(
+    text: &[u8],
+) -> impl Iterator<Item = Result<KallsymsEntry<'_>, ParseError>> + '_ {
+    lines(text)
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(offset, line)| {
+            let bad = || ParseError::new(offset, "a kallsyms line \"ADDRESS TYPE NAME [MODULE]\"");
+            let mut fields = line.split_ascii_whitespace();
+            let addr = fields.next().and_then(|a| u64::from_str_radix(a, 16).ok());
+            let kind = fields.next().and_then(|k| {
+                let mut chars = k.chars();
+                chars.next().filter(|_| chars.next().is_none())
+            });
+            let name = fields.next();
+            let (Some(addr), Some(kind), Some(name)) = (addr, kind, name) else {
+                return Err(bad());
+            };
+            let module = fields
+                .next()
+                .map(|m| m.trim_start_matches('[').trim_end_matches(']'));
+            Ok(KallsymsEntry {
+                addr,
+                kind,
+                name,
+                module,
+            })
+        })
 }
 
 /// One `/proc/PID/maps` line.

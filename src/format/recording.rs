@@ -35,6 +35,12 @@ impl ChunkKind {
     pub const SIDE_FILE: Self = Self(17);
     /// PERF_RECORDS compressed as one zstd frame (with its content size); version 2.
     pub const PERF_RECORDS_ZSTD: Self = Self(7);
+    /// u64 LE sample-clock ns: every perf record earlier than this is in a chunk before this
+    /// one, so a reader can put records in time order a window at a time.
+    pub const RECORDS_ORDER: Self = Self(8);
+    /// The user stacks unwinding changed when symbols were embedded, in the embedding walk's
+    /// order; a zstd frame of varint entries (`symbolize::unwound`).
+    pub const UNWOUND_STACKS: Self = Self(9);
 }
 
 /// The 16-byte file header.

@@ -514,6 +514,9 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     drop(out);
 
     if config.embed_symbols {
+        // What the ring reader and writer threads used is free now; the embedding is the
+        // recorder's largest user of memory.
+        crate::sys::memory::trim();
         match embed_symbols(&output, &partial) {
             // Printed with the summary (the SUMMARY chunk is already written; reports compute
             // their own coverage lines).
@@ -553,9 +556,12 @@ fn embed_symbols(
     partial: &std::path::Path,
 ) -> Result<Vec<String>> {
     let recording = Recording::open(partial)?;
-    let (payload, coverage) = crate::symbolize::embedded_symbols_and_coverage(&recording)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
-    writer::ChunkWriter::append(file, partial).write_chunk(ChunkKind::SYMBOLS, &payload)?;
+    let mut out = writer::ChunkWriter::append(file, partial);
+    let coverage =
+        crate::symbolize::embedded_symbols_and_coverage(&recording, &mut |kind, payload| {
+            out.write_chunk(kind, payload)
+        })?;
     Ok(coverage
         .into_iter()
         .filter(|(_, c)| c.named > 0 || c.unnamed >= 10)

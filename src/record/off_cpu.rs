@@ -131,6 +131,15 @@ impl SwitchPairing {
         });
     }
 
+    /// The time of the earliest switch-out still waiting for its thread's return: it will be
+    /// written after records later than it.
+    pub fn oldest_waiting(&self) -> Option<u64> {
+        self.threads
+            .values()
+            .filter_map(|t| t.outs.iter().map(|o| o.time).min())
+            .min()
+    }
+
     /// At the end of the recording: threads still off the CPU waited until `end`.
     pub fn finish(mut self, end: u64) -> (Vec<u8>, OffCpuCounts) {
         let mut out = Vec::new();

@@ -167,6 +167,20 @@ const RECORDS_CHUNK_BYTES: usize = 1 << 20;
 /// ...or this long after the last write.
 const RECORDS_FLUSH: Duration = Duration::from_millis(250);
 
+/// How far a RECORDS_ORDER mark waits for off-CPU switch-outs still unpaired: a longer wait's
+/// sample is written after the mark (a reader takes it a little out of order) so that readers
+/// need not hold records for as long as a thread sleeps.
+const ORDER_MAX_LAG_NS: u64 = 2_000_000_000;
+
+/// The RECORDS_ORDER mark after a flush: records earlier than the last batch's watermark are
+/// all written, except off-CPU switch-outs still waiting (up to [`ORDER_MAX_LAG_NS`]).
+fn order_mark(watermark: u64, off_cpu: Option<&SwitchPairing>) -> u64 {
+    match off_cpu.and_then(SwitchPairing::oldest_waiting) {
+        Some(oldest) => watermark.min(oldest.max(watermark.saturating_sub(ORDER_MAX_LAG_NS))),
+        None => watermark,
+    }
+}
+
 /// How often the writer looks at side files when no batch arrives.
 const SIDE_POLL: Duration = Duration::from_millis(100);
 /// How often it scans well-known places for side files and refreshes the CLOCK chunk.
@@ -189,6 +203,8 @@ pub fn run(
     // most the last RECORDS_FLUSH of records.
     let mut pending: Vec<u8> = Vec::new();
     let mut last_flush = Instant::now();
+    // Every record before this time has been read from the rings (the last batch's watermark).
+    let mut watermark: Option<u64> = None;
     loop {
         let batch = match batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
@@ -197,6 +213,7 @@ pub fn run(
         };
         if let Some(batch) = batch {
             counters.observe(&layout, &batch.records, side);
+            watermark = batch.complete_before.or(watermark);
             match &mut off_cpu {
                 Some(pairing) => {
                     let kept = pairing.process(&batch.records, batch.complete_before);
@@ -211,6 +228,10 @@ pub fn run(
             out.write_records(&pending)?;
             pending.clear();
             last_flush = Instant::now();
+            if let Some(w) = watermark {
+                let mark = order_mark(w, off_cpu.as_ref());
+                out.write_chunk(ChunkKind::RECORDS_ORDER, &mark.to_le_bytes())?;
+            }
         }
         if last_slow.elapsed() >= SLOW_POLL {
             last_slow = Instant::now();

@@ -7,7 +7,7 @@ use super::jit_index::JitIndex;
 use super::lookup::Symbolizer;
 use super::native::BinaryCache;
 use super::process::ProcessModel;
-use super::records::time_ordered;
+use super::records::in_time_order;
 use super::{load_embedded, same_kernel, update_model, KERNEL_MODULE};
 use crate::format::perf::Record;
 use crate::profile::{Frame, FrameKind};
@@ -34,22 +34,29 @@ pub struct AddressNamer {
 impl AddressNamer {
     /// Replays the recording up to `seconds` after its first sample (`None`: to its end).
     pub fn new(recording: &Recording, seconds: Option<f64>) -> Self {
-        let ordered = time_ordered(recording);
-        let first_sample = ordered
-            .records
-            .iter()
-            .find(|r| matches!(r.record, Record::Sample(_)))
-            .or(ordered.records.first())
-            .map_or(0, |r| r.time);
-        let end = ordered.records.last().map_or(0, |r| r.time);
+        // One pass finds the first sample and the end, a second replays up to the time (two
+        // reads of the records instead of holding them all).
+        let (mut first_record, mut first_sample, mut end) = (None, None, 0);
+        in_time_order(recording, |r| {
+            first_record.get_or_insert(r.time);
+            if matches!(r.record, Record::Sample(_)) {
+                first_sample.get_or_insert(r.time);
+            }
+            end = r.time;
+        });
+        let first_sample = first_sample.or(first_record).unwrap_or(0);
         let time = match seconds {
             Some(s) => first_sample.saturating_add((s.max(0.0) * 1e9) as u64),
             None => end,
         };
         let mut model = ProcessModel::default();
-        for timed in ordered.records.iter().take_while(|r| r.time <= time) {
-            update_model(&mut model, &timed.record);
-        }
+        let mut past = false;
+        in_time_order(recording, |r| {
+            past |= r.time > time;
+            if !past {
+                update_model(&mut model, &r.record);
+            }
+        });
         let same_kernel = same_kernel(recording);
         let mut notes = Vec::new();
         Self {

@@ -39,11 +39,17 @@ pub struct EmbeddedSymbols {
     pub kernel: BTreeMap<u64, String>,
     /// kallsyms addresses were hidden when the symbols were embedded.
     pub kernel_hidden: bool,
-    /// Unwinding ran when embedding: `stacks` holds every sample whose user stack differs
-    /// from its callchain's user part; every other sample's user stack is its callchain's.
+    /// Unwinding ran when embedding: `stacks` (or the UNWOUND_STACKS chunks) hold every sample
+    /// whose user stack differs from its callchain's user part; every other sample's user
+    /// stack is its callchain's.
     pub unwound: bool,
-    /// Sample record's file offset → user addresses after unwinding, innermost first.
+    /// Sample record's offset → user addresses after unwinding, innermost first (recordings of
+    /// earlier jprof versions; now empty).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stacks: BTreeMap<u64, Vec<u64>>,
+    /// The unwound stacks are in UNWOUND_STACKS chunks (`symbolize::unwound`), not `stacks`.
+    #[serde(default)]
+    pub stacks_in_chunks: bool,
 }
 
 impl From<&NativeFrame> for EmbeddedFrame {

@@ -20,8 +20,10 @@ pub const HIDDEN_NOTE: &str = "kernel symbols hidden: /proc/kallsyms shows only 
 
 #[derive(Debug, Default)]
 pub struct KernelSymbols {
-    /// (address, name), sorted by address.
-    symbols: Vec<(u64, String)>,
+    /// (address, where the name starts in `names`, its length), sorted by address: 16 bytes
+    /// a symbol, as the table has 100 000 or more.
+    symbols: Vec<(u64, u32, u32)>,
+    names: String,
     /// kallsyms was readable but every address was 0.
     pub hidden: bool,
 }
@@ -32,8 +34,8 @@ impl KernelSymbols {
         match std::fs::read("/proc/kallsyms") {
             Ok(text) => Self::from_kallsyms(&text),
             Err(_) => Self {
-                symbols: Vec::new(),
                 hidden: true,
+                ..Self::default()
             },
         }
     }
@@ -41,28 +43,41 @@ impl KernelSymbols {
     /// Text symbols (`t`, `T`, `W`, `w`) of a kallsyms text. A damaged line ends the table
     /// (the entries before it are kept sorted).
     pub fn from_kallsyms(text: &[u8]) -> Self {
-        let entries = procfs::parse_kallsyms(text).unwrap_or_else(|e| {
-            let good = &text[..e.offset.min(text.len())];
-            procfs::parse_kallsyms(good).unwrap_or_default()
+        let mut any = false;
+        let mut names = String::new();
+        let mut symbols = Vec::new();
+        for entry in procfs::kallsyms_entries(text) {
+            let Ok(e) = entry else { break };
+            any = true;
+            if !matches!(e.kind, 't' | 'T' | 'W' | 'w') || e.addr == 0 {
+                continue;
+            }
+            let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(e.name.len()))
+            else {
+                break;
+            };
+            names.push_str(e.name);
+            symbols.push((e.addr, start, len));
+        }
+        // By address, then name (the first name of an address is kept).
+        symbols.sort_by(|a, b| {
+            let name = |s: &(u64, u32, u32)| &names[s.1 as usize..(s.1 + s.2) as usize];
+            a.0.cmp(&b.0).then_with(|| name(a).cmp(name(b)))
         });
-        let any = !entries.is_empty();
-        let mut symbols: Vec<(u64, String)> = entries
-            .into_iter()
-            .filter(|e| matches!(e.kind, 't' | 'T' | 'W' | 'w') && e.addr != 0)
-            .map(|e| (e.addr, e.name.to_string()))
-            .collect();
-        symbols.sort();
         symbols.dedup_by_key(|s| s.0);
+        symbols.shrink_to_fit();
         Self {
             hidden: any && symbols.is_empty(),
             symbols,
+            names,
         }
     }
 
     /// The symbol containing a kernel address (the nearest one at or below it).
     pub fn lookup(&self, addr: u64) -> Option<&str> {
         let idx = self.symbols.partition_point(|s| s.0 <= addr);
-        self.symbols.get(idx.checked_sub(1)?).map(|s| s.1.as_str())
+        let &(_, start, len) = self.symbols.get(idx.checked_sub(1)?)?;
+        self.names.get(start as usize..(start + len) as usize)
     }
 }
 

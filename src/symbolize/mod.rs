@@ -16,6 +16,7 @@ pub mod native;
 pub mod process;
 pub mod records;
 pub mod unwind;
+mod unwound;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use std::collections::BTreeMap;
 use crate::error::Result;
 use crate::format::perf::Record;
 use crate::format::recording::ChunkKind;
+use crate::format::ParseError;
 use crate::profile::{Frame, FrameKind, Profile, ProfileSample, ThreadInfo};
 use crate::recording::Recording;
 
@@ -30,7 +32,7 @@ use embedded::{EmbeddedFrame, EmbeddedIndex, EmbeddedSymbols};
 use lookup::{Symbolizer, UserLookup};
 use native::BinaryCache;
 use process::{Mapping, ProcessModel};
-use records::{time_ordered, Ordered};
+use records::in_time_order;
 use unwind::{split_callchain, AddressStack, Unwinders, UserRegs, UserState};
 
 /// Options for turning a recording into a profile.
@@ -139,26 +141,29 @@ const MAX_WALK: usize = 1024;
 /// Replays the records in time order through the process model and hands every sample's
 /// address stack to `visit`. User stacks come from `embedded` when it holds the unwinding
 /// results, else from unwinding here (DWARF mode, or fp mode's frameless-leaf fix).
+/// Returns the final model and the records that could not be decoded.
 fn walk(
     recording: &Recording,
-    ordered: &Ordered<'_>,
     embedded: Option<&EmbeddedSymbols>,
     jit: &jit_index::JitIndex,
     binaries: &mut BinaryCache,
     mut visit: impl FnMut(&ProcessModel, &mut BinaryCache, &SampleStack),
-) -> ProcessModel {
+) -> (ProcessModel, Vec<ParseError>) {
     let dwarf = recording.meta.event.call_graph == "dwarf";
     let off_cpu_ids: rustc_hash::FxHashSet<u64> =
         recording.meta.event.off_cpu_ids.iter().copied().collect();
     let regs_mask = recording.meta.event.regs_user_mask;
     let mut model = ProcessModel::default();
     let mut unwinders = Unwinders::default();
-    for timed in &ordered.records {
+    let mut unwound = embedded
+        .filter(|e| e.stacks_in_chunks)
+        .map(|_| unwound::StackReader::new(recording.payloads(ChunkKind::UNWOUND_STACKS)));
+    let mut errors = in_time_order(recording, |timed| {
         if update_model(&mut model, &timed.record) {
-            continue;
+            return;
         }
         let Record::Sample(s) = &timed.record else {
-            continue;
+            return;
         };
         model.note_thread(s.pid, s.tid);
         let mut stack = split_callchain(s);
@@ -166,9 +171,13 @@ fn walk(
         let callchain_user;
         match embedded.filter(|e| e.unwound) {
             Some(e) => {
+                let found = match &mut unwound {
+                    Some(reader) => reader.take(s.time, offset, &stack.user),
+                    None => e.stacks.get(&offset).cloned(),
+                };
                 // The callchain's own user part is kept aside, not copied, when replaced.
-                callchain_user = match e.stacks.get(&offset) {
-                    Some(user) => std::mem::replace(&mut stack.user, user.clone()),
+                callchain_user = match found {
+                    Some(user) => std::mem::replace(&mut stack.user, user),
                     None => stack.user.clone(),
                 };
             }
@@ -235,8 +244,9 @@ fn walk(
             stack,
         };
         visit(&model, binaries, &sample);
-    }
-    model
+    });
+    errors.extend(unwound.and_then(|r| r.error));
+    (model, errors)
 }
 
 /// The recording's last SYMBOLS chunk, if any and readable; a damaged one becomes a note.
@@ -268,24 +278,21 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
-    let ordered = crate::progress::while_busy("reading records", || time_ordered(recording));
     let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut kernel_frames = 0u64;
     let mut looped_frames = 0u64;
     let mut cache = frame_cache::FrameCache::default();
     let progress = &options.progress;
-    progress.set_length(
-        ordered
-            .records
-            .iter()
-            .filter(|r| matches!(r.record, Record::Sample(_)))
-            .count() as u64,
-    );
+    // The records are read as they are symbolized; the summary says how many samples to
+    // expect (a recorder that was killed wrote none: the bar then counts without an end).
+    if let Some(summary) = &recording.summary {
+        let off_cpu = summary.off_cpu.as_ref().map_or(0, |c| c.stored);
+        progress.set_length(summary.samples + off_cpu);
+    }
     let mut visited = 0u64;
-    let model = walk(
+    let (model, errors) = walk(
         recording,
-        &ordered,
         embedded.as_ref().map(|e| &e.symbols),
         &jit,
         &mut binaries,
@@ -455,7 +462,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
             _ => {}
         }
     }
-    let notes = notes(&ordered, &symbolizer, &binaries, kernel_frames);
+    let notes = notes(&errors, &symbolizer, &binaries, kernel_frames);
     profile.notes.extend(notes);
     profile.notes.extend(jit.notes);
     Ok(profile)
@@ -513,16 +520,16 @@ fn native_frames(found: &UserLookup) -> Vec<Frame> {
 
 /// What the reader should know about names that could not be found.
 fn notes(
-    ordered: &Ordered<'_>,
+    errors: &[ParseError],
     symbolizer: &Symbolizer<'_>,
     binaries: &BinaryCache,
     kernel_frames: u64,
 ) -> Vec<String> {
     let mut notes = Vec::new();
-    if let Some(first) = ordered.errors.first() {
+    if let Some(first) = errors.first() {
         notes.push(format!(
             "{} perf records could not be decoded and were skipped; the first {first}",
-            ordered.errors.len()
+            errors.len()
         ));
     }
     let failures: BTreeMap<&str, &str> = binaries.failures().collect();
@@ -569,11 +576,17 @@ fn notes(
     notes
 }
 
-/// Symbols for every native address the recording's samples hit, as the SYMBOLS chunk payload,
-/// so the recording can be reported elsewhere or after the binaries changed. Runs on the
-/// recording machine: it unwinds and names with the binaries and kallsyms there.
+/// Symbols for every native address the recording's samples hit, and the user stacks
+/// unwinding changed, as encoded chunks to append to the recording (UNWOUND_STACKS, then
+/// SYMBOLS), so the recording can be reported elsewhere or after the binaries changed. Runs on
+/// the recording machine: it unwinds and names with the binaries and kallsyms there.
 pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
-    embedded_symbols_and_coverage(recording).map(|(payload, _)| payload)
+    let mut out = Vec::new();
+    embedded_symbols_and_coverage(recording, &mut |kind, payload| {
+        out.extend(crate::format::recording::encode_chunk(kind, payload));
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// How many samples of a process had their innermost user frame in JIT code with a name, and
@@ -584,33 +597,41 @@ pub struct JitCoverage {
     pub unnamed: u64,
 }
 
-/// [`embedded_symbols`], and the JIT coverage of each process seen on the way.
+/// [`embedded_symbols`], each chunk handed to `store` as it is ready (the stacks while the
+/// walk runs, so they are never all in memory); returns the JIT coverage of each process.
 pub fn embedded_symbols_and_coverage(
     recording: &Recording,
-) -> Result<(Vec<u8>, BTreeMap<u32, JitCoverage>)> {
+    store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
+) -> Result<BTreeMap<u32, JitCoverage>> {
     let mut coverage: BTreeMap<u32, JitCoverage> = BTreeMap::new();
-    let ordered = time_ordered(recording);
     let mut binaries = BinaryCache::new(true, true);
     binaries.live_roots = true;
     let mut symbolizer = Symbolizer::new(None, true);
     let mut out = EmbeddedSymbols {
         version: embedded::VERSION,
         unwound: true,
+        stacks_in_chunks: true,
         ..Default::default()
     };
+    let mut stacks = unwound::StackWriter::default();
+    let mut stored = Ok(());
     let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
         BTreeMap::new();
     // Unwinding through JIT code needs the JIT bodies' unwind tables.
     let jit = jit_index::JitIndex::from_recording(recording);
     walk(
         recording,
-        &ordered,
         None,
         &jit,
         &mut binaries,
         |model, binaries, s| {
             if s.stack.user != s.callchain_user {
-                out.stacks.insert(s.offset, s.stack.user.clone());
+                if let Some(chunk) = stacks.push(s.time, s.offset, &s.stack.user, &s.callchain_user)
+                {
+                    if stored.is_ok() {
+                        stored = store(ChunkKind::UNWOUND_STACKS, &chunk);
+                    }
+                }
             }
             // Coverage counts CPU samples, like the report's default view.
             if let Some(&leaf) = s.stack.user.first().filter(|_| !s.off_cpu) {
@@ -661,7 +682,12 @@ pub fn embedded_symbols_and_coverage(
             frames,
         })
         .collect();
+    stored?;
+    if let Some(chunk) = stacks.finish() {
+        store(ChunkKind::UNWOUND_STACKS, &chunk)?;
+    }
     let payload = serde_json::to_vec(&out)
         .map_err(|e| crate::Error::Other(format!("embedded symbols: {e}")))?;
-    Ok((payload, coverage))
+    store(ChunkKind::SYMBOLS, &payload)?;
+    Ok(coverage)
 }

@@ -1,24 +1,25 @@
-//! Decodes a recording's perf records and puts them in time order. Records of different
-//! CPUs' rings are interleaved in the file; a stable sort by timestamp restores the order the
-//! process model needs. A record without a time keeps its place next to its predecessor.
+//! Decodes a recording's perf records and hands them over in time order. Records of different
+//! CPUs' rings are interleaved in the file; ordering by timestamp (file order among equal
+//! times) restores the order the process model needs. A record without a time keeps its place
+//! next to its predecessor.
+//!
+//! Memory stays bounded by a window, not the recording: only a 16-byte entry per record still
+//! to come is kept, with the decompressed chunks those records are in. RECORDS_ORDER marks
+//! (written by the recorder) say when everything before a time has been read; a recording
+//! without them (older jprof, imports) is ordered whole at its end.
 
-use crate::format::perf::Record;
+use std::borrow::Cow;
+
+use crate::format::perf::{Record, RecordIter};
 use crate::format::ParseError;
-use crate::recording::Recording;
+use crate::recording::{Recording, RecordsItem};
 
-/// A decoded record with its sort time and the file offset of its header.
+/// A decoded record with its sort time and the offset of its header.
 #[derive(Debug)]
 pub struct Timed<'a> {
     pub time: u64,
     pub offset: usize,
     pub record: Record<'a>,
-}
-
-#[derive(Debug, Default)]
-pub struct Ordered<'a> {
-    pub records: Vec<Timed<'a>>,
-    /// Records that could not be decoded (skipped) and chunks whose record stream broke off.
-    pub errors: Vec<ParseError>,
 }
 
 /// The time a record carries, if any.
@@ -38,31 +39,106 @@ pub fn record_time(record: &Record<'_>) -> Option<u64> {
     }
 }
 
-pub fn time_ordered(recording: &Recording) -> Ordered<'_> {
+/// A record still to be handed over: its time, its chunk (in reading order), and where in
+/// the chunk it starts. Sorting by all three is time order with file order among equals.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Waiting {
+    time: u64,
+    chunk: u32,
+    at: u32,
+}
+
+/// The chunks whose records are still waiting, with how many are.
+struct Window<'a> {
+    chunks: Vec<Option<(usize, Cow<'a, [u8]>)>>,
+    waiting_in: Vec<u32>,
+}
+
+/// Hands every record of `recording` to `visit` in time order; returns those that could not
+/// be decoded (skipped) and the chunks whose record stream broke off.
+pub fn in_time_order(recording: &Recording, mut visit: impl FnMut(&Timed<'_>)) -> Vec<ParseError> {
     let layout = recording.layout();
-    let mut out = Ordered::default();
+    let mut errors = Vec::new();
+    let mut window = Window {
+        chunks: Vec::new(),
+        waiting_in: Vec::new(),
+    };
+    let mut waiting: Vec<Waiting> = Vec::new();
     let mut previous = 0;
-    for raw in recording.perf_records() {
-        let raw = match raw {
-            Ok(raw) => raw,
-            Err(e) => {
-                out.errors.push(e);
-                continue;
+    // Hands over what waits from before `before` (None: everything).
+    let mut hand_over =
+        |waiting: &mut Vec<Waiting>, window: &mut Window<'_>, before: Option<u64>| {
+            waiting.sort_unstable();
+            let n = match before {
+                Some(before) => waiting.partition_point(|w| w.time < before),
+                None => waiting.len(),
+            };
+            for w in waiting.drain(..n) {
+                let chunk = w.chunk as usize;
+                if let Some((base, bytes)) = &window.chunks[chunk] {
+                    let at = w.at as usize;
+                    // Decoded once already when it was read, so this succeeds.
+                    if let Some(Ok(mut raw)) = RecordIter::new(&bytes[at..]).next() {
+                        raw.offset = base + at;
+                        if let Ok(record) = layout.parse(&raw) {
+                            visit(&Timed {
+                                time: w.time,
+                                offset: raw.offset,
+                                record,
+                            });
+                        }
+                    }
+                }
+                window.waiting_in[chunk] -= 1;
+                if window.waiting_in[chunk] == 0 {
+                    window.chunks[chunk] = None;
+                }
             }
         };
-        match layout.parse(&raw) {
-            Ok(record) => {
-                let time = record_time(&record).unwrap_or(previous);
-                previous = time;
-                out.records.push(Timed {
-                    time,
-                    offset: raw.offset,
-                    record,
-                });
+    for item in recording.record_chunks() {
+        let (base, bytes) = match item {
+            RecordsItem::OrderedBefore(time) => {
+                hand_over(&mut waiting, &mut window, Some(time));
+                continue;
             }
-            Err(e) => out.errors.push(e),
+            RecordsItem::Records { base, bytes } => match bytes {
+                Ok(bytes) => (base, bytes),
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            },
+        };
+        let chunk = window.chunks.len() as u32;
+        let mut count = 0;
+        for raw in RecordIter::new(&bytes) {
+            let raw = match raw {
+                Ok(raw) => raw,
+                Err(mut e) => {
+                    e.offset += base;
+                    errors.push(e);
+                    continue;
+                }
+            };
+            let at = raw.offset;
+            let mut absolute = raw;
+            absolute.offset += base;
+            match layout.parse(&absolute) {
+                Ok(record) => {
+                    let time = record_time(&record).unwrap_or(previous);
+                    previous = time;
+                    // Chunks are at most 1 GiB (recording::MAX_INFLATED_CHUNK) or one file's
+                    // chunk; a larger one is cut off here rather than misnumbered.
+                    let Ok(at) = u32::try_from(at) else { break };
+                    waiting.push(Waiting { time, chunk, at });
+                    count += 1;
+                }
+                Err(e) => errors.push(e),
+            }
         }
+        window.waiting_in.push(count);
+        window.chunks.push((count > 0).then_some((base, bytes)));
     }
-    out.records.sort_by_key(|r| r.time);
-    out
+    hand_over(&mut waiting, &mut window, None);
+    errors
 }

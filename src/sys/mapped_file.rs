@@ -30,6 +30,25 @@ impl MappedFile {
     }
 }
 
+impl MappedFile {
+    /// Lets the kernel drop the pages of `offset..offset + len` from this process (a reader
+    /// done with them; reading them again faults them back in from the file). Out-of-range or
+    /// failing calls change nothing: this only saves memory.
+    pub fn release(&self, offset: usize, len: usize) {
+        let Some(map) = &self.map else { return };
+        if len == 0 || offset.checked_add(len).is_none_or(|end| end > map.len()) {
+            return;
+        }
+        // SAFETY: the mapping is private, read-only and backed by a file that is never
+        // written through it, so MADV_DONTNEED discards no data: a later read of these pages
+        // maps the file's bytes again, the same bytes any `&[u8]` into them saw (subject to
+        // the caveat in `open` about other processes rewriting the file). The range is inside
+        // the mapping (checked above).
+        let _ =
+            unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+    }
+}
+
 impl Deref for MappedFile {
     type Target = [u8];
 

@@ -4,4 +4,5 @@
 pub mod child;
 pub mod clock;
 pub mod mapped_file;
+pub mod memory;
 pub mod perf_event;

@@ -345,6 +345,8 @@ fn chunk_name(kind: ChunkKind) -> String {
         ChunkKind::END => "END".into(),
         ChunkKind::JIT_EVENTS => "JIT_EVENTS".into(),
         ChunkKind::SIDE_FILE => "SIDE_FILE".into(),
+        ChunkKind::RECORDS_ORDER => "RECORDS_ORDER".into(),
+        ChunkKind::UNWOUND_STACKS => "UNWOUND_STACKS".into(),
         ChunkKind(other) => format!("UNKNOWN({other})"),
     }
 }
@@ -447,6 +449,14 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
                     Err(e) => writeln!(out, ": unreadable side piece ({e})")?,
                 }
             }
+            ChunkKind::RECORDS_ORDER => match chunk.payload.get(..8) {
+                Some(b) => writeln!(
+                    out,
+                    ": every record before time {} is above",
+                    u64::from_le_bytes(b.try_into().unwrap_or_default())
+                )?,
+                None => writeln!(out, ": too short (8 bytes expected)")?,
+            },
             ChunkKind::META => {
                 meta = serde_json::from_slice(chunk.payload).ok();
                 writeln!(out, "{}", if meta.is_some() { "" } else { " (bad JSON)" })?;

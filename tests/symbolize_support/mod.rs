@@ -262,11 +262,11 @@ pub fn open(bytes: Vec<u8>) -> Recording {
     Recording::from_bytes(PathBuf::from("test.jprof"), bytes).unwrap()
 }
 
-/// Appends the embedded symbols the way the recorder does.
+/// Appends the embedded symbols (and unwound stacks) the way the recorder does.
 pub fn with_embedded_symbols(bytes: Vec<u8>) -> Vec<u8> {
-    let symbols = jprof::symbolize::embedded_symbols(&open(bytes.clone())).unwrap();
+    let chunks = jprof::symbolize::embedded_symbols(&open(bytes.clone())).unwrap();
     let mut bytes = bytes;
-    bytes.extend(encode_chunk(ChunkKind::SYMBOLS, &symbols));
+    bytes.extend(chunks);
     bytes
 }
 
