@@ -129,6 +129,7 @@ fn synthetic(samples: usize) -> Profile {
         let mut stack = Vec::with_capacity(stacks[hot].len() + 1);
         stack.push(roots[t]);
         stack.extend_from_slice(&stacks[hot]);
+        let stack = p.intern_stack(&stack);
         p.samples.push(ProfileSample {
             pid: PID,
             tid: PID + t as u32,

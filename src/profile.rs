@@ -2,8 +2,9 @@
 //! `symbolize::resolve` from a recording; consumed by the writers in `report/`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// What kind of code a frame is; drives the `_[k]`/`_[j]`/`_[i]` suffixes and colours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,6 +35,39 @@ pub struct Frame {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FrameId(pub u32);
 
+/// A stack of frames, root first. Cloning shares it: a profile built with
+/// [`Profile::intern_stack`] holds each distinct stack once, however many samples have it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Stack(Arc<[FrameId]>);
+
+impl std::ops::Deref for Stack {
+    type Target = [FrameId];
+
+    fn deref(&self) -> &[FrameId] {
+        &self.0
+    }
+}
+
+/// Hashes and compares as the frames do (the derived impls of the one field), so a set of
+/// stacks can be searched by a slice.
+impl std::borrow::Borrow<[FrameId]> for Stack {
+    fn borrow(&self) -> &[FrameId] {
+        &self.0
+    }
+}
+
+impl From<Vec<FrameId>> for Stack {
+    fn from(frames: Vec<FrameId>) -> Self {
+        Self(frames.into())
+    }
+}
+
+impl From<&[FrameId]> for Stack {
+    fn from(frames: &[FrameId]) -> Self {
+        Self(frames.into())
+    }
+}
+
 /// One sample: who, when, how much, and the stack (root first).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileSample {
@@ -45,7 +79,7 @@ pub struct ProfileSample {
     /// The event period (cycles or ns of cpu-clock); for an off-CPU sample, the ns the thread
     /// then stayed off the CPU.
     pub weight: u64,
-    pub stack: Vec<FrameId>,
+    pub stack: Stack,
     /// A switch off the CPU (`record --off-cpu`), not a CPU sample.
     pub off_cpu: bool,
 }
@@ -64,6 +98,8 @@ pub struct Profile {
     /// The JIT tier of frames whose runtime named one ("Turbofan (optimized)", ...).
     tiers: FxHashMap<FrameId, String>,
     pub samples: Vec<ProfileSample>,
+    /// Every distinct stack [`Profile::intern_stack`] has seen.
+    stacks: FxHashSet<Stack>,
     pub threads: BTreeMap<u32, ThreadInfo>,
     /// Things the reader should know (unknown addresses, missing kernel symbols, ...).
     pub notes: Vec<String>,
@@ -90,6 +126,17 @@ impl Profile {
         }
         self.index.insert(key, id);
         id
+    }
+
+    /// The shared copy of `frames` (made on first sight): samples with the same stack share
+    /// one allocation, so memory grows with distinct stacks rather than with samples.
+    pub fn intern_stack(&mut self, frames: &[FrameId]) -> Stack {
+        if let Some(stack) = self.stacks.get(frames) {
+            return stack.clone();
+        }
+        let stack = Stack::from(frames);
+        self.stacks.insert(stack.clone());
+        stack
     }
 
     /// The JIT tier the frame's code was compiled at, when known.

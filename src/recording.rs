@@ -313,6 +313,9 @@ impl Recording {
             None => None,
         };
         let finished = chunks.iter().any(|c| c.kind == ChunkKind::END);
+        // Checking the CRCs brought the whole file into memory; each part is read again when
+        // it is needed (a long recording's records would otherwise all stay resident).
+        bytes.release(0, bytes.len());
         Ok(Self {
             path,
             inflated: chunks.iter().map(|_| OnceLock::new()).collect(),
@@ -376,6 +379,13 @@ impl Recording {
 
     pub fn layout(&self) -> SampleLayout {
         self.meta.event.layout()
+    }
+
+    /// Says a reader is done with the payload bytes at `offset..offset + len` (from
+    /// [`Recording::payloads`]): a mapped file's pages may leave memory (they are read again
+    /// from the file if needed).
+    pub fn release(&self, offset: usize, len: usize) {
+        self.bytes.release(offset, len);
     }
 
     /// Payloads of every chunk of one kind, in file order. PERF_RECORDS includes the

@@ -225,6 +225,7 @@ pub(crate) mod tests {
         for (i, (stack, weight)) in stacks.iter().enumerate() {
             let mut ids = vec![root];
             ids.extend(stack.iter().map(|(n, k)| p.intern(frame(n, *k))));
+            let ids = p.intern_stack(&ids);
             p.samples.push(ProfileSample {
                 pid: 1,
                 tid: 1,
@@ -287,7 +288,7 @@ pub(crate) mod tests {
             ..frame("f", Native)
         });
         p.samples.push(ProfileSample {
-            stack: vec![root, f2],
+            stack: vec![root, f2].into(),
             ..p.samples[0].clone()
         });
         assert_eq!(lines(&p), vec!["prog;f 2"]);
@@ -310,7 +311,7 @@ pub(crate) mod tests {
             time: 0,
             cpu: 0,
             weight: 9,
-            stack: vec![main],
+            stack: vec![main].into(),
             off_cpu: false,
         });
         assert_eq!(lines(&p), vec!["worker;main 9"]);

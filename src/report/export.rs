@@ -308,7 +308,7 @@ pub(crate) mod tests {
                 time,
                 cpu: 0,
                 weight: 1_001_001,
-                stack,
+                stack: stack.into(),
                 off_cpu: false,
             });
         }

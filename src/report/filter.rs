@@ -157,11 +157,12 @@ fn rewrite_frames(old: Profile, rewrite: impl Fn(&Frame) -> Option<Frame>) -> Pr
         })
         .collect();
     for sample in old.samples {
-        let stack = sample
+        let stack: Vec<FrameId> = sample
             .stack
             .iter()
             .filter_map(|id| mapping[id.0 as usize])
             .collect();
+        let stack = new.intern_stack(&stack);
         new.samples.push(ProfileSample { stack, ..sample });
     }
     new
@@ -194,7 +195,7 @@ mod tests {
                     time: 10_000_000_000 + second * 1_000_000_000,
                     cpu: 0,
                     weight: 1,
-                    stack: vec![root, f],
+                    stack: vec![root, f].into(),
                     off_cpu: false,
                 });
             }
@@ -301,7 +302,7 @@ mod tests {
                 time: 0,
                 cpu: 0,
                 weight: 2,
-                stack,
+                stack: stack.into(),
                 off_cpu: false,
             });
         }

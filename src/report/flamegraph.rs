@@ -250,7 +250,7 @@ mod tests {
             time: 0,
             cpu: 0,
             weight: 3,
-            stack: vec![main],
+            stack: vec![main].into(),
             off_cpu: false,
         });
         let svg = draw(&p, &labels(), &Look::default());

@@ -237,7 +237,9 @@ mod tests {
         let mut other = p.frame(p.samples[0].stack[1]).clone();
         other.line = Some(11);
         let id = p.intern(other);
-        p.samples[4].stack.push(id);
+        let mut longer = p.samples[4].stack.to_vec();
+        longer.push(id);
+        p.samples[4].stack = longer.into();
         let mut out = Vec::new();
         write(&p, &sample_context(&p), &mut out).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();

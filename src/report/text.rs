@@ -76,7 +76,7 @@ pub fn function_costs(profile: &Profile) -> FunctionCosts {
         let n = n + 1;
         total_weight += sample.weight;
         let mut leaf = no_frames;
-        for &id in &sample.stack {
+        for &id in sample.stack.iter() {
             let Some(i) = slot_of_frame[id.0 as usize] else {
                 continue;
             };
@@ -365,7 +365,7 @@ mod tests {
                 time: time as u64,
                 cpu: 0,
                 weight,
-                stack: vec![id],
+                stack: vec![id].into(),
                 off_cpu: false,
             });
         }

@@ -13,7 +13,7 @@ use super::{flamegraph, Destination, Format, ReportConfig, Weight};
 use crate::error::{Error, Result};
 use crate::format::xray::{self, instr_map::InstrMap, Header, Log, LogMode};
 use crate::format::Endian;
-use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample};
+use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, Stack};
 use crate::sys::mapped_file::MappedFile;
 use crate::xray::account::{self, Accounting};
 use crate::xray::replay::{Call, Replay, StackCounts, Threads};
@@ -103,7 +103,7 @@ impl Input {
     pub fn profile(&self, config: &ReportConfig, weight: Weight) -> (Profile, Threads) {
         let replay = Replay::run(&self.log.events);
         let mut profile = Profile::default();
-        let mut stacks: FxHashMap<u32, Vec<FrameId>> = FxHashMap::default();
+        let mut stacks: FxHashMap<u32, Stack> = FxHashMap::default();
         let mut frames: FxHashMap<u32, FrameId> = FxHashMap::default();
         let start = self.start_tsc();
         let pids: FxHashMap<u32, u32> = replay
@@ -132,7 +132,8 @@ impl Input {
                             })
                         })
                     })
-                    .collect()
+                    .collect::<Vec<_>>()
+                    .into()
             });
             profile.samples.push(ProfileSample {
                 pid: pids.get(&tid).copied().unwrap_or(0),

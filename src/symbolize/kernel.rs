@@ -30,47 +30,43 @@ pub struct KernelSymbols {
 
 impl KernelSymbols {
     /// Reads this machine's /proc/kallsyms; an unreadable file gives an empty, hidden table.
+    /// Read a block of lines at a time: the text (5 MB and more) is never held whole.
     pub fn load() -> Self {
-        match std::fs::read("/proc/kallsyms") {
-            Ok(text) => Self::from_kallsyms(&text),
-            Err(_) => Self {
+        use std::io::Read;
+        let Ok(mut file) = std::fs::File::open("/proc/kallsyms") else {
+            return Self {
                 hidden: true,
                 ..Self::default()
-            },
+            };
+        };
+        let mut table = Builder::default();
+        let mut block = Vec::with_capacity(KALLSYMS_BLOCK);
+        let mut chunk = vec![0u8; KALLSYMS_BLOCK];
+        loop {
+            let n = match file.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            block.extend_from_slice(&chunk[..n]);
+            // Whole lines now, the partial last line with the next read.
+            let Some(end) = block.iter().rposition(|&b| b == b'\n') else {
+                continue;
+            };
+            if !table.add(&block[..=end]) {
+                return table.finish();
+            }
+            block.drain(..=end);
         }
+        table.add(&block);
+        table.finish()
     }
 
     /// Text symbols (`t`, `T`, `W`, `w`) of a kallsyms text. A damaged line ends the table
     /// (the entries before it are kept sorted).
     pub fn from_kallsyms(text: &[u8]) -> Self {
-        let mut any = false;
-        let mut names = String::new();
-        let mut symbols = Vec::new();
-        for entry in procfs::kallsyms_entries(text) {
-            let Ok(e) = entry else { break };
-            any = true;
-            if !matches!(e.kind, 't' | 'T' | 'W' | 'w') || e.addr == 0 {
-                continue;
-            }
-            let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(e.name.len()))
-            else {
-                break;
-            };
-            names.push_str(e.name);
-            symbols.push((e.addr, start, len));
-        }
-        // By address, then name (the first name of an address is kept).
-        symbols.sort_by(|a, b| {
-            let name = |s: &(u64, u32, u32)| &names[s.1 as usize..(s.1 + s.2) as usize];
-            a.0.cmp(&b.0).then_with(|| name(a).cmp(name(b)))
-        });
-        symbols.dedup_by_key(|s| s.0);
-        symbols.shrink_to_fit();
-        Self {
-            hidden: any && symbols.is_empty(),
-            symbols,
-            names,
-        }
+        let mut table = Builder::default();
+        table.add(text);
+        table.finish()
     }
 
     /// The symbol containing a kernel address (the nearest one at or below it).
@@ -78,6 +74,60 @@ impl KernelSymbols {
         let idx = self.symbols.partition_point(|s| s.0 <= addr);
         let &(_, start, len) = self.symbols.get(idx.checked_sub(1)?)?;
         self.names.get(start as usize..(start + len) as usize)
+    }
+}
+
+/// Bytes of /proc/kallsyms read at a time.
+const KALLSYMS_BLOCK: usize = 256 * 1024;
+
+/// The table as it is read.
+#[derive(Default)]
+struct Builder {
+    any: bool,
+    names: String,
+    symbols: Vec<(u64, u32, u32)>,
+}
+
+impl Builder {
+    /// Adds the text symbols of whole kallsyms lines; false once a line is damaged (the rest
+    /// is not read).
+    fn add(&mut self, text: &[u8]) -> bool {
+        for entry in procfs::kallsyms_entries(text) {
+            let Ok(e) = entry else { return false };
+            self.any = true;
+            if !matches!(e.kind, 't' | 'T' | 'W' | 'w') || e.addr == 0 {
+                continue;
+            }
+            let (Ok(start), Ok(len)) =
+                (u32::try_from(self.names.len()), u32::try_from(e.name.len()))
+            else {
+                return false;
+            };
+            self.names.push_str(e.name);
+            self.symbols.push((e.addr, start, len));
+        }
+        true
+    }
+
+    fn finish(self) -> KernelSymbols {
+        let Builder {
+            any,
+            mut names,
+            mut symbols,
+        } = self;
+        // By address, then name (the first name of an address is kept).
+        symbols.sort_by(|a, b| {
+            let name = |s: &(u64, u32, u32)| &names[s.1 as usize..(s.1 + s.2) as usize];
+            a.0.cmp(&b.0).then_with(|| name(a).cmp(name(b)))
+        });
+        symbols.dedup_by_key(|s| s.0);
+        symbols.shrink_to_fit();
+        names.shrink_to_fit();
+        KernelSymbols {
+            hidden: any && symbols.is_empty(),
+            symbols,
+            names,
+        }
     }
 }
 
@@ -94,6 +144,20 @@ mod tests {
         assert_eq!(k.lookup(0xffffffff81000050), Some("a"));
         assert_eq!(k.lookup(0xffffffff81000100), Some("b"));
         assert_eq!(k.lookup(0x1000), None);
+    }
+
+    #[test]
+    fn reading_in_blocks_gives_the_table_of_the_whole_text() {
+        let whole = KernelSymbols::from_kallsyms(&std::fs::read("/proc/kallsyms").unwrap());
+        let blocks = KernelSymbols::load();
+        assert!(
+            whole.symbols.len() > 1000,
+            "{} symbols",
+            whole.symbols.len()
+        );
+        assert_eq!(blocks.symbols, whole.symbols);
+        assert_eq!(blocks.names, whole.names);
+        assert_eq!(blocks.hidden, whole.hidden);
     }
 
     #[test]

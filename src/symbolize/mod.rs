@@ -155,9 +155,12 @@ fn walk(
     let regs_mask = recording.meta.event.regs_user_mask;
     let mut model = ProcessModel::default();
     let mut unwinders = Unwinders::default();
-    let mut unwound = embedded
-        .filter(|e| e.stacks_in_chunks)
-        .map(|_| unwound::StackReader::new(recording.payloads(ChunkKind::UNWOUND_STACKS)));
+    let mut unwound = embedded.filter(|e| e.stacks_in_chunks).map(|_| {
+        unwound::StackReader::new(
+            recording.payloads(ChunkKind::UNWOUND_STACKS),
+            |offset, len| recording.release(offset, len),
+        )
+    });
     let mut errors = in_time_order(recording, |timed| {
         if update_model(&mut model, &timed.record) {
             return;
@@ -423,6 +426,7 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
                 }
             });
             looped_frames += (before - stack.len()) as u64;
+            let stack = profile.intern_stack(&stack);
             profile.samples.push(ProfileSample {
                 pid: s.pid,
                 tid: s.tid,

@@ -99,6 +99,8 @@ struct Entry {
 /// order: one chunk decompressed at a time.
 pub struct StackReader<'a> {
     chunks: Box<dyn Iterator<Item = (usize, &'a [u8])> + 'a>,
+    /// Called with each chunk's offset and length once it is decompressed.
+    done_with: Box<dyn Fn(usize, usize) + 'a>,
     buf: Vec<u8>,
     /// File offset of the chunk being read (for errors).
     chunk_at: usize,
@@ -110,10 +112,15 @@ pub struct StackReader<'a> {
 }
 
 impl<'a> StackReader<'a> {
-    /// `chunks`: the UNWOUND_STACKS payloads with their file offsets, in file order.
-    pub fn new(chunks: impl Iterator<Item = (usize, &'a [u8])> + 'a) -> Self {
+    /// `chunks`: the UNWOUND_STACKS payloads with their file offsets, in file order;
+    /// `done_with` is told when a payload's bytes are no longer needed.
+    pub fn new(
+        chunks: impl Iterator<Item = (usize, &'a [u8])> + 'a,
+        done_with: impl Fn(usize, usize) + 'a,
+    ) -> Self {
         Self {
             chunks: Box::new(chunks),
+            done_with: Box::new(done_with),
             buf: Vec::new(),
             chunk_at: 0,
             pos: 0,
@@ -154,7 +161,9 @@ impl<'a> StackReader<'a> {
     fn next_entry(&mut self) -> Option<Entry> {
         while self.pos >= self.buf.len() {
             let (at, payload) = self.chunks.next()?;
-            match inflate(payload, at) {
+            let inflated = inflate(payload, at);
+            (self.done_with)(at, payload.len());
+            match inflated {
                 Ok(buf) => {
                     self.buf = buf;
                     self.chunk_at = at;
@@ -284,7 +293,7 @@ mod tests {
         ];
         let chunks = write(&entries, 2);
         assert_eq!(chunks.len(), 2);
-        let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])));
+        let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])), |_, _| {});
         // A sample without an entry before each one with.
         for (time, offset, stack, chain) in &entries {
             assert_eq!(r.take(*time, offset + 1, chain), None);
@@ -301,7 +310,7 @@ mod tests {
             (20, 2, vec![0x3, 0x4], vec![0x4]),
         ];
         let chunks = write(&entries, 10);
-        let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])));
+        let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])), |_, _| {});
         assert_eq!(r.take(20, 2, &[0x4]), Some(vec![0x3, 0x4]));
     }
 
@@ -313,7 +322,10 @@ mod tests {
         put(&mut buf, 0);
         put(&mut buf, u64::MAX);
         let chunk = zstd::bulk::compress(&buf, 1).unwrap();
-        let mut r = StackReader::new([(4096, &chunk[..]), (8192, &b"junk"[..])].into_iter());
+        let mut r = StackReader::new(
+            [(4096, &chunk[..]), (8192, &b"junk"[..])].into_iter(),
+            |_, _| {},
+        );
         assert_eq!(r.take(0, 1, &[]), None);
         assert_eq!(r.error.as_ref().map(|e| e.offset), Some(4096));
     }

@@ -11,6 +11,10 @@ pub struct MappedFile {
     map: Option<memmap2::Mmap>,
 }
 
+/// How far around a faulting address the kernel maps file pages that are already in the page
+/// cache (Linux's default `fault_around_bytes`).
+const FAULT_AROUND: usize = 64 * 1024;
+
 impl MappedFile {
     pub fn open(path: &Path) -> io::Result<Self> {
         let file = File::open(path)?;
@@ -32,11 +36,18 @@ impl MappedFile {
 
 impl MappedFile {
     /// Lets the kernel drop the pages of `offset..offset + len` from this process (a reader
-    /// done with them; reading them again faults them back in from the file). Out-of-range or
-    /// failing calls change nothing: this only saves memory.
+    /// done with them; reading them again faults them back in from the file), and those within
+    /// [`FAULT_AROUND`] of it, which reading it mapped too. Failing calls change nothing: this
+    /// only saves memory.
     pub fn release(&self, offset: usize, len: usize) {
         let Some(map) = &self.map else { return };
-        if len == 0 || offset.checked_add(len).is_none_or(|end| end > map.len()) {
+        let start = offset.saturating_sub(FAULT_AROUND).min(map.len());
+        let end = offset
+            .saturating_add(len)
+            .saturating_add(FAULT_AROUND)
+            .min(map.len());
+        let (offset, len) = (start, end - start);
+        if len == 0 {
             return;
         }
         // SAFETY: the mapping is private, read-only and backed by a file that is never

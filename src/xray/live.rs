@@ -346,7 +346,7 @@ pub fn correlate(recording: &Recording, profile: &mut Profile) -> Option<LiveXra
             }));
         }
         stack.extend_from_slice(&sample.stack[at..]);
-        sample.stack = stack;
+        sample.stack = stack.into();
         live.completed += 1;
     }
     profile.samples = samples;

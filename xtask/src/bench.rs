@@ -21,6 +21,8 @@ macro_rules! argv {
     ($($arg:expr),* $(,)?) => { vec![$(OsString::from(&$arg)),*] };
 }
 
+/// Recording size, recorder memory and binary sizes against perf (issue 16).
+mod footprint;
 /// `jprof report -i perf.data` against `perf inject --jit` + `perf script` + inferno.
 mod import;
 /// The Java demo under jprof's agent against perf record + a perf map.
@@ -51,6 +53,8 @@ struct Options {
     off_cpu_only: bool,
     /// Only the Node overhead (`--node-only`).
     node_only: bool,
+    /// Only the footprint comparison (`--footprint-only`).
+    footprint_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -64,6 +68,7 @@ fn parse(args: &[String]) -> Result<Options> {
         writers_only: false,
         off_cpu_only: false,
         node_only: false,
+        footprint_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -87,8 +92,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--writers-only" => options.writers_only = true,
             "--off-cpu-only" => options.off_cpu_only = true,
             "--node-only" => options.node_only = true,
+            "--footprint-only" => options.footprint_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --footprint-only)"
             ),
         }
     }
@@ -306,6 +312,14 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+    if options.footprint_only {
+        if !available("perf") {
+            bail!("the footprint comparison needs perf: apt-get install linux-perf");
+        }
+        let table = footprint::compare(&build_jprof()?, &build_example()?)?;
+        print!("{table}");
+        return Ok(());
+    }
     check_tools()?;
     let jprof = build_jprof()?;
     if options.import_only {
@@ -408,6 +422,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&xray::compare(&jprof, options.runs)?);
     table.push_str(&off_cpu::compare(&jprof, options.runs)?);
     table.push_str(&node::compare(&jprof, options.runs)?);
+    table.push_str(&footprint::compare(&jprof, &example)?);
     print!("{table}");
     let md = target_dir().join("bench.md");
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;

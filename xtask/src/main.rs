@@ -21,7 +21,8 @@ tasks:
                            jprof record/report vs perf record/perf script + inferno, side by side
                            (medians of N alternated runs, default 5; S scales the workload, default 1),
                            then every report writer on a 1 M-sample profile (--writers-only: just that),
-                           Java, Mono, XRay, off-CPU and Node comparisons (--off-cpu-only, --node-only)
+                           Java, Mono, XRay, off-CPU and Node comparisons (--off-cpu-only, --node-only),
+                           recording size, recorder memory and binary sizes (--footprint-only)
   fuzz [SECS] [--stable]   fuzz every target (recording reader, jitdump, perf map) for SECS seconds
                            each (default 60); uses cargo-fuzz on nightly, or a deterministic
                            stable-toolchain fallback

@@ -110,6 +110,7 @@ pub fn profile(a: &Analysis, weight: Weight, config: &ReportConfig) -> Profile {
     };
     let push = |p: &mut Profile, thread: u64, time: u64, weight: u64, stack: Vec<FrameId>| {
         let tid = tid_of(thread);
+        let stack = p.intern_stack(&stack);
         p.samples.push(ProfileSample {
             pid,
             tid,
