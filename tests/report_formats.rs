@@ -5,6 +5,7 @@
 //! difference reads as a diff. `JPROF_BLESS=1 cargo test --test report_formats` rewrites them.
 //! pprof is also read back by Go's own reader (`go tool pprof -top`) when `go` is installed.
 
+mod golden_support;
 mod symbolize_support;
 
 use std::io::Read;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use flate2::read::GzDecoder;
+use golden_support::golden;
 use jprof::format::jitdump::TierKind;
 use jprof::format::jitdump_write as jd;
 use jprof::format::recording::{encode_chunk, encode_side_piece, ChunkKind, SideKind, SidePiece};
@@ -163,39 +165,6 @@ fn gunzip(path: &Path) -> Vec<u8> {
     let mut raw = Vec::new();
     GzDecoder::new(&bytes[..]).read_to_end(&mut raw).unwrap();
     raw
-}
-
-/// Compares `actual` with tests/golden/NAME, or rewrites it under `JPROF_BLESS=1`.
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("JPROF_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with JPROF_BLESS=1 to create it)",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "{} differs from the output first at line {}:\n expected: {:?}\n   actual: {:?}\n\
-             (JPROF_BLESS=1 rewrites the golden file if the change is intended)",
-            path.display(),
-            first + 1,
-            expected.lines().nth(first),
-            actual.lines().nth(first)
-        );
-    }
 }
 
 fn pretty(v: &Value) -> String {

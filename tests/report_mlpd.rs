@@ -4,6 +4,7 @@
 //! Flame-graph inputs (folded stacks) are checked for their totals and filters, and the calls
 //! fixture's folded stacks against a golden file (`JPROF_BLESS=1` rewrites it).
 
+mod golden_support;
 mod mlpd_support;
 
 use std::collections::BTreeMap;
@@ -11,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
 
 fn calls_file() -> PathBuf {
     PathBuf::from(format!("{FIXTURES}/mono/shapes-calls.mlpd"))
@@ -158,17 +158,11 @@ fn calls_weight_counts_every_call_on_its_path() {
             &["--format", "collapsed", "--weight", "calls"]
         )
     );
-    let golden = Path::new(GOLDEN).join("mono-shapes-calls.calls.folded");
     let text = report(
         &calls_file(),
         &["--format", "collapsed", "--weight", "calls"],
     );
-    if std::env::var_os("JPROF_BLESS").is_some() {
-        std::fs::create_dir_all(GOLDEN).expect("golden dir");
-        std::fs::write(&golden, &text).expect("bless");
-    }
-    let expected = std::fs::read_to_string(&golden).expect("golden file (JPROF_BLESS=1 writes it)");
-    assert_eq!(text, expected);
+    golden_support::golden("mono-shapes-calls.calls.folded", &text);
 }
 
 #[test]

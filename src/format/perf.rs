@@ -238,24 +238,36 @@ pub enum Record<'a> {
         preempt: bool,
         id: SampleId,
     },
-    Other(RecordKind),
+    /// A kind jprof does not decode, with its body (after the 8-byte header) as read.
+    Other {
+        kind: RecordKind,
+        body: &'a [u8],
+    },
+}
+
+impl Record<'_> {
+    /// The record's timestamp on the sample clock, when it carries one.
+    pub fn time(&self) -> Option<u64> {
+        match self {
+            Record::Sample(s) => Some(s.time),
+            Record::Fork { time, .. }
+            | Record::Exit { time, .. }
+            | Record::Throttle { time, .. } => Some(*time),
+            Record::Mmap2 { id, .. }
+            | Record::Mmap { id, .. }
+            | Record::Comm { id, .. }
+            | Record::Lost { id, .. }
+            | Record::LostSamples { id, .. }
+            | Record::Switch { id, .. } => id.time,
+            Record::Other { .. } => None,
+        }
+    }
 }
 
 impl SampleLayout {
     /// Timestamp of any record on the sample clock, when it has one.
     pub fn time_of(&self, raw: &RawRecord<'_>) -> Option<u64> {
-        match self.parse(raw) {
-            Ok(Record::Sample(s)) => Some(s.time),
-            Ok(Record::Fork { time, .. } | Record::Exit { time, .. }) => Some(time),
-            Ok(Record::Throttle { time, .. }) => Some(time),
-            Ok(Record::Mmap2 { id, .. })
-            | Ok(Record::Mmap { id, .. })
-            | Ok(Record::Comm { id, .. })
-            | Ok(Record::Lost { id, .. })
-            | Ok(Record::LostSamples { id, .. })
-            | Ok(Record::Switch { id, .. }) => id.time,
-            _ => None,
-        }
+        self.parse(raw).ok()?.time()
     }
 
     /// Decodes a raw record. `raw.offset` is used in errors.
@@ -368,7 +380,10 @@ impl SampleLayout {
                 time: c.u64()?,
                 unthrottle: raw.kind == RecordKind::UNTHROTTLE,
             },
-            other => Record::Other(other),
+            kind => Record::Other {
+                kind,
+                body: raw.body,
+            },
         })
     }
 

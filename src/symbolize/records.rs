@@ -22,23 +22,6 @@ pub struct Timed<'a> {
     pub record: Record<'a>,
 }
 
-/// The time a record carries, if any.
-pub fn record_time(record: &Record<'_>) -> Option<u64> {
-    match record {
-        Record::Sample(s) => Some(s.time),
-        Record::Fork { time, .. } | Record::Exit { time, .. } | Record::Throttle { time, .. } => {
-            Some(*time)
-        }
-        Record::Mmap2 { id, .. }
-        | Record::Mmap { id, .. }
-        | Record::Comm { id, .. }
-        | Record::Lost { id, .. }
-        | Record::LostSamples { id, .. }
-        | Record::Switch { id, .. } => id.time,
-        Record::Other(_) => None,
-    }
-}
-
 /// A record still to be handed over: its time, its chunk (in reading order), and where in
 /// the chunk it starts. Sorting by all three is time order with file order among equals.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,7 +108,7 @@ pub fn in_time_order(recording: &Recording, mut visit: impl FnMut(&Timed<'_>)) -
             absolute.offset += base;
             match layout.parse(&absolute) {
                 Ok(record) => {
-                    let time = record_time(&record).unwrap_or(previous);
+                    let time = record.time().unwrap_or(previous);
                     previous = time;
                     // Chunks are at most 1 GiB (recording::MAX_INFLATED_CHUNK) or one file's
                     // chunk; a larger one is cut off here rather than misnumbered.
