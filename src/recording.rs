@@ -15,6 +15,44 @@ use crate::format::ParseError;
 use crate::sys::mapped_file::MappedFile;
 use crate::timeline::ClockConversion;
 
+/// How user stacks were collected: the kernel's frame-pointer walk, or a copy of the stack
+/// unwound afterwards with DWARF CFI. Stored in META as `"fp"` / `"dwarf"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CallGraph {
+    #[serde(rename = "fp")]
+    FramePointers,
+    #[serde(rename = "dwarf")]
+    Dwarf,
+}
+
+impl CallGraph {
+    /// The name `--call-graph` takes and META stores.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallGraph::FramePointers => "fp",
+            CallGraph::Dwarf => "dwarf",
+        }
+    }
+}
+
+impl std::fmt::Display for CallGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CallGraph {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fp" => Ok(CallGraph::FramePointers),
+            "dwarf" => Ok(CallGraph::Dwarf),
+            other => Err(format!("call graph {other:?}: fp or dwarf")),
+        }
+    }
+}
+
 /// How the events were opened, enough to decode every record.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EventConfig {
@@ -26,8 +64,7 @@ pub struct EventConfig {
     pub sample_type: u64,
     pub regs_user_mask: u64,
     pub stack_user_bytes: u32,
-    /// "fp" or "dwarf".
-    pub call_graph: String,
+    pub call_graph: CallGraph,
     /// Whether kernel frames were requested (false when the kernel refuses them).
     pub kernel_callchains: bool,
     /// Linux clockid of the sample clock (1 = CLOCK_MONOTONIC).

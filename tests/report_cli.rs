@@ -31,7 +31,7 @@ fn meta() -> Meta {
                 | sample_type::CALLCHAIN,
             regs_user_mask: 0,
             stack_user_bytes: 0,
-            call_graph: "fp".into(),
+            call_graph: jprof::recording::CallGraph::FramePointers,
             kernel_callchains: false,
             clockid: 1,
             off_cpu_ids: Vec::new(),

@@ -235,7 +235,7 @@ fn symbolize_reads_jit_code_from_a_recordings_side_files() {
             sample_type: 0,
             regs_user_mask: 0,
             stack_user_bytes: 0,
-            call_graph: "fp".into(),
+            call_graph: jprof::recording::CallGraph::FramePointers,
             kernel_callchains: false,
             clockid: 1,
             off_cpu_ids: Vec::new(),

@@ -76,7 +76,7 @@ pub fn wrap_records(sample_type: u64, regs_user_mask: u64, records: &[u8]) -> Ve
             sample_type,
             regs_user_mask,
             stack_user_bytes: 1024,
-            call_graph: "fp".into(),
+            call_graph: jprof::recording::CallGraph::FramePointers,
             kernel_callchains: true,
             clockid: 1,
         },

@@ -385,7 +385,11 @@ fn event_config(attr: &PerfEventAttr, name: Option<&str>, path: &Path) -> Result
         sample_type: bits,
         regs_user_mask: attr.sample_regs_user,
         stack_user_bytes: attr.sample_stack_user,
-        call_graph: if dwarf { "dwarf" } else { "fp" }.to_string(),
+        call_graph: if dwarf {
+            crate::recording::CallGraph::Dwarf
+        } else {
+            crate::recording::CallGraph::FramePointers
+        },
         kernel_callchains: !attr.flags.contains(AttrFlags::EXCLUDE_CALLCHAIN_KERNEL),
         clockid: clockid(attr),
         off_cpu_ids: Vec::new(),

@@ -49,11 +49,7 @@ pub enum EventChoice {
     CpuClock,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallGraph {
-    FramePointers,
-    Dwarf,
-}
+pub use crate::recording::CallGraph;
 
 /// Everything `jprof record` needs.
 #[derive(Clone, Debug)]

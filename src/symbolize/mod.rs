@@ -26,7 +26,7 @@ use crate::format::perf::Record;
 use crate::format::recording::ChunkKind;
 use crate::format::ParseError;
 use crate::profile::{Frame, FrameKind, Profile, ProfileSample, ThreadInfo};
-use crate::recording::Recording;
+use crate::recording::{CallGraph, Recording};
 
 use embedded::{EmbeddedFrame, EmbeddedIndex, EmbeddedSymbols};
 use lookup::{Symbolizer, UserLookup};
@@ -149,7 +149,7 @@ fn walk(
     binaries: &mut BinaryCache,
     mut visit: impl FnMut(&ProcessModel, &mut BinaryCache, &SampleStack),
 ) -> (ProcessModel, Vec<ParseError>) {
-    let dwarf = recording.meta.event.call_graph == "dwarf";
+    let dwarf = recording.meta.event.call_graph == CallGraph::Dwarf;
     let off_cpu_ids: rustc_hash::FxHashSet<u64> =
         recording.meta.event.off_cpu_ids.iter().copied().collect();
     let regs_mask = recording.meta.event.regs_user_mask;

@@ -237,7 +237,7 @@ pub fn meta(call_graph: &str) -> Meta {
             sample_type: SAMPLE_TYPE,
             regs_user_mask: 0x1c0,
             stack_user_bytes: if call_graph == "dwarf" { 32768 } else { 1024 },
-            call_graph: call_graph.into(),
+            call_graph: call_graph.parse().unwrap(),
             kernel_callchains: true,
             clockid: 1,
             off_cpu_ids: Vec::new(),
