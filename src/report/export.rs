@@ -72,7 +72,8 @@ impl ExportContext {
     }
 
     /// The context of a recording: its command, event, start and JIT code loads.
-    pub fn from_recording(recording: &Recording, profile: &Profile) -> Self {
+    /// `jit`: the index symbolization built from the recording.
+    pub fn from_recording(recording: &Recording, profile: &Profile, jit: &JitIndex) -> Self {
         let meta = &recording.meta;
         let recorded_start = recording
             .summary
@@ -83,7 +84,7 @@ impl ExportContext {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b).unwrap_or(0),
         };
-        let mut code_loads: Vec<CodeLoad> = JitIndex::from_recording(recording)
+        let mut code_loads: Vec<CodeLoad> = jit
             .code()
             .map(|(pid, code)| CodeLoad {
                 pid,

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::import;
 use crate::recording::Recording;
+use crate::symbolize::jit_index::JitIndex;
 use crate::symbolize::{self, ResolveOptions};
 
 /// Output format of `jprof report`.
@@ -240,7 +241,7 @@ pub fn losses(recording: &Recording) -> Option<String> {
 /// Reads a recording (or imports a perf.data), symbolizes it, applies the filters and the
 /// weight.
 pub fn load(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
-    let (recording, mut profile) = load_unfiltered(config)?;
+    let (recording, mut profile, _) = load_unfiltered(config)?;
     filter::apply(&mut profile, &config.filters());
     weigh(&recording, &mut profile, config.weight)?;
     Ok((recording, profile))
@@ -351,8 +352,11 @@ pub fn weigh(
 }
 
 /// Reads and symbolizes; only `--tid`/`--comm` are applied already (so filtered-out samples
-/// are never symbolized), the rest of the filters are the caller's.
-pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profile::Profile)> {
+/// are never symbolized), the rest of the filters are the caller's. Also returns the JIT index
+/// symbolization used.
+pub fn load_unfiltered(
+    config: &ReportConfig,
+) -> Result<(Recording, crate::profile::Profile, JitIndex)> {
     let recording = crate::progress::while_busy(
         &format!("reading {}", config.input.display()),
         || -> Result<Recording> {
@@ -373,12 +377,12 @@ pub fn load_unfiltered(config: &ReportConfig) -> Result<(Recording, crate::profi
         debug_files: config.debug_files,
         progress: crate::progress::Progress::bar("symbolizing"),
     };
-    let mut profile = symbolize::resolve(&recording, &options)?;
+    let (mut profile, jit) = symbolize::resolve_with_jit(&recording, &options)?;
     options.progress.finish();
     if !config.signatures {
         signatures::shorten(&mut profile);
     }
-    Ok((recording, profile))
+    Ok((recording, profile, jit))
 }
 
 /// Runs `jprof report`.
@@ -395,7 +399,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
                 .into(),
         ));
     }
-    let (recording, mut profile) = load_unfiltered(config)?;
+    let (recording, mut profile, jit) = load_unfiltered(config)?;
     // XRay logs stored in the recording complete stacks before any filter looks at them.
     let xray = crate::xray::live::correlate(&recording, &mut profile);
     filter::apply(&mut profile, &config.filters());
@@ -419,7 +423,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         return Destination::of(config.output.as_deref(), None)
             .write_with(|w| w.write_all(&summary));
     }
-    let mut context = export::ExportContext::from_recording(&recording, &profile);
+    let mut context = export::ExportContext::from_recording(&recording, &profile, &jit);
     if let Some(w) = &weighing {
         context.event = w.count_name.clone();
         context.weight_unit = w.unit;

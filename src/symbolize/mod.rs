@@ -277,6 +277,15 @@ fn same_kernel(recording: &Recording) -> bool {
 
 /// Reads every record of the recording in time order and builds the symbolized profile.
 pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profile> {
+    resolve_with_jit(recording, options).map(|(profile, _)| profile)
+}
+
+/// [`resolve`], also handing back the JIT index it built from the recording's side files
+/// (reports list its code loads; building it again would cost as much as the first time).
+pub fn resolve_with_jit(
+    recording: &Recording,
+    options: &ResolveOptions,
+) -> Result<(Profile, jit_index::JitIndex)> {
     let mut profile = Profile::default();
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
@@ -468,8 +477,8 @@ pub fn resolve(recording: &Recording, options: &ResolveOptions) -> Result<Profil
     }
     let notes = notes(&errors, &symbolizer, &binaries, kernel_frames);
     profile.notes.extend(notes);
-    profile.notes.extend(jit.notes);
-    Ok(profile)
+    profile.notes.extend(jit.notes.iter().cloned());
+    Ok((profile, jit))
 }
 
 /// Root-first profile frames for one user address: the function, then what is inlined into
