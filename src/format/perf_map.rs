@@ -6,6 +6,11 @@
 
 use super::ParseError;
 
+/// Where a runtime writes process `pid`'s perf map (the pid as the process itself sees it).
+pub fn path_of(pid: u32) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/tmp/perf-{pid}.map"))
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapEntry {
     pub start: u64,

@@ -26,7 +26,7 @@ use crate::format::Cursor;
 use crate::recording::{EventConfig, HostFacts, Meta, Recording, Summary};
 use crate::timeline::ClockConversion;
 
-use side_files::{candidates, list, perf_map_path, read_first, trusted_owners, SideFile};
+use side_files::{candidates, list, read_first, trusted_owners, SideFile};
 
 /// How to import a perf.data.
 #[derive(Clone, Debug, Default)]
@@ -317,7 +317,7 @@ fn find_side_files(
     }
     let mut maps = 0;
     for &pid in &scan.processes {
-        let places = candidates(&perf_map_path(pid), dirs);
+        let places = candidates(&crate::format::perf_map::path_of(pid), dirs);
         if let Some(mut f) = read_first(SideKind::PERF_MAP, pid, &places, owners, notes) {
             // A map is complete at rest; its last line may just lack the newline.
             if f.bytes.last().is_some_and(|&b| b != b'\n') {

@@ -78,11 +78,6 @@ pub fn trusted_owners(path: &Path) -> Vec<u32> {
     owners
 }
 
-/// The recorded location of a process's perf map.
-pub fn perf_map_path(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/tmp/perf-{pid}.map"))
-}
-
 /// Joins paths for a message: `a, b or c`.
 pub fn list(paths: &[PathBuf]) -> String {
     let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

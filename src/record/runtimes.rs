@@ -218,7 +218,7 @@ pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf]) -> Vec<PathB
     let mut files: Vec<PathBuf> = jitdumps.to_vec();
     if runtime == "mono" {
         // `--jitmap`'s map; its lines are in the recording.
-        files.push(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+        files.push(crate::format::perf_map::path_of(pid));
     }
     if runtime == "node" {
         // V8's log goes where the jitdump goes: Node's working directory.

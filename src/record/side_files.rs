@@ -168,10 +168,7 @@ impl SideFiles {
             }
             let map = process_root::host_path(
                 root.as_deref(),
-                Path::new(&format!(
-                    "/tmp/perf-{}.map",
-                    process_root::namespace_pid(pid)
-                )),
+                &crate::format::perf_map::path_of(process_root::namespace_pid(pid)),
             );
             if map.exists() {
                 self.add(SideKind::PERF_MAP, pid, map);
