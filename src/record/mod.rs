@@ -460,12 +460,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     summary.notes.extend(setup.notes.iter().cloned());
     summary.notes.extend(tree_notes);
     let watched = jvm_watch.finish();
-    let agent_attached_late = watched.iter().any(|n| n.contains(runtimes::LOADED));
-    summary.notes.extend(watched);
-    let attach_notes = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
-    let agent_attached = attach_notes.iter().any(|n| n.ends_with(runtimes::LOADED));
-    summary.notes.extend(attach_notes);
-    if (agent_attached || agent_attached_late) && !config.keep_side_files {
+    summary.notes.extend(watched.notes);
+    let attached = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
+    summary.notes.extend(attached.notes);
+    if (attached.loaded || watched.loaded) && !config.keep_side_files {
         // The agent stays in the JVM; the file it writes is only for this recording.
         for (pid, jitdumps) in side.jitdump_paths() {
             for file in jitdumps {

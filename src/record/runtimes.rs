@@ -329,14 +329,32 @@ fn load_succeeded(reply: &str) -> bool {
 /// (the `.attach_pid` trigger file, SIGQUIT, the `.java_pid` socket, `load`), so it replays
 /// the JVM's compiled code into a jitdump jprof's recorder picks up. Returns notes for the
 /// summary; not a JVM or no agent gives no attempt or a note saying why.
-pub fn attach_java(pid: u32) -> Vec<String> {
+/// What attaching jprof's agent to a running JVM did.
+#[derive(Debug, Default)]
+pub struct Attach {
+    /// The agent is loaded (the JVM writes a jitdump for this recording).
+    pub loaded: bool,
+    /// What the summary says about it.
+    pub notes: Vec<String>,
+}
+
+impl Attach {
+    fn failed(note: String) -> Self {
+        Self {
+            loaded: false,
+            notes: vec![note],
+        }
+    }
+}
+
+pub fn attach_java(pid: u32) -> Attach {
     if !is_hotspot(pid) {
-        return Vec::new();
+        return Attach::default();
     }
     let Some(agent) = find_agent() else {
-        return vec![format!(
+        return Attach::failed(format!(
             "HotSpot JVM: {AGENT_FILE} was not found next to jprof (or set JPROF_AGENT): Java JIT frames will not be named"
-        )];
+        ));
     };
     // The JVM accepts attach connections only from its own effective uid (or root).
     // A /proc/<pid> directory belongs to the process's effective uid.
@@ -346,9 +364,9 @@ pub fn attach_java(pid: u32) -> Vec<String> {
     };
     if let (Ok(euid), Ok(owner)) = (uid_of("/proc/self"), uid_of(&format!("/proc/{pid}"))) {
         if euid != 0 && owner != euid {
-            return vec![format!(
+            return Attach::failed(format!(
                 "HotSpot JVM {pid} runs as uid {owner}: only that user or root can load jprof's agent; Java JIT frames will not be named"
-            )];
+            ));
         }
     }
     let nspid = process_root::namespace_pid(pid);
@@ -365,9 +383,9 @@ pub fn attach_java(pid: u32) -> Vec<String> {
         // The JVM starts its attach listener on SIGQUIT only if this trigger file exists (in
         // its working directory or its tmp directory); otherwise SIGQUIT prints a thread dump.
         let Some(trigger) = create_attach_trigger(pid, nspid, &tmp) else {
-            return vec![format!(
+            return Attach::failed(format!(
                 "HotSpot JVM {pid}: cannot create its attach trigger file; Java JIT frames will not be named"
-            )];
+            ));
         };
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),
@@ -383,12 +401,13 @@ pub fn attach_java(pid: u32) -> Vec<String> {
         }
         foreign_file::remove_if_same(&trigger.path, trigger.dev, trigger.ino);
         if !is_socket(&socket) {
-            return vec![format!(
+            return Attach::failed(format!(
                 "HotSpot JVM {pid}: its attach listener did not start (started with -XX:+DisableAttachMechanism?); Java JIT frames will not be named"
-            )];
+            ));
         }
     }
-    let mut notes = Vec::new();
+    let mut outcome = Attach::default();
+    let notes = &mut outcome.notes;
     // A JVM in another mount namespace (a container) cannot see jprof's files: give it a copy
     // of the agent in its own /tmp, readable by its user, removed once loaded (the mapping
     // stays).
@@ -397,9 +416,9 @@ pub fn attach_java(pid: u32) -> Vec<String> {
         Some(root) => match copy_agent_into(&root, &agent, nspid, pid) {
             Ok(copy) => Some(copy),
             Err(e) => {
-                return vec![format!(
+                return Attach::failed(format!(
                     "HotSpot JVM {pid} runs in another mount namespace and jprof's agent could not be copied into its /tmp: {e}; Java JIT frames will not be named"
-                )]
+                ))
             }
         },
     };
@@ -412,7 +431,10 @@ pub fn attach_java(pid: u32) -> Vec<String> {
         foreign_file::remove_if_same(&copy.made.path, copy.made.dev, copy.made.ino);
     }
     match loaded {
-        Ok(reply) if load_succeeded(&reply) => notes.push(format!("HotSpot JVM {pid}: {LOADED}")),
+        Ok(reply) if load_succeeded(&reply) => {
+            outcome.loaded = true;
+            notes.push(format!("HotSpot JVM {pid}: {LOADED}"));
+        }
         Ok(reply) => notes.push(format!(
             "HotSpot JVM {pid}: loading {AGENT_FILE} failed: {}",
             reply.trim().replace('\n', " ")
@@ -426,7 +448,7 @@ pub fn attach_java(pid: u32) -> Vec<String> {
             ));
         }
     }
-    notes
+    outcome
 }
 
 #[cfg(test)]

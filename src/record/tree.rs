@@ -174,7 +174,7 @@ pub struct JvmWatch {
     /// When each JVM was first seen without the agent.
     seen: HashMap<i32, Instant>,
     attached: std::collections::HashSet<i32>,
-    attaching: Vec<std::thread::JoinHandle<Vec<String>>>,
+    attaching: Vec<std::thread::JoinHandle<super::runtimes::Attach>>,
     last_look: Option<Instant>,
 }
 
@@ -218,13 +218,17 @@ impl JvmWatch {
         }
     }
 
-    /// The notes of every attach made.
-    pub fn finish(self) -> Vec<String> {
-        self.attaching
-            .into_iter()
-            .filter_map(|h| h.join().ok())
-            .flatten()
-            .map(|n| format!("{n} (it had started without the agent)"))
-            .collect()
+    /// What the attaches made did: loaded if any loaded the agent, and their notes.
+    pub fn finish(self) -> super::runtimes::Attach {
+        let mut all = super::runtimes::Attach::default();
+        for done in self.attaching.into_iter().filter_map(|h| h.join().ok()) {
+            all.loaded |= done.loaded;
+            all.notes.extend(
+                done.notes
+                    .into_iter()
+                    .map(|n| format!("{n} (it had started without the agent)")),
+            );
+        }
+        all
     }
 }
