@@ -43,11 +43,11 @@ pub struct Facts {
     pub cpus: u64,
     pub page_size: u64,
     /// Sampling cpu-clock on this process, user space only: the minimum jprof needs.
-    pub user_sampling: Result<(), String>,
+    pub user_sampling: Result<(), Refusal>,
     /// The same with kernel frames.
-    pub kernel_sampling: Result<(), String>,
+    pub kernel_sampling: Result<(), Refusal>,
     /// Sampling the hardware cycles event (a PMU).
-    pub cycles_sampling: Result<(), String>,
+    pub cycles_sampling: Result<(), Refusal>,
     pub tsc: TscFacts,
     /// TSC ticks per second of CLOCK_MONOTONIC, measured over 100 ms (None without rdtscp).
     pub measured_tsc_hz: Option<f64>,
@@ -198,7 +198,30 @@ fn kallsyms_readable() -> bool {
 
 /// Opens `record`'s own sampling event (launch-mode settings, frame-pointer call graph) on
 /// this process, then closes it.
-fn try_sampling(event: EventChoice, kernel: bool) -> Result<(), String> {
+/// Why the kernel refused a test event: its message, and whether it was a permission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub message: String,
+    /// EACCES or EPERM: a matter of privileges, not of what the kernel supports.
+    pub denied: bool,
+}
+
+impl From<std::io::Error> for Refusal {
+    fn from(e: std::io::Error) -> Self {
+        Self {
+            denied: e.kind() == std::io::ErrorKind::PermissionDenied,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn try_sampling(event: EventChoice, kernel: bool) -> Result<(), Refusal> {
     let mut attr = attr_for(
         event,
         DEFAULT_FREQUENCY_HZ as u64,
@@ -208,7 +231,7 @@ fn try_sampling(event: EventChoice, kernel: bool) -> Result<(), String> {
     );
     perf_event::open(&mut attr, 0, -1)
         .map(drop)
-        .map_err(|e| e.to_string())
+        .map_err(Refusal::from)
 }
 
 /// TSC ticks between two tight TSC/CLOCK_MONOTONIC pairs 100 ms apart, per second.
@@ -278,7 +301,7 @@ pub fn checks(f: &Facts) -> Vec<Check> {
             "perf_event_open",
             format!("cannot sample even user space: {e} (perf_event_paranoid {paranoid}, running as {who})"),
         )
-        .fix(if e.contains("ermission") || e.contains("not permitted") {
+        .fix(if e.denied {
             "run jprof as root, or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v jprof)`, or `sudo sysctl -w kernel.perf_event_paranoid=1`"
         } else {
             "the kernel lacks perf events or use_clockid (Linux 4.1+); in a container, allow perf_event_open in its seccomp profile (docker run --cap-add PERFMON --security-opt seccomp=unconfined)"
@@ -580,8 +603,8 @@ mod tests {
             cpus: 2,
             page_size: 4096,
             user_sampling: Ok(()),
-            kernel_sampling: Err("Permission denied (os error 13)".into()),
-            cycles_sampling: Err("No such file or directory (os error 2)".into()),
+            kernel_sampling: Err(std::io::Error::from_raw_os_error(libc::EACCES).into()),
+            cycles_sampling: Err(std::io::Error::from_raw_os_error(libc::ENOENT).into()),
             tsc: TscFacts::default(),
             cap_user_time_zero: Some(false),
             measured_tsc_hz: None,
@@ -632,7 +655,7 @@ mod tests {
     fn no_perf_events_fails_with_the_fix() {
         let facts = Facts {
             perf_event_paranoid: Some(3),
-            user_sampling: Err("Permission denied (os error 13)".into()),
+            user_sampling: Err(std::io::Error::from_raw_os_error(libc::EACCES).into()),
             ..user_on_vm()
         };
         let checks = checks(&facts);
