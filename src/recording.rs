@@ -56,7 +56,8 @@ impl std::str::FromStr for CallGraph {
 /// How the events were opened, enough to decode every record.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EventConfig {
-    /// "cycles" or "cpu-clock".
+    /// [`EventConfig::CYCLES`] or [`EventConfig::CPU_CLOCK`] when jprof recorded; a perf.data
+    /// import keeps perf's name (e.g. `cycles:u`).
     pub event: String,
     /// Why the event is what it is (e.g. the cycles fallback), for the summary.
     pub event_note: Option<String>,
@@ -79,6 +80,16 @@ pub struct EventConfig {
 }
 
 impl EventConfig {
+    /// The hardware cycles event.
+    pub const CYCLES: &'static str = "cycles";
+    /// The cpu-clock software event: its periods are nanoseconds.
+    pub const CPU_CLOCK: &'static str = "cpu-clock";
+
+    /// Whether sample periods are nanoseconds of CPU time (cpu-clock), not event counts.
+    pub fn periods_are_ns(&self) -> bool {
+        self.event == Self::CPU_CLOCK
+    }
+
     pub fn layout(&self) -> SampleLayout {
         SampleLayout {
             sample_type: self.sample_type,

@@ -282,8 +282,8 @@ pub fn open(
     let attr = events.attr;
     events.config = EventConfig {
         event: match chosen {
-            EventChoice::Cycles => "cycles".into(),
-            EventChoice::CpuClock => "cpu-clock".into(),
+            EventChoice::Cycles => EventConfig::CYCLES.into(),
+            EventChoice::CpuClock => EventConfig::CPU_CLOCK.into(),
         },
         event_note: (!notes.is_empty()).then(|| notes.join("; ")),
         frequency_hz,

@@ -106,7 +106,7 @@ impl ExportContext {
                 None => labels.title,
             },
             event: meta.event.event.clone(),
-            weight_unit: if meta.event.event == "cpu-clock" {
+            weight_unit: if meta.event.periods_are_ns() {
                 WeightUnit::Nanoseconds
             } else {
                 WeightUnit::Events

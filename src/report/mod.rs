@@ -323,7 +323,7 @@ pub fn weigh(
         Some(Weight::Wall) => {
             // cpu-clock periods are ns; a cycles sample stands for one sampling interval.
             let per_sample =
-                (event.event != "cpu-clock").then(|| 1_000_000_000 / event.frequency_hz.max(1));
+                (!event.periods_are_ns()).then(|| 1_000_000_000 / event.frequency_hz.max(1));
             for sample in profile.samples.iter_mut().filter(|s| !s.off_cpu) {
                 sample.weight = per_sample.unwrap_or(sample.weight);
             }
