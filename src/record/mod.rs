@@ -223,8 +223,13 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         (libc::SIGTERM, &terminate),
         (libc::SIGHUP, &hangup),
     ] {
-        signal_hook::flag::register(sig, Arc::clone(flag))
-            .map_err(|e| Error::Other(format!("cannot install the signal handler: {e}")))?;
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(flag)) {
+            // Nothing ran yet: the held child is killed, the partial file removed.
+            profiled.abandon();
+            return Err(Error::Other(format!(
+                "cannot install the signal handler: {e}"
+            )));
+        }
     }
 
     let (tx, rx) = crossbeam_channel::bounded::<writer::Batch>(CHANNEL_BATCHES);
@@ -244,13 +249,18 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         (Some(list), _, _) => list.finish(),
         (None, _, _) => {}
     }
-    let writer_thread = std::thread::Builder::new()
+    let writer_thread = match std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
             let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side);
             (result, calibration, side)
-        })
-        .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
+        }) {
+        Ok(thread) => thread,
+        Err(e) => {
+            profiled.abandon();
+            return Err(Error::Other(format!("cannot start the writer thread: {e}")));
+        }
+    };
 
     let started = match &mut profiled {
         Profiled::Child(child) => child.release().map_err(|source| Error::Spawn {
@@ -351,8 +361,11 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
                 }
                 tree.escalate(now);
                 jvm_watch.poll(tree, now);
-                tree.reap()
-                    .map_err(|e| Error::Other(format!("waiting for the target failed: {e}")))?;
+                if let Err(e) = tree.reap() {
+                    // Stop recording, but finish the file like any other stop.
+                    stopped_by = format!("waiting for the target failed ({e})");
+                    break None;
+                }
                 if tree.target_exit.is_some() {
                     if tree.settled() {
                         break tree.target_exit;
