@@ -138,3 +138,53 @@ fn a_frame_chain_looping_on_itself_is_cut() {
         profile.notes
     );
 }
+
+/// RECORDS_ORDER marks are hints from the recorder; hostile ones (too short, going backwards,
+/// 0, u64::MAX, before any record) must not lose, repeat or panic: every record is handed over
+/// once, and time order holds wherever the marks told the truth.
+#[test]
+fn hostile_order_marks_lose_nothing() {
+    let meta = meta("fp");
+    let records: Vec<Vec<u8>> = (0..40u64)
+        .map(|i| comm(PID, PID, "t", false, 1000 - i * 7 % 300))
+        .collect();
+    let marks: [&[u8]; 6] = [
+        &u64::MAX.to_le_bytes(),
+        &0u64.to_le_bytes(),
+        b"short",
+        &900u64.to_le_bytes(),
+        &100u64.to_le_bytes(),
+        &[0xff; 8],
+    ];
+    let mut bytes = recording_bytes(&meta, &[]);
+    bytes.extend(encode_chunk(ChunkKind::RECORDS_ORDER, marks[0]));
+    for (i, chunk) in records.chunks(7).enumerate() {
+        bytes.extend(encode_chunk(ChunkKind::PERF_RECORDS, &chunk.concat()));
+        bytes.extend(encode_chunk(
+            ChunkKind::RECORDS_ORDER,
+            marks[i % marks.len()],
+        ));
+    }
+    let rec = open(bytes);
+    let mut seen = Vec::new();
+    let errors = jprof::symbolize::records::in_time_order(&rec, |t| seen.push((t.time, t.offset)));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(seen.len(), records.len());
+    let mut offsets: Vec<usize> = seen.iter().map(|s| s.1).collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    assert_eq!(
+        offsets.len(),
+        records.len(),
+        "a record was handed over twice"
+    );
+    // Without marks the same records come out fully sorted.
+    let mut plain = recording_bytes(&meta, &[]);
+    plain.extend(encode_chunk(ChunkKind::PERF_RECORDS, &records.concat()));
+    let mut sorted = Vec::new();
+    jprof::symbolize::records::in_time_order(&open(plain), |t| sorted.push(t.time));
+    assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(sorted.len(), records.len());
+    // Resolving with the hostile marks works too.
+    let _ = resolve(&rec, &ResolveOptions::default());
+}

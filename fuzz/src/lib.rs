@@ -47,6 +47,9 @@ fn read_everything(bytes: Vec<u8>) {
         let _ = layout.parse(&raw);
         let _ = layout.time_of(&raw);
     }
+    // The windowed time-order reader (RECORDS_ORDER marks, lazily decompressed chunks).
+    let mut handed = 0usize;
+    let _ = jprof::symbolize::records::in_time_order(&recording, |_| handed += 1);
     let _ = recording.completeness();
 }
 
@@ -79,6 +82,8 @@ pub fn wrap_records(sample_type: u64, regs_user_mask: u64, records: &[u8]) -> Ve
             call_graph: jprof::recording::CallGraph::FramePointers,
             kernel_callchains: true,
             clockid: 1,
+            off_cpu_ids: Vec::new(),
+            off_cpu_min_ns: 0,
         },
         start_unix_ns: 0,
     };
