@@ -253,9 +253,10 @@ pub fn mlpd_parser(data: &[u8]) {
     while end < file.len() {
         end = (end + step).min(file.len());
         decoder
-            .feed(&file[..end], &mut |_: &mlpd::BufferHeader, _: &mlpd::Event<'_>| {
-                pieces += 1
-            })
+            .feed(
+                &file[..end],
+                &mut |_: &mlpd::BufferHeader, _: &mlpd::Event<'_>| pieces += 1,
+            )
             .expect("a valid header");
     }
     assert_eq!(pieces, counted, "incremental and whole decoding differ");
@@ -279,7 +280,13 @@ pub fn mlpd_file(version: u8, events: &[u8]) -> Vec<u8> {
     }
     f.extend_from_slice(&0x4D50_4C01u32.to_le_bytes());
     f.extend_from_slice(&(events.len() as u32).to_le_bytes());
-    for base in [1_000_000u64, 0x7f00_0000_0000, 0x7f00_0000, 0x7f12_3456_7000, 0x5555_0000] {
+    for base in [
+        1_000_000u64,
+        0x7f00_0000_0000,
+        0x7f00_0000,
+        0x7f12_3456_7000,
+        0x5555_0000,
+    ] {
         f.extend_from_slice(&base.to_le_bytes());
     }
     f.extend_from_slice(events);
@@ -336,5 +343,6 @@ pub fn perf_data(data: &[u8]) {
     let options = jprof::import::ImportOptions {
         search_dirs: Vec::new(),
     };
-    let _ = jprof::import::import_bytes_unguarded(std::path::Path::new("fuzz.data"), data, &options);
+    let _ =
+        jprof::import::import_bytes_unguarded(std::path::Path::new("fuzz.data"), data, &options);
 }
