@@ -21,8 +21,7 @@ impl MappedFile {
         if file.metadata()?.len() == 0 {
             return Ok(Self { map: None });
         }
-        // SAFETY: the mapping is read-only and private to this process, so no Rust code
-        // writes through it. The caveat of every file mapping remains: another process could
+        // SAFETY: the mapping is read-only (PROT_READ), so no Rust code writes through it. The caveat of every file mapping remains: another process could
         // truncate or rewrite the file while it is mapped (a time-of-check/time-of-use race we
         // cannot rule out). Rewriting changes bytes under a `&[u8]`, which our parsers treat
         // as untrusted input anyway (every length is checked, no offsets are cached across
@@ -50,11 +49,11 @@ impl MappedFile {
         if len == 0 {
             return;
         }
-        // SAFETY: the mapping is private, read-only and backed by a file that is never
-        // written through it, so MADV_DONTNEED discards no data: a later read of these pages
-        // maps the file's bytes again, the same bytes any `&[u8]` into them saw (subject to
-        // the caveat in `open` about other processes rewriting the file). The range is inside
-        // the mapping (checked above).
+        // SAFETY: the mapping is a read-only file mapping (memmap2 maps it shared, PROT_READ)
+        // that nothing writes through, so MADV_DONTNEED discards no data: it only unmaps the
+        // pages, and a later read maps the file's bytes again from the page cache, the same
+        // bytes any `&[u8]` into them saw (subject to the caveat in `open` about other
+        // processes rewriting the file). The range is inside the mapping (clamped above).
         let _ =
             unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
     }
