@@ -21,8 +21,9 @@ impl MappedFile {
         if file.metadata()?.len() == 0 {
             return Ok(Self { map: None });
         }
-        // SAFETY: the mapping is read-only (PROT_READ), so no Rust code writes through it. The caveat of every file mapping remains: another process could
-        // truncate or rewrite the file while it is mapped (a time-of-check/time-of-use race we
+        // SAFETY: the mapping is read-only (PROT_READ), so no Rust code writes through it.
+        // The caveat of every file mapping remains: another process could truncate or
+        // rewrite the file while it is mapped (a time-of-check/time-of-use race we
         // cannot rule out). Rewriting changes bytes under a `&[u8]`, which our parsers treat
         // as untrusted input anyway (every length is checked, no offsets are cached across
         // reads of the same bytes); truncation makes a read of the lost pages raise SIGBUS.
