@@ -4,10 +4,14 @@
 //! with the report's walk, so neither side holds a map of every sample.
 //!
 //! Payload: one zstd frame of entries, in the walk's order (time order), each as LEB128
-//! varints: the time and record offset as zigzag deltas from the previous entry, how many
-//! outermost frames of the sample's callchain the stack keeps, the number of other
-//! (innermost) addresses, and those addresses as zigzag deltas, the first from the previous
-//! entry's first. Deltas and repetition make an entry a few bytes after compression.
+//! numbers (gimli's, DWARF's encoding): the time and record offset as signed deltas from the
+//! previous entry, how many outermost frames of the sample's callchain the stack keeps, the
+//! number of other (innermost) addresses, and those addresses as signed deltas, the first from
+//! the previous entry's first. Deltas and repetition make an entry a few bytes after
+//! compression.
+
+use gimli::leb128;
+use gimli::{EndianSlice, LittleEndian};
 
 use crate::format::ParseError;
 use crate::recording::inflate;
@@ -49,16 +53,13 @@ impl StackWriter {
             .take_while(|(a, b)| a == b)
             .count();
         let head = &stack[..stack.len() - keep];
-        put(&mut self.buf, zigzag(time.wrapping_sub(self.previous.time)));
-        put(
-            &mut self.buf,
-            zigzag(offset.wrapping_sub(self.previous.offset)),
-        );
-        put(&mut self.buf, keep as u64);
-        put(&mut self.buf, head.len() as u64);
+        put_delta(&mut self.buf, time.wrapping_sub(self.previous.time));
+        put_delta(&mut self.buf, offset.wrapping_sub(self.previous.offset));
+        put_count(&mut self.buf, keep);
+        put_count(&mut self.buf, head.len());
         let mut last = self.previous.first;
         for &addr in head {
-            put(&mut self.buf, zigzag(addr.wrapping_sub(last)));
+            put_delta(&mut self.buf, addr.wrapping_sub(last));
             last = addr;
         }
         self.previous = Previous {
@@ -191,21 +192,22 @@ impl<'a> StackReader<'a> {
     }
 
     fn decode(&mut self) -> Option<Entry> {
-        let mut next = || get(&self.buf, &mut self.pos);
-        let time = self.previous.time.wrapping_add(unzigzag(next()?));
-        let offset = self.previous.offset.wrapping_add(unzigzag(next()?));
-        let keep = usize::try_from(next()?).ok()?;
-        let n = usize::try_from(next()?).ok()?;
+        let mut r = EndianSlice::new(self.buf.get(self.pos..)?, LittleEndian);
+        let time = self.previous.time.wrapping_add(get_delta(&mut r)?);
+        let offset = self.previous.offset.wrapping_add(get_delta(&mut r)?);
+        let keep = get_count(&mut r)?;
+        let n = get_count(&mut r)?;
         // Each address takes at least one byte: a count beyond the chunk is damage.
-        if n > self.buf.len() {
+        if n > r.len() {
             return None;
         }
         let mut head = Vec::with_capacity(n);
         let mut last = self.previous.first;
         for _ in 0..n {
-            last = last.wrapping_add(unzigzag(get(&self.buf, &mut self.pos)?));
+            last = last.wrapping_add(get_delta(&mut r)?);
             head.push(last);
         }
+        self.pos = self.buf.len() - r.len();
         self.previous = Previous {
             time,
             offset,
@@ -220,40 +222,22 @@ impl<'a> StackReader<'a> {
     }
 }
 
-fn zigzag(delta: u64) -> u64 {
-    let signed = delta as i64;
-    ((signed << 1) ^ (signed >> 63)) as u64
+/// Appends a difference of two u64 (wrapping) as a signed LEB128 number: small either way.
+fn put_delta(out: &mut Vec<u8>, delta: u64) {
+    // Writing to a Vec cannot fail.
+    let _ = leb128::write::signed(out, delta as i64);
 }
 
-fn unzigzag(v: u64) -> u64 {
-    ((v >> 1) as i64 ^ -((v & 1) as i64)) as u64
+fn put_count(out: &mut Vec<u8>, n: usize) {
+    let _ = leb128::write::unsigned(out, n as u64);
 }
 
-/// Appends `v` as an unsigned LEB128 varint.
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+fn get_delta(r: &mut EndianSlice<'_, LittleEndian>) -> Option<u64> {
+    leb128::read::signed(r).ok().map(|v| v as u64)
 }
 
-/// Reads an unsigned LEB128 varint at `pos`; None past the end or beyond 64 bits.
-fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
+fn get_count(r: &mut EndianSlice<'_, LittleEndian>) -> Option<usize> {
+    usize::try_from(leb128::read::unsigned(r).ok()?).ok()
 }
 
 #[cfg(test)]
@@ -317,10 +301,10 @@ mod tests {
     #[test]
     fn a_damaged_chunk_is_an_error_not_a_panic() {
         let mut buf = Vec::new();
-        put(&mut buf, 0);
-        put(&mut buf, 2);
-        put(&mut buf, 0);
-        put(&mut buf, u64::MAX);
+        put_delta(&mut buf, 0);
+        put_delta(&mut buf, 2);
+        put_count(&mut buf, 0);
+        let _ = leb128::write::unsigned(&mut buf, u64::MAX);
         let chunk = zstd::bulk::compress(&buf, 1).unwrap();
         let mut r = StackReader::new(
             [(4096, &chunk[..]), (8192, &b"junk"[..])].into_iter(),
