@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use crate::format::perf::{Record, RecordIter};
+use crate::format::perf::{Record, RecordIter, RecordKind};
 use crate::format::ParseError;
 use crate::recording::{Recording, RecordsItem};
 
@@ -49,39 +49,43 @@ pub fn in_time_order(recording: &Recording, mut visit: impl FnMut(&Timed<'_>)) -
     let mut waiting: Vec<Waiting> = Vec::new();
     let mut previous = 0;
     // Hands over what waits from before `before` (None: everything).
-    let mut hand_over =
-        |waiting: &mut Vec<Waiting>, window: &mut Window<'_>, before: Option<u64>| {
-            waiting.sort_unstable();
-            let n = match before {
-                Some(before) => waiting.partition_point(|w| w.time < before),
-                None => waiting.len(),
-            };
-            for w in waiting.drain(..n) {
-                let chunk = w.chunk as usize;
-                if let Some((base, bytes)) = &window.chunks[chunk] {
-                    let at = w.at as usize;
-                    // Decoded once already when it was read, so this succeeds.
-                    if let Some(Ok(mut raw)) = RecordIter::new(&bytes[at..]).next() {
-                        raw.offset = base + at;
-                        if let Ok(record) = layout.parse(&raw) {
-                            visit(&Timed {
-                                time: w.time,
-                                offset: raw.offset,
-                                record,
-                            });
-                        }
+    let mut hand_over = |waiting: &mut Vec<Waiting>,
+                         window: &mut Window<'_>,
+                         before: Option<u64>,
+                         errors: &mut Vec<ParseError>| {
+        waiting.sort_unstable();
+        let n = match before {
+            Some(before) => waiting.partition_point(|w| w.time < before),
+            None => waiting.len(),
+        };
+        for w in waiting.drain(..n) {
+            let chunk = w.chunk as usize;
+            if let Some((base, bytes)) = &window.chunks[chunk] {
+                let at = w.at as usize;
+                // Split once already when it was read, so this succeeds.
+                if let Some(Ok(mut raw)) = RecordIter::new(&bytes[at..]).next() {
+                    raw.offset = base + at;
+                    // A sample is decoded whole only here (reading it took just its time).
+                    match layout.parse(&raw) {
+                        Ok(record) => visit(&Timed {
+                            time: w.time,
+                            offset: raw.offset,
+                            record,
+                        }),
+                        Err(e) => errors.push(e),
                     }
                 }
-                window.waiting_in[chunk] -= 1;
-                if window.waiting_in[chunk] == 0 {
-                    window.chunks[chunk] = None;
-                }
             }
-        };
+            window.waiting_in[chunk] -= 1;
+            if window.waiting_in[chunk] == 0 {
+                window.chunks[chunk] = None;
+            }
+        }
+    };
     for item in recording.record_chunks() {
         let (base, bytes) = match item {
             RecordsItem::OrderedBefore(time) => {
-                hand_over(&mut waiting, &mut window, Some(time));
+                hand_over(&mut waiting, &mut window, Some(time), &mut errors);
                 continue;
             }
             RecordsItem::Records { base, bytes } => match bytes {
@@ -106,9 +110,15 @@ pub fn in_time_order(recording: &Recording, mut visit: impl FnMut(&Timed<'_>)) -
             let at = raw.offset;
             let mut absolute = raw;
             absolute.offset += base;
-            match layout.parse(&absolute) {
-                Ok(record) => {
-                    let time = record.time().unwrap_or(previous);
+            // Samples (nearly all records) need only their time now; other kinds are rare.
+            let time = if absolute.kind == RecordKind::SAMPLE {
+                layout.sample_head(&absolute).map(|head| Some(head.time))
+            } else {
+                layout.parse(&absolute).map(|record| record.time())
+            };
+            match time {
+                Ok(time) => {
+                    let time = time.unwrap_or(previous);
                     previous = time;
                     // Chunks are at most 1 GiB (recording::MAX_INFLATED_CHUNK) or one file's
                     // chunk; a larger one is cut off here rather than misnumbered.
@@ -122,6 +132,6 @@ pub fn in_time_order(recording: &Recording, mut visit: impl FnMut(&Timed<'_>)) -
         window.waiting_in.push(count);
         window.chunks.push((count > 0).then_some((base, bytes)));
     }
-    hand_over(&mut waiting, &mut window, None);
+    hand_over(&mut waiting, &mut window, None, &mut errors);
     errors
 }
