@@ -13,7 +13,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::GNU_TIME;
+use super::{Meter, GNU_TIME};
 use crate::{cargo, root, run, target_dir};
 
 /// `hotspots` scale for the size rows (about 3 s).
@@ -32,25 +32,16 @@ fn two_busy(example: &Path, scale: &str) -> Vec<OsString> {
     ]
 }
 
-/// Runs `argv` under GNU time (output discarded); returns its peak RSS in KiB and its stderr.
+/// Runs `argv` under GNU time (through the bench's [`Meter`]); returns its peak RSS in KiB and
+/// what it printed on stderr.
 fn timed(argv: &[OsString], dir: &Path) -> Result<(u64, String)> {
-    let rss = dir.join("rss.txt");
-    let out = Command::new(GNU_TIME)
-        .args(["-f", "%M", "-o"])
-        .arg(&rss)
-        .args(argv)
-        .stdout(std::process::Stdio::null())
-        .output()
-        .with_context(|| format!("cannot start {argv:?}"))?;
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if !out.status.success() {
-        bail!("{argv:?} failed ({}):\n{stderr}", out.status);
-    }
-    let kib = std::fs::read_to_string(&rss)?
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .context("no peak RSS from GNU time")?;
+    let mut meter = Meter {
+        gnu_time: true,
+        scratch: dir.to_path_buf(),
+    };
+    let measured = meter.single(argv.to_vec(), &dir.join("stdout.txt"))?;
+    let stderr = std::fs::read_to_string(dir.join("stderr-0.txt")).unwrap_or_default();
+    let kib = measured.max_rss_kib.context("no peak RSS from GNU time")?;
     Ok((kib, stderr))
 }
 
