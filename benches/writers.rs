@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use jprof::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo};
-use jprof::report::export::{self, ExportContext, WeightUnit};
+use jprof::report::export::{self, Context, WeightUnit};
 use jprof::report::{collapsed, flamegraph, Format};
 
 const FORMATS: [&str; 5] = ["flamegraph", "collapsed", "firefox", "pprof", "speedscope"];
@@ -155,7 +155,7 @@ fn peak_rss_mib() -> f64 {
 
 fn write_one(format: &str, profile: &Profile, out: &Path) -> std::io::Result<()> {
     let file = BufWriter::new(File::create(out)?);
-    let context = ExportContext::for_profile(
+    let context = Context::for_profile(
         profile,
         "jprof: writers bench",
         "cpu-clock",
@@ -163,11 +163,7 @@ fn write_one(format: &str, profile: &Profile, out: &Path) -> std::io::Result<()>
     );
     match format {
         "flamegraph" => {
-            let labels = flamegraph::Labels {
-                title: context.title.clone(),
-                count_name: context.event.clone(),
-                subtitle: None,
-            };
+            let labels = flamegraph::Labels::of(&context);
             // As `jprof report` draws it: default look, colours by frame kind.
             let mut palette = flamegraph::kind_palette(profile);
             let look = flamegraph::Look::default();

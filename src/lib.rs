@@ -14,7 +14,7 @@ pub mod demangle;
 pub mod error;
 pub mod foreign_file;
 pub mod format;
-pub mod import;
+pub mod input;
 pub mod process_root;
 pub mod profile;
 pub mod progress;
@@ -26,6 +26,5 @@ pub mod symbolize;
 pub mod sys;
 pub mod timeline;
 pub mod tools;
-pub mod xray;
 
 pub use error::{Error, Result};

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 /// Layers, lowest first (docs/architecture.md draws the same).
 const LAYERS: &[&[&str]] = &[
-    // Pure leaves: byte formats, names, the profile model, progress drawing.
+    // Pure leaves: byte formats, names, the profile model (with its filters and context),
+    // progress drawing.
     &["format", "demangle", "process_root", "profile", "progress"],
     // The platform: syscalls (the only `unsafe`), clocks, the crate error.
     &["sys", "timeline", "error"],
@@ -15,8 +16,10 @@ const LAYERS: &[&[&str]] = &[
     &["foreign_file"],
     // A loaded recording.
     &["recording"],
-    // Turning recordings and other inputs into profiles.
-    &["symbolize", "import", "xray"],
+    // Recordings into profiles (process model, unwinding, symbols, JIT index).
+    &["symbolize"],
+    // Every kind of input file, each with its analysis, handing report/ one loaded profile.
+    &["input"],
     // The two commands' engines.
     &["record", "report"],
     // The small tools (dump, symbolize, doctor) and the command line.
@@ -133,7 +136,7 @@ fn no_new_public_top_level_module() {
         "error",
         "foreign_file",
         "format",
-        "import",
+        "input",
         "process_root",
         "profile",
         "progress",
@@ -144,7 +147,6 @@ fn no_new_public_top_level_module() {
         "sys",
         "timeline",
         "tools",
-        "xray",
     ];
     let lib =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();

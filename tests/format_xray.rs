@@ -7,7 +7,7 @@ use jprof::format::xray::instr_map::{self, SledKind};
 use jprof::format::xray::write::{self, FdrWriter};
 use jprof::format::xray::{self, BufferStart, Event, EventKind, LogMode};
 use jprof::format::Endian;
-use jprof::xray::replay::Replay;
+use jprof::input::xray::replay::Replay;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared/xray");
 

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jprof::import::{import, import_bytes, ImportOptions};
+use jprof::input::perf_data::{import, import_bytes, ImportOptions};
 use jprof::report::collapsed;
 use jprof::symbolize::{resolve, ResolveOptions};
 

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use jprof::format::xray::{self, write, EventKind};
 use jprof::format::Endian;
-use jprof::xray::replay::Replay;
+use jprof::input::xray::replay::Replay;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared/xray");
 const LOGS: [&str; 3] = ["fdr-tsc", "fdr-emulated", "basic-emulated"];

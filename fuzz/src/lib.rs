@@ -325,8 +325,8 @@ fn replay_log(bytes: &[u8]) {
     for p in &log.problems {
         assert!(p.offset <= bytes.len());
     }
-    let replay = jprof::xray::replay::Replay::run(&log.events);
-    let accounting = jprof::xray::account::Accounting::run(&log.events, |_, _| true);
+    let replay = jprof::input::xray::replay::Replay::run(&log.events);
+    let accounting = jprof::input::xray::account::Accounting::run(&log.events, |_, _| true);
     assert_eq!(accounting.calls, replay.calls.len());
     for row in accounting.rows(log.header.cycle_frequency, |f| f.to_string()) {
         assert!(row.min <= row.max);
@@ -340,9 +340,9 @@ fn replay_log(bytes: &[u8]) {
 /// import), called without the guard that turns a dependency's panic into an error, so the
 /// fuzzer sees every panic.
 pub fn perf_data(data: &[u8]) {
-    let options = jprof::import::ImportOptions {
+    let options = jprof::input::perf_data::ImportOptions {
         search_dirs: Vec::new(),
     };
     let _ =
-        jprof::import::import_bytes_unguarded(std::path::Path::new("fuzz.data"), data, &options);
+        jprof::input::perf_data::import_bytes_unguarded(std::path::Path::new("fuzz.data"), data, &options);
 }

@@ -4,9 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::input::{Request, Weight};
+use crate::profile::{Filters, TimeRange};
 use crate::record::{CallGraph, EventChoice, RecordConfig, Target};
 use crate::report::diff::DiffConfig;
-use crate::report::{Format, ReportConfig, TimeRange, Weight};
+use crate::report::{Format, ReportConfig};
 use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
 
 #[derive(Debug, Parser)]
@@ -294,6 +296,19 @@ pub struct FilterArgs {
     pub signatures: bool,
 }
 
+impl FilterArgs {
+    fn filters(&self) -> Filters {
+        Filters {
+            tid: self.tid,
+            pid: self.pid,
+            comm: self.comm.clone(),
+            time: self.time,
+            lines: self.lines,
+            no_inline: self.no_inline,
+        }
+    }
+}
+
 /// How a flame graph is drawn (report's flamegraph format, and diff).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Flame graph")]
@@ -489,7 +504,15 @@ impl From<RecordArgs> for RecordConfig {
 impl From<ReportArgs> for ReportConfig {
     fn from(a: ReportArgs) -> Self {
         ReportConfig {
-            input: a.input,
+            input: Request {
+                path: a.input,
+                weight: a.weight.map(Weight::from),
+                filters: a.filters.filters(),
+                search_dirs: a.search_dirs,
+                debug_files: a.debug_files,
+                binary: a.binary,
+                signatures: a.filters.signatures,
+            },
             format: match a.format {
                 FormatArg::Flamegraph => Format::Flamegraph,
                 FormatArg::Collapsed => Format::Collapsed,
@@ -499,17 +522,6 @@ impl From<ReportArgs> for ReportConfig {
                 FormatArg::Speedscope => Format::Speedscope,
             },
             output: a.output,
-            tid: a.filters.tid,
-            comm: a.filters.comm,
-            search_dirs: a.search_dirs,
-            debug_files: a.debug_files,
-            weight: a.weight.map(Weight::from),
-            time: a.filters.time,
-            binary: a.binary,
-            pid: a.filters.pid,
-            lines: a.filters.lines,
-            no_inline: a.filters.no_inline,
-            signatures: a.filters.signatures,
             flamegraph: a.flame.into(),
         }
     }
@@ -518,20 +530,17 @@ impl From<ReportArgs> for ReportConfig {
 impl From<DiffArgs> for DiffConfig {
     fn from(a: DiffArgs) -> Self {
         let report = ReportConfig {
-            input: a.before.clone(),
+            input: Request {
+                path: a.before.clone(),
+                weight: a.weight.map(Weight::from),
+                filters: a.filters.filters(),
+                search_dirs: a.search_dirs,
+                debug_files: a.debug_files,
+                binary: None,
+                signatures: a.filters.signatures,
+            },
             format: Format::Flamegraph,
             output: None,
-            tid: a.filters.tid,
-            comm: a.filters.comm,
-            search_dirs: a.search_dirs,
-            debug_files: a.debug_files,
-            weight: a.weight.map(Weight::from),
-            time: a.filters.time,
-            binary: None,
-            pid: a.filters.pid,
-            lines: a.filters.lines,
-            no_inline: a.filters.no_inline,
-            signatures: a.filters.signatures,
             flamegraph: a.flame.into(),
         };
         DiffConfig {

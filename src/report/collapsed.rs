@@ -1,36 +1,13 @@
 //! Brendan Gregg folded stacks (`root;caller;callee WEIGHT`), the input of every flame graph
-//! tool. Owns how a [`Frame`] is written as one folded-stack label (kind suffixes, escaping).
+//! tool. How a [`Frame`] is written as one label is `profile::frame_label` (kind suffixes,
+//! escaping), shared with the text report.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
-use crate::profile::{Frame, FrameId, FrameKind, Profile};
-
-/// The label of a frame in folded output: the name made safe for the format plus the kind
-/// suffix that inferno's `java` palette colours by (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined).
-pub fn frame_label(frame: &Frame) -> String {
-    let mut label: String = frame
-        .name
-        .chars()
-        .filter(|c| *c != '\n' && *c != '\r')
-        // `;` separates frames in the format, so it cannot appear inside one.
-        .map(|c| if c == ';' { ':' } else { c })
-        .collect();
-    if label.is_empty() {
-        label.push_str("[unknown]");
-    }
-    label.push_str(match frame.kind {
-        FrameKind::Kernel => "_[k]",
-        FrameKind::Jit => "_[j]",
-        FrameKind::Inlined => "_[i]",
-        // An interpreted method: its own mark, as async-profiler's `_[0]`.
-        FrameKind::Interpreter => "_[int]",
-        FrameKind::Root | FrameKind::Native | FrameKind::Unknown => "",
-    });
-    label
-}
+use crate::profile::{frame_label, Frame, FrameId, FrameKind, Profile};
 
 /// Labels of every interned frame, indexed by `FrameId`, computed once per report.
 pub(crate) fn labels(profile: &Profile) -> Vec<String> {
@@ -204,40 +181,10 @@ pub fn write(profile: &Profile, mut out: impl Write) -> io::Result<()> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::profile::testing::{frame, profile};
     use crate::profile::{ProfileSample, ThreadInfo};
-
-    pub(crate) fn frame(name: &str, kind: FrameKind) -> Frame {
-        Frame {
-            name: name.to_string(),
-            kind,
-            module: None,
-            file: None,
-            line: None,
-        }
-    }
-
-    /// A profile from `(stack root-first, weight)` pairs; every stack starts with a `prog` root.
-    pub(crate) fn profile(stacks: &[(&[(&str, FrameKind)], u64)]) -> Profile {
-        let mut p = Profile::default();
-        let root = p.intern(frame("prog", FrameKind::Root));
-        for (i, (stack, weight)) in stacks.iter().enumerate() {
-            let mut ids = vec![root];
-            ids.extend(stack.iter().map(|(n, k)| p.intern(frame(n, *k))));
-            let ids = p.intern_stack(&ids);
-            p.samples.push(ProfileSample {
-                pid: 1,
-                tid: 1,
-                time: i as u64,
-                cpu: 0,
-                weight: *weight,
-                stack: ids,
-                off_cpu: false,
-            });
-        }
-        p
-    }
 
     use FrameKind::*;
 

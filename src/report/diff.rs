@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use inferno::differential;
 
 use crate::error::{Error, Result};
-use crate::report::{collapsed, flamegraph, labels, load, ReportConfig};
+use crate::input;
+use crate::report::{collapsed, flamegraph, ReportConfig};
 
 /// Default output file of `jprof diff`.
 pub const DEFAULT_DIFF_SVG: &str = "diff.svg";
@@ -81,18 +82,23 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
             count_name: "samples".into(),
         });
     }
-    let config = ReportConfig {
-        input: path.to_path_buf(),
-        ..report.clone()
+    // The two sides may be different kinds of input: options only some kinds take (where a
+    // perf.data's side files are, debug files) go to the sides that take them.
+    let accepts = input::Kind::detect(path).accepts();
+    let request = input::Request {
+        path: path.to_path_buf(),
+        search_dirs: if accepts.search_dirs {
+            report.input.search_dirs.clone()
+        } else {
+            Vec::new()
+        },
+        debug_files: report.input.debug_files && accepts.debug_files,
+        ..report.input.clone()
     };
-    let (recording, profile) = load(&config)?;
-    let count_name = match super::weigh_name(config.weight) {
-        Some(name) => name.into(),
-        None => labels(&recording).count_name,
-    };
+    let loaded = input::load(&request)?;
     Ok(Side {
-        folded: collapsed::lines(&profile),
-        count_name,
+        folded: collapsed::lines(&loaded.profile),
+        count_name: loaded.context.event,
     })
 }
 

@@ -5,139 +5,8 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::profile::context::{CodeLoad, Context, WeightUnit};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample};
-use crate::recording::Recording;
-use crate::symbolize::jit_index::JitIndex;
-
-/// What a sample's weight counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WeightUnit {
-    /// Nanoseconds of CPU time (cpu-clock, instrumentation self time).
-    Nanoseconds,
-    /// Events of the sampled counter (cycles), or plain counts.
-    Events,
-}
-
-/// One body of JIT code appearing, for the Firefox Profiler's markers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CodeLoad {
-    pub pid: u32,
-    /// Sample-clock ns.
-    pub time: u64,
-    pub name: String,
-    pub tier: Option<String>,
-    pub address: u64,
-    pub size: u64,
-    /// The side file that announced it (`jit-1234.dump`, `perf-1234.map`).
-    pub source: String,
-}
-
-/// Everything the exported formats take from the input besides the [`Profile`].
-#[derive(Clone, Debug)]
-pub struct ExportContext {
-    /// Shown as the profile's name, e.g. `jprof: ./app --fast`.
-    pub title: String,
-    /// The sampled event (`cpu-clock`, `cycles`), or what the weights count.
-    pub event: String,
-    pub weight_unit: WeightUnit,
-    /// Sampling frequency; 0 when not sampled at a fixed rate.
-    pub frequency_hz: u64,
-    /// Sample-clock ns that counts as time zero.
-    pub start_time: u64,
-    /// Wall-clock time of `start_time`, Unix ns (0 = unknown).
-    pub start_unix_ns: u64,
-    /// Sorted by pid, time, address.
-    pub code_loads: Vec<CodeLoad>,
-    /// File name of the profiled program (`node`, `java`), when known.
-    pub program: Option<String>,
-    /// What the ns of the weights are: `cpu`, or `off-cpu`/`wall` (`--weight`); pprof's
-    /// sample type.
-    pub time_kind: &'static str,
-}
-
-impl ExportContext {
-    /// A context from the profile alone (standalone inputs, tests): time zero is the first sample.
-    pub fn for_profile(profile: &Profile, title: &str, event: &str, unit: WeightUnit) -> Self {
-        Self {
-            title: title.to_string(),
-            event: event.to_string(),
-            weight_unit: unit,
-            frequency_hz: 0,
-            start_time: first_sample_time(profile).unwrap_or(0),
-            start_unix_ns: 0,
-            code_loads: Vec::new(),
-            program: None,
-            time_kind: "cpu",
-        }
-    }
-
-    /// The context of a recording: its command, event, start and JIT code loads.
-    /// `jit`: the index symbolization built from the recording.
-    pub fn from_recording(recording: &Recording, profile: &Profile, jit: &JitIndex) -> Self {
-        let meta = &recording.meta;
-        let recorded_start = recording
-            .summary
-            .as_ref()
-            .map(|s| s.start_time)
-            .filter(|&t| t > 0);
-        let start_time = match (recorded_start, first_sample_time(profile)) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b).unwrap_or(0),
-        };
-        let mut code_loads: Vec<CodeLoad> = jit
-            .code()
-            .map(|(pid, code)| CodeLoad {
-                pid,
-                time: code.from,
-                name: code.name.clone(),
-                tier: code.tier.clone(),
-                address: code.start,
-                size: code.size,
-                source: code.source.to_string(),
-            })
-            .collect();
-        code_loads.sort_by(|a, b| {
-            (a.pid, a.time, a.address, &a.name).cmp(&(b.pid, b.time, b.address, &b.name))
-        });
-        let labels = super::labels(recording);
-        Self {
-            title: match labels.subtitle {
-                Some(loss) => format!("{} ({loss})", labels.title),
-                None => labels.title,
-            },
-            event: meta.event.event.clone(),
-            weight_unit: if meta.event.periods_are_ns() {
-                WeightUnit::Nanoseconds
-            } else {
-                WeightUnit::Events
-            },
-            frequency_hz: meta.event.frequency_hz,
-            start_time,
-            start_unix_ns: meta.start_unix_ns,
-            code_loads,
-            program: meta
-                .command
-                .first()
-                .map(|c| c.rsplit('/').next().unwrap_or(c).to_string()),
-            time_kind: "cpu",
-        }
-    }
-
-    /// CPU time a sample of this weight stands for: the weight itself when it is in ns, else
-    /// one sampling period (1/frequency), else nothing known.
-    pub fn cpu_ns(&self, weight: u64) -> u64 {
-        match self.weight_unit {
-            WeightUnit::Nanoseconds => weight,
-            WeightUnit::Events if self.frequency_hz > 0 => 1_000_000_000 / self.frequency_hz,
-            WeightUnit::Events => 0,
-        }
-    }
-
-    /// ns since time zero (0 for anything before it).
-    pub fn offset_ns(&self, time: u64) -> u64 {
-        time.saturating_sub(self.start_time)
-    }
-}
 
 /// Default output file of a viewer format.
 pub fn default_file(format: super::Format) -> Option<&'static str> {
@@ -154,7 +23,7 @@ pub fn default_file(format: super::Format) -> Option<&'static str> {
 pub fn write(
     format: super::Format,
     profile: &Profile,
-    context: &ExportContext,
+    context: &Context,
     out: impl std::io::Write,
 ) -> std::io::Result<()> {
     match format {
@@ -165,10 +34,6 @@ pub fn write(
             "{other:?} is not a viewer format"
         ))),
     }
-}
-
-fn first_sample_time(profile: &Profile) -> Option<u64> {
-    profile.samples.iter().map(|s| s.time).min()
 }
 
 /// A thread as the viewers show it.
@@ -325,9 +190,9 @@ pub(crate) mod tests {
         p
     }
 
-    pub(crate) fn sample_context(profile: &Profile) -> ExportContext {
+    pub(crate) fn sample_context(profile: &Profile) -> Context {
         let mut ctx =
-            ExportContext::for_profile(profile, "jprof: app", "cpu-clock", WeightUnit::Nanoseconds);
+            Context::for_profile(profile, "jprof: app", "cpu-clock", WeightUnit::Nanoseconds);
         ctx.frequency_hz = 999;
         ctx.code_loads.push(CodeLoad {
             pid: 100,
@@ -363,7 +228,7 @@ pub(crate) mod tests {
     fn an_empty_profile_writes_valid_files_in_every_viewer_format() {
         use crate::report::Format;
         let p = Profile::default();
-        let ctx = ExportContext::for_profile(&p, "t", "cycles", WeightUnit::Events);
+        let ctx = Context::for_profile(&p, "t", "cycles", WeightUnit::Events);
         for format in [Format::Firefox, Format::Pprof, Format::Speedscope] {
             let mut out = Vec::new();
             write(format, &p, &ctx, &mut out).unwrap();

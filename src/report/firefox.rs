@@ -27,14 +27,14 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::export::{self, ExportContext};
+use super::export::{self, Context};
 use crate::profile::{FrameId, FrameKind, Profile};
 
 /// Default output file of the firefox format.
 pub const DEFAULT_FILE: &str = "profile.json.gz";
 
 /// Writes the profile as a gzipped Firefox Profiler profile.
-pub fn write(profile: &Profile, ctx: &ExportContext, out: impl Write) -> io::Result<()> {
+pub fn write(profile: &Profile, ctx: &Context, out: impl Write) -> io::Result<()> {
     let json = serde_json::to_string(&build(profile, ctx))?;
     let mut gz = GzEncoder::new(out, Compression::fast());
     write_with_sources(&json, profile, &mut gz)?;
@@ -124,7 +124,7 @@ fn libraries(fx: &mut FxProfile, profile: &Profile) -> Vec<Option<LibraryHandle>
 }
 
 /// The crate's profile, before the source columns are added.
-fn build(profile: &Profile, ctx: &ExportContext) -> FxProfile {
+fn build(profile: &Profile, ctx: &Context) -> FxProfile {
     let interval = if ctx.frequency_hz > 0 {
         SamplingInterval::from_hz(ctx.frequency_hz as f32)
     } else {
@@ -132,7 +132,7 @@ fn build(profile: &Profile, ctx: &ExportContext) -> FxProfile {
     };
     let reference =
         ReferenceTimestamp::from_millis_since_unix_epoch(ctx.start_unix_ns as f64 / 1e6);
-    let mut fx = FxProfile::new(&ctx.title, reference, interval);
+    let mut fx = FxProfile::new(&ctx.export_title(), reference, interval);
     fx.set_os_name("Linux");
     fx.set_symbolicated(true);
     let categories = Categories::new(&mut fx, profile);

@@ -7,8 +7,7 @@ use std::io::{self, Write};
 use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
 use inferno::flamegraph::{self, Direction, Options};
 
-use crate::profile::{Frame, FrameKind, Profile};
-use crate::report::collapsed;
+use crate::profile::{Context, Frame, FrameKind, Profile};
 
 /// What goes on the graph besides the stacks.
 #[derive(Clone, Debug)]
@@ -19,6 +18,17 @@ pub struct Labels {
     pub count_name: String,
     /// A line under the title (e.g. what the recording lost).
     pub subtitle: Option<String>,
+}
+
+impl Labels {
+    /// What an input's context says at the top of its flame graph.
+    pub fn of(context: &Context) -> Self {
+        Self {
+            title: context.graph_title(),
+            count_name: context.event.clone(),
+            subtitle: context.subtitle.clone(),
+        }
+    }
 }
 
 /// How the graph is drawn, from the command line.
@@ -76,7 +86,7 @@ pub fn kind_palette(profile: &Profile) -> PaletteMap {
         line: None,
     });
     for frame in profile.frames().iter().cloned().chain(thread_roots) {
-        let label = collapsed::frame_label(&frame);
+        let label = crate::profile::frame_label(&frame);
         if palette.get(&label).is_none() {
             let colour = kind_colour(frame.kind, shade(&label));
             palette.insert(label, colour);
@@ -127,7 +137,7 @@ mod tests {
     use crate::report::collapsed;
 
     fn svg() -> String {
-        let p = collapsed::tests::profile(&[
+        let p = crate::profile::testing::profile(&[
             (
                 &[("main", Native), ("hot::compute_a(unsigned long)", Native)],
                 60,
@@ -207,7 +217,7 @@ mod tests {
 
     #[test]
     fn colours_tell_the_frame_kind() {
-        let p = collapsed::tests::profile(&[(
+        let p = crate::profile::testing::profile(&[(
             &[
                 ("main.c_helper", Native),
                 ("Foo.bar", Jit),
@@ -236,7 +246,7 @@ mod tests {
     #[test]
     fn thread_names_put_in_front_are_grey_roots() {
         let mut p = Profile::default();
-        let main = p.intern(collapsed::tests::frame("main", Native));
+        let main = p.intern(crate::profile::testing::frame("main", Native));
         p.threads.insert(
             42,
             crate::profile::ThreadInfo {
@@ -269,7 +279,7 @@ mod tests {
 
     #[test]
     fn look_options_reach_the_svg() {
-        let p = collapsed::tests::profile(&[
+        let p = crate::profile::testing::profile(&[
             (&[("main", Native), ("wide", Native)], 999),
             (&[("main", Native), ("narrow", Native)], 1),
         ]);

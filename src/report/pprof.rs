@@ -17,7 +17,7 @@ use flate2::Compression;
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use super::export::{self, ExportContext};
+use super::export::{self, Context};
 use crate::profile::{FrameId, FrameKind, Profile};
 
 /// Default output file of the pprof format.
@@ -151,7 +151,7 @@ pub struct Function {
 }
 
 /// Writes the profile as gzipped profile.proto.
-pub fn write(profile: &Profile, ctx: &ExportContext, out: impl Write) -> io::Result<()> {
+pub fn write(profile: &Profile, ctx: &Context, out: impl Write) -> io::Result<()> {
     let bytes = build(profile, ctx).encode_to_vec();
     let mut gz = GzEncoder::new(out, Compression::fast());
     gz.write_all(&bytes)?;
@@ -310,7 +310,7 @@ fn main_module_frame(profile: &Profile, program: Option<&str>) -> Option<FrameId
         .map(|(_, id)| id)
 }
 
-fn build(profile: &Profile, ctx: &ExportContext) -> PprofProfile {
+fn build(profile: &Profile, ctx: &Context) -> PprofProfile {
     let mut b = Builder {
         profile,
         strings: Strings::new(),
@@ -387,7 +387,7 @@ fn build(profile: &Profile, ctx: &ExportContext) -> PprofProfile {
         0 => 0,
         hz => 1_000_000_000 / hz as i64,
     };
-    let comment = vec![b.strings.get(&ctx.title)];
+    let comment = vec![b.strings.get(&ctx.export_title())];
     let period_type = Some(ValueType {
         r#type: b.strings.get("cpu"),
         unit: b.strings.get("nanoseconds"),
@@ -551,7 +551,7 @@ mod tests {
     fn the_program_is_the_first_mapping() {
         let p = sample_profile();
         let mut ctx = sample_context(&p);
-        let first = |ctx: &ExportContext| {
+        let first = |ctx: &Context| {
             let pp = build(&p, ctx);
             pp.string_table[pp.mapping[0].filename as usize].clone()
         };

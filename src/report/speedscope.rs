@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 
-use super::export::{self, ExportContext, ThreadTrack, WeightUnit};
+use super::export::{self, Context, ThreadTrack, WeightUnit};
 use crate::profile::{Frame, FrameKind, Profile};
 
 /// Default output file of the speedscope format.
@@ -128,7 +128,7 @@ fn frames(profile: &Profile) -> (Vec<SpeedscopeFrame>, Vec<Option<u32>>) {
 }
 
 /// Writes the profile as speedscope JSON.
-pub fn write(profile: &Profile, ctx: &ExportContext, out: impl Write) -> io::Result<()> {
+pub fn write(profile: &Profile, ctx: &Context, out: impl Write) -> io::Result<()> {
     let (shared, frame_index) = frames(profile);
     let tracks = export::threads(profile);
     let in_ns = ctx.weight_unit == WeightUnit::Nanoseconds || ctx.frequency_hz > 0;
@@ -162,11 +162,12 @@ pub fn write(profile: &Profile, ctx: &ExportContext, out: impl Write) -> io::Res
             }
         })
         .collect();
+    let title = ctx.export_title();
     let file = File {
         schema: SCHEMA,
         shared: Shared { frames: shared },
         profiles,
-        name: &ctx.title,
+        name: &title,
         active_profile_index: 0,
         exporter: format!("jprof {}", env!("CARGO_PKG_VERSION")),
     };

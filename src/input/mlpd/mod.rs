@@ -7,14 +7,16 @@
 pub mod analysis;
 pub mod text;
 
-use crate::report::export::{ExportContext, WeightUnit};
+use std::io::Write;
+use std::path::Path;
 
 use analysis::{Analysis, Filter};
 use text::{IpResolver, Resolved};
 
-use super::{flamegraph, Destination, Format, ReportConfig, Weight};
+use super::{Loaded, Request, Weight};
 use crate::error::{Error, Result};
 use crate::format::mlpd::{self, BufferHeader, Decoder, Event, EventKind, Metadata};
+use crate::profile::{filter, Context, Filters, WeightUnit};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo};
 use crate::sys::mapped_file::MappedFile;
 
@@ -49,12 +51,12 @@ fn threads_named(data: &[u8], name: &str) -> Vec<u64> {
 }
 
 /// The filter `--thread/--comm` and `--time` ask for.
-fn filter_for(config: &ReportConfig, data: &[u8]) -> Filter {
+fn filter_for(filters: &Filters, data: &[u8]) -> Filter {
     let mut filter = Filter::all();
-    if let Some(name) = &config.comm {
+    if let Some(name) = &filters.comm {
         filter.threads = Some(threads_named(data, name));
     }
-    if let Some(range) = &config.time {
+    if let Some(range) = &filters.time {
         let ns = |s: f64| (s * 1e9) as u64;
         filter.timed = true;
         filter.from_ns = range.start_s.map_or(0, ns);
@@ -65,7 +67,7 @@ fn filter_for(config: &ReportConfig, data: &[u8]) -> Filter {
 
 /// Builds the profile every output format reads. Thread ids are 1, 2, ... in the order Mono's
 /// threads first appear (the file records pthread_t values, not kernel TIDs).
-pub fn profile(a: &Analysis, weight: Weight, config: &ReportConfig) -> Profile {
+pub fn profile(a: &Analysis, weight: Weight, filters: &Filters) -> Profile {
     let mut p = Profile::default();
     let pid = a.header.as_ref().map_or(0, |h| h.pid);
     let start = a.startup_time.unwrap_or(0);
@@ -82,8 +84,8 @@ pub fn profile(a: &Analysis, weight: Weight, config: &ReportConfig) -> Profile {
                 .find(|t| t.id == thread)
                 .and_then(|t| t.name.as_deref())
         };
-        config.comm.as_deref().is_none_or(|c| name() == Some(c))
-            && config.tid.is_none_or(|t| tid_of(thread) == t)
+        filters.comm.as_deref().is_none_or(|c| name() == Some(c))
+            && filters.tid.is_none_or(|t| tid_of(thread) == t)
     };
     for (i, t) in a.threads.iter().enumerate() {
         let comm = t
@@ -183,17 +185,22 @@ fn count_name(weight: Weight) -> &'static str {
     }
 }
 
-/// Runs `jprof report` on a Mono .mlpd file.
-pub fn run(config: &ReportConfig) -> Result<()> {
-    let path = &config.input;
+/// The file, mapped and decoded once; the note a truncated file gets.
+struct Decoded {
+    analysis: Analysis,
+    decoder: Decoder,
+    truncated: Option<String>,
+}
+
+fn decode(request: &Request) -> Result<Decoded> {
+    let path = &request.path;
     // Mapped rather than read: copying a large file into the heap costs as much as decoding it.
     let data = MappedFile::open(path).map_err(|e| Error::io(path, e))?;
-    let filter = filter_for(config, &data);
+    let filter = filter_for(&request.filters, &data);
     let (analysis, decoder) = analyze(&data, filter).map_err(|source| Error::Parse {
         path: path.clone(),
         source,
     })?;
-    let output = config.output.as_deref();
     // A file at rest that ends inside a buffer: Mono was killed (or is still writing).
     let truncated = (decoder.consumed() < data.len()).then(|| {
         format!(
@@ -204,28 +211,44 @@ pub fn run(config: &ReportConfig) -> Result<()> {
             data.len() - decoder.consumed()
         )
     });
-    if config.format == Format::Text {
-        return Destination::of(output, None).write_with(|w| {
-            text::write(&analysis, &decoder, w)?;
-            match &truncated {
-                Some(note) => writeln!(w, "\nNote: {note}"),
-                None => Ok(()),
-            }
-        });
-    }
-    let weight = config.weight.unwrap_or(if analysis.hits.is_empty() {
+    Ok(Decoded {
+        analysis,
+        decoder,
+        truncated,
+    })
+}
+
+/// mprof-report's summaries (`--format text`).
+pub fn text(request: &Request) -> Result<Vec<u8>> {
+    let Decoded {
+        analysis,
+        decoder,
+        truncated,
+    } = decode(request)?;
+    let mut out = Vec::new();
+    text::write(&analysis, &decoder, &mut out)
+        .and_then(|()| match &truncated {
+            Some(note) => writeln!(out, "\nNote: {note}"),
+            None => Ok(()),
+        })
+        .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+    Ok(out)
+}
+
+/// The profile every other format draws, weighted by samples, calls or self time.
+pub fn load(request: &Request) -> Result<Loaded> {
+    let path = &request.path;
+    let Decoded {
+        analysis,
+        decoder,
+        truncated,
+    } = decode(request)?;
+    let weight = request.weight.unwrap_or(if analysis.hits.is_empty() {
         Weight::Calls
     } else {
         Weight::Samples
     });
-    if matches!(weight, Weight::OffCpu | Weight::Wall) {
-        return Err(Error::Usage(
-            "--weight off-cpu|wall needs a recording made with `jprof record --off-cpu`; \
-             a Mono .mlpd has samples and calls"
-                .into(),
-        ));
-    }
-    let mut profile = profile(&analysis, weight, config);
+    let mut profile = profile(&analysis, weight, &request.filters);
     profile.notes.extend(truncated);
     if decoder.problem_count() > 0 {
         profile.notes.push(format!(
@@ -236,24 +259,20 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     }
     // Thread, tid and time were applied while reading the events (call times need them
     // there); the rest of the shared filters apply to the profile.
-    let filters = super::filter::Filters {
+    let filters = Filters {
         tid: None,
         comm: None,
         time: None,
-        ..config.filters()
+        ..request.filters.clone()
     };
-    super::filter::apply(&mut profile, &filters);
-    let labels = flamegraph::Labels {
-        title: format!("jprof: {}", path.display()),
-        count_name: count_name(weight).into(),
-        subtitle: None,
-    };
+    filter::apply(&mut profile, &filters);
     let unit = if weight == Weight::Time {
         WeightUnit::Nanoseconds
     } else {
         WeightUnit::Events
     };
-    let context = ExportContext::for_profile(&profile, &labels.title, count_name(weight), unit);
+    let title = format!("jprof: {}", path.display());
+    let context = Context::for_profile(&profile, &title, count_name(weight), unit);
     let total: u64 = profile.samples.iter().map(|s| s.weight).sum();
     let mut summary = format!(
         "{}: {} stacks, {total} {} in total\n",
@@ -277,5 +296,9 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     for n in &profile.notes {
         summary.push_str(&format!("note: {n}\n"));
     }
-    super::write_profile(config, &profile, &labels, &context, summary.into_bytes())
+    Ok(Loaded {
+        profile,
+        context,
+        summary: summary.into_bytes(),
+    })
 }

@@ -6,7 +6,6 @@ use std::io::{self, Write};
 
 use crate::profile::{Frame, FrameId, FrameKind, Profile};
 use crate::recording::Recording;
-use crate::report::collapsed;
 
 /// One function's cost. Weights are summed sample periods.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +35,7 @@ const NO_FRAMES: &str = "[no frames]";
 /// A function's label in the tables: the folded-stack label, plus the JIT tier where the
 /// runtime named one, so a function's baseline and optimized code are counted apart.
 fn text_label(profile: &Profile, id: FrameId, frame: &Frame) -> String {
-    let label = collapsed::frame_label(frame);
+    let label = crate::profile::frame_label(frame);
     match profile.tier(id) {
         Some(tier) => format!("{label} [{tier}]"),
         None => label,
@@ -281,8 +280,8 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::testing::profile;
     use crate::profile::FrameKind::*;
-    use crate::report::collapsed::tests::profile;
 
     fn cost<'a>(costs: &'a FunctionCosts, name: &str) -> &'a FunctionCost {
         costs
@@ -345,8 +344,8 @@ mod tests {
 
     #[test]
     fn jit_tiers_are_counted_apart() {
+        use crate::profile::testing::frame;
         use crate::profile::ProfileSample;
-        use crate::report::collapsed::tests::frame;
         let mut p = Profile::default();
         let baseline = p.intern_tiered(frame("hot", Jit), Some("tier1 (baseline)".into()));
         let optimized = p.intern_tiered(frame("hot", Jit), Some("tier2 (optimized)".into()));

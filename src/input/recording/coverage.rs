@@ -66,8 +66,8 @@ pub fn lines(profile: &Profile) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::testing::profile;
     use crate::profile::FrameKind::*;
-    use crate::report::collapsed::tests::profile;
 
     #[test]
     fn inlined_frames_count_as_the_code_they_are_inlined_into() {

@@ -8,15 +8,15 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::export::{ExportContext, WeightUnit};
-use super::{flamegraph, Destination, Format, ReportConfig, Weight};
+use super::account::{self, Accounting};
+use super::replay::{Call, Replay, StackCounts, Threads};
 use crate::error::{Error, Result};
 use crate::format::xray::{self, instr_map::InstrMap, Header, Log, LogMode};
 use crate::format::Endian;
+use crate::input::{Loaded, Request, Weight};
+use crate::profile::{filter, Context, Filters, WeightUnit};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, Stack};
 use crate::sys::mapped_file::MappedFile;
-use crate::xray::account::{self, Accounting};
-use crate::xray::replay::{Call, Replay, StackCounts, Threads};
 
 /// A loaded log with its binary's map.
 pub struct Input {
@@ -33,9 +33,9 @@ fn map_log(path: &Path) -> Result<MappedFile> {
 
 /// Whether a finished call on `tid` passes the thread and time filters (`start` is the log's
 /// earliest timestamp).
-fn keep(config: &ReportConfig, header: &Header, start: u64, tid: u32, call: &Call) -> bool {
-    config.tid.is_none_or(|t| t == tid)
-        && config
+fn keep(filters: &Filters, header: &Header, start: u64, tid: u32, call: &Call) -> bool {
+    filters.tid.is_none_or(|t| t == tid)
+        && filters
             .time
             .is_none_or(|r| r.contains_ns(header.ticks_to_ns(call.entry.saturating_sub(start))))
 }
@@ -63,12 +63,12 @@ impl Input {
 
     /// The account table's data, computed while the log is decoded (the decoded events are
     /// not kept: a log of any size needs memory only for the durations).
-    pub fn account(config: &ReportConfig) -> Result<(Self, Accounting)> {
-        let path = &config.input;
+    pub fn account(request: &Request) -> Result<(Self, Accounting)> {
+        let path = &request.path;
         let bytes = map_log(path)?;
         let header = xray::parse_header(&bytes).map_err(|e| Error::parse(path, e))?;
         let mut start = 0;
-        if config.time.is_some() {
+        if request.filters.time.is_some() {
             // `--time` counts from the earliest timestamp: one more pass to find it.
             let mut min = u64::MAX;
             let _ = xray::parse_streaming(&bytes, |e| min = min.min(e.tsc));
@@ -76,11 +76,13 @@ impl Input {
         }
         let mut accounting = Accounting::default();
         let log = xray::parse_streaming(&bytes, |e| {
-            accounting.add(&e, |tid, call| keep(config, &header, start, tid, call))
+            accounting.add(&e, |tid, call| {
+                keep(&request.filters, &header, start, tid, call)
+            })
         })
         .map_err(|e| Error::parse(path, e))?;
         Ok((
-            Self::with_log(log, config.binary.as_deref())?,
+            Self::with_log(log, request.binary.as_deref())?,
             accounting.finish(),
         ))
     }
@@ -100,7 +102,7 @@ impl Input {
 
     /// The profile: one sample per finished call, its stack the call's path, weighted by 1
     /// (`Weight::Calls`) or the call's self time in ns (`Weight::Time`).
-    pub fn profile(&self, config: &ReportConfig, weight: Weight) -> (Profile, Threads) {
+    pub fn profile(&self, filters: &Filters, weight: Weight) -> (Profile, Threads) {
         let replay = Replay::run(&self.log.events);
         let mut profile = Profile::default();
         let mut stacks: FxHashMap<u32, Stack> = FxHashMap::default();
@@ -114,7 +116,7 @@ impl Input {
         let kept = replay
             .calls
             .iter()
-            .filter(|(tid, call)| keep(config, &self.log.header, start, *tid, call));
+            .filter(|(tid, call)| keep(filters, &self.log.header, start, *tid, call));
         for &(tid, call) in kept {
             let stack = stacks.entry(call.node).or_insert_with(|| {
                 replay
@@ -195,12 +197,12 @@ impl Input {
     /// `threads` and `calls` come from the replay that made the report.
     pub fn write_summary(
         &self,
-        config: &ReportConfig,
+        request: &Request,
         threads: &Threads,
         calls: usize,
         mut out: impl Write,
     ) -> io::Result<()> {
-        let (log_path, binary) = (&config.input, config.binary.as_deref());
+        let (log_path, binary) = (&request.path, request.binary.as_deref());
         let h = &self.log.header;
         let mode = match h.mode {
             LogMode::Basic => "basic",
@@ -245,60 +247,52 @@ impl Input {
     }
 }
 
-/// Runs `jprof report` on an XRay log.
-pub fn run(config: &ReportConfig) -> Result<()> {
-    let weight = match config.weight {
-        None | Some(Weight::Time) => Weight::Time,
-        Some(Weight::Calls) => Weight::Calls,
-        Some(Weight::Samples | Weight::OffCpu | Weight::Wall) => {
-            return Err(Error::Usage(
-                "an XRay log has calls, not samples: use --weight calls or --weight time".into(),
-            ))
-        }
-    };
-    if config.comm.is_some() {
-        return Err(Error::Usage(
-            "an XRay log has no thread names: select a thread with --tid".into(),
-        ));
-    }
-    let output = config.output.as_deref();
-    if config.format == Format::Text {
-        let (input, accounting) = Input::account(config)?;
-        return Destination::of(output, None).write_with(|w| {
-            input.write_summary(config, &accounting.threads, accounting.calls, &mut *w)?;
-            writeln!(w)?;
+/// The log's summary and the account table (`--format text`), like `llvm-xray account`.
+pub fn text(request: &Request) -> Result<Vec<u8>> {
+    let (input, accounting) = Input::account(request)?;
+    let mut out = Vec::new();
+    input
+        .write_summary(request, &accounting.threads, accounting.calls, &mut out)
+        .and_then(|()| {
+            writeln!(out)?;
             let rows = accounting.rows(input.log.header.cycle_frequency, |f| input.name(f));
-            account::write(&rows, w)
-        });
-    }
-    let input = Input::load(&config.input, config.binary.as_deref())?;
-    let (mut profile, threads) = input.profile(config, weight);
+            account::write(&rows, &mut out)
+        })
+        .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+    Ok(out)
+}
+
+/// The profile every other format draws: call paths weighted by self time (the default) or
+/// by calls.
+pub fn load(request: &Request) -> Result<Loaded> {
+    let weight = match request.weight {
+        Some(Weight::Calls) => Weight::Calls,
+        _ => Weight::Time,
+    };
+    let input = Input::load(&request.path, request.binary.as_deref())?;
+    let (mut profile, threads) = input.profile(&request.filters, weight);
     // Thread and time were applied while replaying the calls; the rest of the shared filters
     // apply to the profile.
-    let filters = super::filter::Filters {
+    let filters = Filters {
         tid: None,
         comm: None,
         time: None,
-        ..config.filters()
+        ..request.filters.clone()
     };
-    super::filter::apply(&mut profile, &filters);
-    let count_name = match weight {
-        Weight::Calls => "calls",
-        _ => "ns (self time)",
+    filter::apply(&mut profile, &filters);
+    let (count_name, unit) = match weight {
+        Weight::Calls => ("calls", WeightUnit::Events),
+        _ => ("ns (self time)", WeightUnit::Nanoseconds),
     };
-    let labels = flamegraph::Labels {
-        title: format!("jprof: XRay {}", config.input.display()),
-        count_name: count_name.into(),
-        subtitle: None,
-    };
-    let unit = match weight {
-        Weight::Calls => WeightUnit::Events,
-        _ => WeightUnit::Nanoseconds,
-    };
-    let context = ExportContext::for_profile(&profile, &labels.title, count_name, unit);
+    let title = format!("jprof: XRay {}", request.path.display());
+    let context = Context::for_profile(&profile, &title, count_name, unit);
     let mut summary = Vec::new();
     input
-        .write_summary(config, &threads, profile.samples.len(), &mut summary)
+        .write_summary(request, &threads, profile.samples.len(), &mut summary)
         .map_err(|e| Error::io(Path::new("<memory>"), e))?;
-    super::write_profile(config, &profile, &labels, &context, summary)
+    Ok(Loaded {
+        profile,
+        context,
+        summary,
+    })
 }

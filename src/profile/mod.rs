@@ -1,5 +1,14 @@
-//! The symbolized profile: interned frames and samples with root-first stacks. Built by
-//! `symbolize::resolve` from a recording; consumed by the writers in `report/`.
+//! The symbolized profile: interned frames and samples with root-first stacks, the filters
+//! every output shares, and the context an input gives its writers. Built by `input/` (from a
+//! recording through `symbolize::resolve`, or from a .mlpd or XRay log); consumed by the writers
+//! in `report/`.
+
+pub mod context;
+pub mod filter;
+pub mod signatures;
+
+pub use context::{CodeLoad, Context, WeightUnit};
+pub use filter::{Filters, TimeRange};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -170,5 +179,79 @@ impl Profile {
                 ((f.clone(), tiers.get(&id).cloned()), id)
             })
             .collect();
+    }
+}
+
+/// The label of a frame in folded output: the name made safe for the format plus the kind
+/// suffix that inferno's `java` palette colours by (`_[k]` kernel, `_[j]` JIT, `_[i]` inlined).
+pub fn frame_label(frame: &Frame) -> String {
+    let mut label: String = frame
+        .name
+        .chars()
+        .filter(|c| *c != '\n' && *c != '\r')
+        // `;` separates frames in the format, so it cannot appear inside one.
+        .map(|c| if c == ';' { ':' } else { c })
+        .collect();
+    if label.is_empty() {
+        label.push_str("[unknown]");
+    }
+    label.push_str(match frame.kind {
+        FrameKind::Kernel => "_[k]",
+        FrameKind::Jit => "_[j]",
+        FrameKind::Inlined => "_[i]",
+        // An interpreted method: its own mark, as async-profiler's `_[0]`.
+        FrameKind::Interpreter => "_[int]",
+        FrameKind::Root | FrameKind::Native | FrameKind::Unknown => "",
+    });
+    label
+}
+
+/// Small profiles for unit tests across the crate.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub(crate) fn frame(name: &str, kind: FrameKind) -> Frame {
+        Frame {
+            name: name.to_string(),
+            kind,
+            module: None,
+            file: None,
+            line: None,
+        }
+    }
+
+    /// A profile from `(stack root-first, weight)` pairs; every stack starts with a `prog` root.
+    pub(crate) fn profile(stacks: &[(&[(&str, FrameKind)], u64)]) -> Profile {
+        let mut p = Profile::default();
+        let root = p.intern(frame("prog", FrameKind::Root));
+        for (i, (stack, weight)) in stacks.iter().enumerate() {
+            let mut ids = vec![root];
+            ids.extend(stack.iter().map(|(n, k)| p.intern(frame(n, *k))));
+            let ids = p.intern_stack(&ids);
+            p.samples.push(ProfileSample {
+                pid: 1,
+                tid: 1,
+                time: i as u64,
+                cpu: 0,
+                weight: *weight,
+                stack: ids,
+                off_cpu: false,
+            });
+        }
+        p
+    }
+
+    /// `stack weight` lines sorted by stack, as the collapsed writer prints them.
+    pub(crate) fn lines(p: &Profile) -> Vec<String> {
+        let mut folded: BTreeMap<String, u64> = BTreeMap::new();
+        for s in &p.samples {
+            let stack: Vec<String> = s.stack.iter().map(|&id| frame_label(p.frame(id))).collect();
+            *folded.entry(stack.join(";")).or_default() += s.weight;
+        }
+        folded
+            .into_iter()
+            .map(|(s, w)| format!("{s} {w}"))
+            .collect()
     }
 }

@@ -75,11 +75,11 @@ pub fn shorten(profile: &mut Profile) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::collapsed::tests::profile;
+    use crate::profile::testing::profile;
     use FrameKind::*;
 
     fn folded(p: &Profile) -> Vec<String> {
-        crate::report::collapsed::lines(p)
+        crate::profile::testing::lines(p)
     }
 
     #[test]

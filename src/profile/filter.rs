@@ -171,8 +171,8 @@ fn rewrite_frames(old: Profile, rewrite: impl Fn(&Frame) -> Option<Frame>) -> Pr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::testing::{frame, lines};
     use crate::profile::{FrameKind::*, ThreadInfo};
-    use crate::report::collapsed::{lines, tests::frame};
 
     /// Two threads of pid 1 (`main` tid 1, `worker` tid 2) and one of pid 7 (`other` tid 7),
     /// one sample per second each.
