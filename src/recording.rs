@@ -301,6 +301,42 @@ impl Recording {
         Self::load(path, Bytes::Owned(bytes))
     }
 
+    /// A recording made in memory from its parts (an imported perf.data): `payloads` are the
+    /// chunks' contents (PERF_RECORDS, SIDE_FILE pieces) in order. Nothing is encoded into the
+    /// container and parsed back: META, CLOCK and SUMMARY are taken as they are.
+    pub fn in_memory(
+        path: PathBuf,
+        meta: Meta,
+        clock: Option<ClockConversion>,
+        summary: Option<Summary>,
+        payloads: Vec<(ChunkKind, Vec<u8>)>,
+    ) -> Self {
+        let mut bytes = Vec::with_capacity(payloads.iter().map(|(_, p)| p.len()).sum());
+        let mut chunks = Vec::with_capacity(payloads.len());
+        for (kind, payload) in payloads {
+            let offset = bytes.len();
+            chunks.push(Chunk {
+                kind,
+                offset,
+                len: payload.len(),
+                base: offset,
+            });
+            bytes.extend_from_slice(&payload);
+        }
+        Self {
+            path,
+            inflated: chunks.iter().map(|_| OnceLock::new()).collect(),
+            chunks,
+            meta,
+            clock,
+            summary,
+            stopped: None,
+            skipped: Vec::new(),
+            finished: true,
+            bytes: Bytes::Owned(bytes),
+        }
+    }
+
     fn load(path: PathBuf, bytes: Bytes) -> Result<Self, Error> {
         let parsed = parse_chunks(&bytes).map_err(|e| Error::parse(&path, e))?;
         // Compressed records are decompressed when read, not here: a long recording's records

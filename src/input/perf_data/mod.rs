@@ -1,6 +1,7 @@
 //! `jprof report -i perf.data`: turns a perf.data written by `perf record -k 1 -g` into an
-//! in-memory jprof [`Recording`], so the usual symbolizer and writers run on it unchanged. The
-//! kernel records are copied byte for byte (read with the `linux-perf-data` crate); the
+//! in-memory jprof [`Recording`] (made from its parts: no container is encoded and parsed
+//! back), so the usual symbolizer and writers run on it unchanged. The kernel records are
+//! handed over byte for byte as the kernel wrote them (read with `linux-perf-data`); the
 //! jitdumps its MMAP records name and the perf maps of its processes are found on disk and
 //! stored as side files, which replaces `perf inject --jit`. See `docs/perf-data-import.md`.
 
@@ -19,9 +20,7 @@ use linux_perf_data::{PerfFileReader, PerfFileRecord};
 use crate::error::{Error, Result};
 use crate::format::jitdump;
 use crate::format::perf::{sample_type, RawRecord, Record, RecordKind};
-use crate::format::recording::{
-    encode_chunk, encode_side_piece, file_header, ChunkKind, SideKind, SidePiece,
-};
+use crate::format::recording::{encode_side_piece, ChunkKind, SideKind, SidePiece};
 use crate::format::Cursor;
 use crate::recording::{EventConfig, HostFacts, Meta, Recording, Summary};
 use crate::timeline::ClockConversion;
@@ -288,8 +287,13 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
         notes,
         ..Default::default()
     };
-    let bytes = assemble(&meta, &records, &side, &summary)?;
-    let mut recording = Recording::from_bytes(path.to_path_buf(), bytes)?;
+    let mut recording = Recording::in_memory(
+        path.to_path_buf(),
+        meta,
+        Some(ClockConversion::default()),
+        Some(summary),
+        payloads(records, &side),
+    );
     // The in-memory recording is whole; the perf.data it came from may not be.
     recording.stopped = data.stopped;
     Ok(recording)
@@ -436,20 +440,11 @@ fn meta(perf_file: &linux_perf_data::PerfFile, event: EventConfig) -> Meta {
     }
 }
 
-/// The recording's bytes: header, META, the records, the side files, CLOCK, SUMMARY, END.
-fn assemble(meta: &Meta, records: &[u8], side: &[SideFile], summary: &Summary) -> Result<Vec<u8>> {
-    let json = |what: &str, v: serde_json::Result<Vec<u8>>| {
-        v.map_err(|e| Error::Other(format!("encoding {what}: {e}")))
-    };
-    let side_len: usize = side.iter().map(|f| f.bytes.len() + 64).sum();
-    let mut out = Vec::with_capacity(records.len() + side_len + 4096);
-    out.extend_from_slice(&file_header());
-    out.extend(encode_chunk(
-        ChunkKind::META,
-        &json("META", serde_json::to_vec(meta))?,
-    ));
-    out.extend(encode_chunk(ChunkKind::PERF_RECORDS, records));
-    for f in side {
+/// The in-memory recording's chunks: the records as the kernel wrote them, then the side
+/// files.
+fn payloads(records: Vec<u8>, side: &[SideFile]) -> Vec<(ChunkKind, Vec<u8>)> {
+    let mut out = vec![(ChunkKind::PERF_RECORDS, records)];
+    out.extend(side.iter().map(|f| {
         let path = f.path.to_string_lossy();
         let piece = SidePiece {
             kind: f.kind,
@@ -459,22 +454,9 @@ fn assemble(meta: &Meta, records: &[u8], side: &[SideFile], summary: &Summary) -
             path: &path,
             data: &f.bytes,
         };
-        out.extend(encode_chunk(
-            ChunkKind::SIDE_FILE,
-            &encode_side_piece(&piece),
-        ));
-    }
-    let clock = ClockConversion::default();
-    out.extend(encode_chunk(
-        ChunkKind::CLOCK,
-        &json("CLOCK", serde_json::to_vec(&clock))?,
-    ));
-    out.extend(encode_chunk(
-        ChunkKind::SUMMARY,
-        &json("SUMMARY", serde_json::to_vec(summary))?,
-    ));
-    out.extend(encode_chunk(ChunkKind::END, &[]));
-    Ok(out)
+        (ChunkKind::SIDE_FILE, encode_side_piece(&piece))
+    }));
+    out
 }
 
 /// Sets every record timestamp of a jitdump to 0, so each address resolves to the last code
