@@ -7,6 +7,7 @@ mod events;
 mod host;
 mod leftovers;
 mod off_cpu;
+mod reader;
 mod runtimes;
 mod side_files;
 mod summary;
@@ -14,13 +15,9 @@ mod tree;
 pub mod writer;
 mod xray_logs;
 
-use std::os::fd::AsFd;
+use std::borrow::Cow;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use nix::poll::{poll, PollFd, PollFlags};
 
 use crate::error::{Error, Result};
 use crate::foreign_file;
@@ -112,25 +109,8 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     if config.frequency_hz == 0 {
         return Err(Error::Usage("-F must be at least 1 Hz".into()));
     }
-    // `-p` of a thread that is not its process's main thread: record the whole process.
-    let resolved;
-    let mut pid_note = None;
-    let config = match &config.target {
-        Target::Pid(tid) => match attach::process_of_thread(*tid)? {
-            Some(pid) => {
-                pid_note = Some(format!(
-                    "{tid} is a thread of process {pid}: recording the whole process {pid}"
-                ));
-                resolved = RecordConfig {
-                    target: Target::Pid(pid),
-                    ..config.clone()
-                };
-                &resolved
-            }
-            None => config,
-        },
-        Target::Launch(_) => config,
-    };
+    let (config, pid_note) = &resolve_target(config)?;
+    let config = config.as_ref();
     let (argv, mut setup) = match &config.target {
         Target::Launch(argv) if !argv.is_empty() => (argv.clone(), runtimes::prepare(argv)),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
@@ -149,7 +129,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     }
     if let Some(note) = pid_note {
         eprintln!("jprof: {note}");
-        setup.notes.push(note);
+        setup.notes.push(note.clone());
     }
 
     let calibration = Calibration::start();
@@ -215,22 +195,14 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         }
     };
 
-    let interrupt = Arc::new(AtomicBool::new(false));
-    let terminate = Arc::new(AtomicBool::new(false));
-    let hangup = Arc::new(AtomicBool::new(false));
-    for (sig, flag) in [
-        (libc::SIGINT, &interrupt),
-        (libc::SIGTERM, &terminate),
-        (libc::SIGHUP, &hangup),
-    ] {
-        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(flag)) {
+    let stop = match reader::StopFlags::install() {
+        Ok(stop) => stop,
+        Err(e) => {
             // Nothing ran yet: the held child is killed, the partial file removed.
             profiled.abandon();
-            return Err(Error::Other(format!(
-                "cannot install the signal handler: {e}"
-            )));
+            return Err(e);
         }
-    }
+    };
 
     let (tx, rx) = crossbeam_channel::bounded::<writer::Batch>(CHANNEL_BATCHES);
     let layout = events.config.layout();
@@ -303,144 +275,17 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         Profiled::Child(_) => None,
     };
 
-    // The ring reader loop.
-    let deadline = config.duration.map(|d| Instant::now() + d);
-    let mut dropped_batches = 0u64;
-    let mut dropped_samples = 0u64;
-    let mut stopped_by = String::from("target exited");
-    let mut term_sent_at: Option<Instant> = None;
-    let mut tree = match &profiled {
-        Profiled::Child(child) => Some(tree::Tree::new(child.pid)),
-        Profiled::Attached(_) => None,
-    };
-    let mut jvm_watch = tree::JvmWatch::default();
-    // When the target exited while other processes of its tree kept running.
-    let mut following_since: Option<Instant> = None;
-    let exit = loop {
-        let mut fds: Vec<PollFd> = events
-            .rings
-            .iter()
-            .map(|r| PollFd::new(r.fd().as_fd(), PollFlags::POLLIN))
-            .collect();
-        let _ = poll(&mut fds, POLL_INTERVAL_MS);
-        drop(fds);
-        let batch = drain_all(&mut events);
-        if !batch.records.is_empty() {
-            if let Err(full) = tx.try_send(batch) {
-                dropped_batches += 1;
-                dropped_samples += writer::samples_in(&full.into_inner().records);
-            }
-        }
-        let now = Instant::now();
-        match &profiled {
-            Profiled::Child(_) => {
-                let tree = tree.as_mut().expect("a launched target has a tree");
-                for (flag, sig, why) in [
-                    (
-                        &interrupt,
-                        libc::SIGINT,
-                        "Ctrl-C (SIGINT sent to the target's processes)",
-                    ),
-                    (
-                        &terminate,
-                        libc::SIGTERM,
-                        "SIGTERM (sent to the target's processes)",
-                    ),
-                    (
-                        &hangup,
-                        libc::SIGHUP,
-                        "SIGHUP (the terminal closed; sent to the target's processes)",
-                    ),
-                ] {
-                    if flag.swap(false, Ordering::SeqCst) {
-                        match tree.stop_signal(sig, now) {
-                            None => stopped_by = why.into(),
-                            Some(more) => stopped_by = format!("{stopped_by}; {more}"),
-                        }
-                    }
-                }
-                tree.escalate(now);
-                jvm_watch.poll(tree, now);
-                if let Err(e) = tree.reap() {
-                    // Stop recording, but finish the file like any other stop.
-                    stopped_by = format!("waiting for the target failed ({e})");
-                    break None;
-                }
-                if tree.target_exit.is_some() {
-                    if tree.settled() {
-                        break tree.target_exit;
-                    }
-                    if following_since.is_none() {
-                        following_since = Some(now);
-                    }
-                }
-                if deadline.is_some_and(|d| now >= d) && term_sent_at.is_none() {
-                    stopped_by = format!(
-                        "--duration {:.1}s reached (SIGTERM sent to the target's processes)",
-                        config.duration.unwrap_or_default().as_secs_f64()
-                    );
-                    events::disable_all(&events);
-                    tree.signal_all(libc::SIGTERM);
-                    term_sent_at = Some(now);
-                }
-                if term_sent_at.is_some_and(|t| now.duration_since(t) > TERM_GRACE) {
-                    tree.signal_all(libc::SIGKILL);
-                }
-            }
-            Profiled::Attached(pid) => {
-                // The target is not ours: signals stop the recording, not the target.
-                if interrupt.swap(false, Ordering::SeqCst) {
-                    stopped_by = "Ctrl-C (the target keeps running)".into();
-                    break None;
-                }
-                if terminate.swap(false, Ordering::SeqCst) {
-                    stopped_by = "SIGTERM (the target keeps running)".into();
-                    break None;
-                }
-                if hangup.swap(false, Ordering::SeqCst) {
-                    stopped_by = "SIGHUP (the terminal closed; the target keeps running)".into();
-                    break None;
-                }
-                if deadline.is_some_and(|d| now >= d) {
-                    stopped_by = format!(
-                        "--duration {:.1}s reached (the target keeps running)",
-                        config.duration.unwrap_or_default().as_secs_f64()
-                    );
-                    break None;
-                }
-                if !attach::alive(*pid) {
-                    stopped_by = "the target exited".into();
-                    break None;
-                }
-            }
-        }
-    };
-    let mut tree_notes = Vec::new();
-    if let Some(tree) = &tree {
-        let pids = |p: Vec<i32>| p.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
-        let running = tree.followed();
-        if !running.is_empty() {
-            tree_notes.push(format!(
-                "processes of the target's tree still running when recording stopped: {}",
-                pids(running)
-            ));
-        }
-        if let (Some(since), true) = (following_since, tree.finished()) {
-            tree_notes.push(format!(
-                "the target exited first; recording followed the rest of its process tree for {:.2} s until it exited",
-                since.elapsed().as_secs_f64()
-            ));
-        }
-        let detached = tree.detached();
-        if !detached.is_empty() {
-            tree_notes.push(format!(
-                "processes that left the session (daemons) were not followed: {}",
-                pids(detached)
-            ));
-        }
-    }
+    let stopped = reader::read_until_stopped(&mut events, &tx, &profiled, &stop, config.duration);
+    let reader::Stopped {
+        exit,
+        stopped_by,
+        mut dropped_batches,
+        dropped_samples,
+        tree_notes,
+        jvm_watch,
+    } = stopped;
     events::disable_all(&events);
-    let batch = drain_all(&mut events);
+    let batch = reader::drain_all(&mut events);
     if !batch.records.is_empty() && tx.send(batch).is_err() {
         dropped_batches += 1;
     }
@@ -472,45 +317,19 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     }
     summary.notes.extend(setup.notes.iter().cloned());
     summary.notes.extend(tree_notes);
-    let watched = jvm_watch.finish();
-    summary.notes.extend(watched.notes);
-    let attached = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
-    summary.notes.extend(attached.notes);
-    if (attached.loaded || watched.loaded) && !config.keep_side_files {
-        // The agent stays in the JVM; the file it writes is only for this recording.
-        for (pid, jitdumps) in side.jitdump_paths() {
-            for file in jitdumps {
-                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
-            }
-        }
-    }
-    let runtimes = side.runtimes().clone();
-    summary.notes.extend(runtimes::observed_notes(
-        &runtimes,
-        &side.runtime_files(),
+    let agent_loaded = {
+        let watched = jvm_watch.finish();
+        summary.notes.extend(watched.notes);
+        let attached = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
+        summary.notes.extend(attached.notes);
+        attached.loaded || watched.loaded
+    };
+    summary.notes.extend(runtime_notes_and_cleanup(
+        config,
         &setup,
+        &side,
+        agent_loaded,
     ));
-    if config.call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
-        // Mono's AOT images (mscorlib, mcs) keep no frame pointers; their .debug_frame CFI
-        // unwinds them in dwarf mode (docs/mono.md).
-        summary.notes.push(
-            "mono: managed code precompiled into AOT images has no frame pointers, so fp-mode \
-             stacks stop there; `jprof record --call-graph dwarf` unwinds it with the images' CFI"
-                .into(),
-        );
-    }
-    if !config.keep_side_files && matches!(config.target, Target::Launch(_)) {
-        // Files the runtimes wrote only because jprof set them up: their bytes are in the
-        // recording.
-        for (pid, files) in side.runtime_files() {
-            let Some(runtime) = runtimes.get(&pid) else {
-                continue;
-            };
-            for file in runtimes::created_files(runtime, pid, &files) {
-                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
-            }
-        }
-    }
     side.finish_leftovers();
     if let Some(ChildExit::Signal(s)) = exit {
         summary
@@ -541,20 +360,66 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     Ok(exit.map_or(0, ChildExit::shell_code))
 }
 
-/// How far before a pass's start a record may still be in flight (written by another CPU).
-const IN_FLIGHT_NS: u64 = 1_000_000;
+/// `-p` of a thread that is not its process's main thread records the whole process (with a
+/// note saying so).
+fn resolve_target(config: &RecordConfig) -> Result<(Cow<'_, RecordConfig>, Option<String>)> {
+    if let Target::Pid(tid) = &config.target {
+        if let Some(pid) = attach::process_of_thread(*tid)? {
+            let note =
+                format!("{tid} is a thread of process {pid}: recording the whole process {pid}");
+            let resolved = RecordConfig {
+                target: Target::Pid(pid),
+                ..config.clone()
+            };
+            return Ok((Cow::Owned(resolved), Some(note)));
+        }
+    }
+    Ok((Cow::Borrowed(config), None))
+}
 
-/// One pass of the ring reader: every ring drained, after the time the batch says.
-fn drain_all(events: &mut events::Events) -> writer::Batch {
-    let started = crate::sys::clock::clock_ns(crate::sys::clock::CLOCK_MONOTONIC);
-    let mut records = Vec::new();
-    for ring in &mut events.rings {
-        ring.drain_into(&mut records);
+/// What the runtimes did (and how to get more out of them), and the removal of the files they
+/// wrote only because jprof set them up (their bytes are in the recording).
+fn runtime_notes_and_cleanup(
+    config: &RecordConfig,
+    setup: &runtimes::RuntimeSetup,
+    side: &side_files::SideFiles,
+    agent_loaded: bool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if agent_loaded && !config.keep_side_files {
+        // The agent stays in the JVM; the file it writes is only for this recording.
+        for (pid, jitdumps) in side.jitdump_paths() {
+            for file in jitdumps {
+                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
+            }
+        }
     }
-    writer::Batch {
-        records,
-        complete_before: started.map(|t| t.saturating_sub(IN_FLIGHT_NS)),
+    let runtimes = side.runtimes().clone();
+    notes.extend(runtimes::observed_notes(
+        &runtimes,
+        &side.runtime_files(),
+        setup,
+    ));
+    if config.call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
+        // Mono's AOT images (mscorlib, mcs) keep no frame pointers; their .debug_frame CFI
+        // unwinds them in dwarf mode (docs/mono.md).
+        notes.push(
+            "mono: managed code precompiled into AOT images has no frame pointers, so fp-mode \
+             stacks stop there; `jprof record --call-graph dwarf` unwinds it with the images' CFI"
+                .into(),
+        );
     }
+    if !config.keep_side_files && matches!(config.target, Target::Launch(_)) {
+        for (pid, files) in side.runtime_files() {
+            let Some(runtime) = runtimes.get(&pid) else {
+                continue;
+            };
+            for file in runtimes::created_files(runtime, pid, &files) {
+                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
+            }
+        }
+    }
+    notes
 }
 
 /// Embeds the symbols; returns the JIT coverage line of each process that ran JIT code.

@@ -1,0 +1,287 @@
+//! The ring reader loop: poll the rings, hand batches to the writer, and decide when to stop
+//! (the target's tree exited, `--duration`, a signal to jprof). It never touches the disk.
+
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use nix::poll::{poll, PollFd, PollFlags};
+
+use super::{attach, events, tree, writer, Profiled, POLL_INTERVAL_MS, TERM_GRACE};
+use crate::error::{Error, Result};
+use crate::sys::child::ChildExit;
+
+/// The signals jprof was sent, as flags the loop polls.
+pub(super) struct StopFlags {
+    interrupt: Arc<AtomicBool>,
+    terminate: Arc<AtomicBool>,
+    hangup: Arc<AtomicBool>,
+}
+
+impl StopFlags {
+    pub(super) fn install() -> Result<Self> {
+        let flags = Self {
+            interrupt: Arc::default(),
+            terminate: Arc::default(),
+            hangup: Arc::default(),
+        };
+        for (sig, flag) in [
+            (libc::SIGINT, &flags.interrupt),
+            (libc::SIGTERM, &flags.terminate),
+            (libc::SIGHUP, &flags.hangup),
+        ] {
+            signal_hook::flag::register(sig, Arc::clone(flag))
+                .map_err(|e| Error::Other(format!("cannot install the signal handler: {e}")))?;
+        }
+        Ok(flags)
+    }
+}
+
+/// How the loop ended.
+pub(super) struct Stopped {
+    /// The launched target's exit, when it exited.
+    pub exit: Option<ChildExit>,
+    pub stopped_by: String,
+    /// Batches the writer was too far behind to take.
+    pub dropped_batches: u64,
+    pub dropped_samples: u64,
+    /// About the launched target's process tree at the end.
+    pub tree_notes: Vec<String>,
+    pub jvm_watch: tree::JvmWatch,
+}
+
+/// What one pass decided.
+enum Pass {
+    Continue,
+    Stop(Option<ChildExit>),
+}
+
+/// Reads the rings until the recording should stop.
+pub(super) fn read_until_stopped(
+    events: &mut events::Events,
+    tx: &Sender<writer::Batch>,
+    profiled: &Profiled,
+    stop: &StopFlags,
+    duration: Option<Duration>,
+) -> Stopped {
+    let started = Instant::now();
+    let mut dropped_batches = 0u64;
+    let mut dropped_samples = 0u64;
+    let mut stopped_by = String::from("target exited");
+    let mut launched = match profiled {
+        Profiled::Child(child) => Some(Launched::new(child.pid)),
+        Profiled::Attached(_) => None,
+    };
+    let exit = loop {
+        let mut fds: Vec<PollFd> = events
+            .rings
+            .iter()
+            .map(|r| PollFd::new(r.fd().as_fd(), PollFlags::POLLIN))
+            .collect();
+        let _ = poll(&mut fds, POLL_INTERVAL_MS);
+        drop(fds);
+        let batch = drain_all(events);
+        if !batch.records.is_empty() {
+            if let Err(full) = tx.try_send(batch) {
+                dropped_batches += 1;
+                dropped_samples += writer::samples_in(&full.into_inner().records);
+            }
+        }
+        let now = Instant::now();
+        let pass = match &mut launched {
+            Some(launched) => launched.pass(stop, events, now, started, duration, &mut stopped_by),
+            None => attached_pass(
+                profiled.pid(),
+                stop,
+                now,
+                started,
+                duration,
+                &mut stopped_by,
+            ),
+        };
+        if let Pass::Stop(exit) = pass {
+            break exit;
+        }
+    };
+    let (tree_notes, jvm_watch) = match launched {
+        Some(launched) => (launched.notes(), launched.jvm_watch),
+        None => (Vec::new(), tree::JvmWatch::default()),
+    };
+    Stopped {
+        exit,
+        stopped_by,
+        dropped_batches,
+        dropped_samples,
+        tree_notes,
+        jvm_watch,
+    }
+}
+
+/// A launched target's process tree, followed until it exits.
+struct Launched {
+    tree: tree::Tree,
+    jvm_watch: tree::JvmWatch,
+    /// When the target exited while other processes of its tree kept running.
+    following_since: Option<Instant>,
+    term_sent_at: Option<Instant>,
+}
+
+impl Launched {
+    fn new(pid: i32) -> Self {
+        Self {
+            tree: tree::Tree::new(pid),
+            jvm_watch: tree::JvmWatch::default(),
+            following_since: None,
+            term_sent_at: None,
+        }
+    }
+
+    /// Signals to jprof go to the target's processes; `--duration` sends SIGTERM, then
+    /// SIGKILL after a grace period; the loop stops when the whole tree has exited.
+    fn pass(
+        &mut self,
+        stop: &StopFlags,
+        events: &events::Events,
+        now: Instant,
+        started: Instant,
+        duration: Option<Duration>,
+        stopped_by: &mut String,
+    ) -> Pass {
+        let tree = &mut self.tree;
+        for (flag, sig, why) in [
+            (
+                &stop.interrupt,
+                libc::SIGINT,
+                "Ctrl-C (SIGINT sent to the target's processes)",
+            ),
+            (
+                &stop.terminate,
+                libc::SIGTERM,
+                "SIGTERM (sent to the target's processes)",
+            ),
+            (
+                &stop.hangup,
+                libc::SIGHUP,
+                "SIGHUP (the terminal closed; sent to the target's processes)",
+            ),
+        ] {
+            if flag.swap(false, Ordering::SeqCst) {
+                match tree.stop_signal(sig, now) {
+                    None => *stopped_by = why.into(),
+                    Some(more) => *stopped_by = format!("{stopped_by}; {more}"),
+                }
+            }
+        }
+        tree.escalate(now);
+        self.jvm_watch.poll(tree, now);
+        if let Err(e) = tree.reap() {
+            // Stop recording, but finish the file like any other stop.
+            *stopped_by = format!("waiting for the target failed ({e})");
+            return Pass::Stop(None);
+        }
+        if tree.target_exit.is_some() {
+            if tree.settled() {
+                return Pass::Stop(tree.target_exit);
+            }
+            self.following_since.get_or_insert(now);
+        }
+        if let Some(duration) = duration.filter(|&d| now >= started + d) {
+            if self.term_sent_at.is_none() {
+                *stopped_by = format!(
+                    "--duration {:.1}s reached (SIGTERM sent to the target's processes)",
+                    duration.as_secs_f64()
+                );
+                events::disable_all(events);
+                tree.signal_all(libc::SIGTERM);
+                self.term_sent_at = Some(now);
+            }
+        }
+        if self
+            .term_sent_at
+            .is_some_and(|t| now.duration_since(t) > TERM_GRACE)
+        {
+            tree.signal_all(libc::SIGKILL);
+        }
+        Pass::Continue
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let tree = &self.tree;
+        let mut notes = Vec::new();
+        let pids = |p: Vec<i32>| p.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+        let running = tree.followed();
+        if !running.is_empty() {
+            notes.push(format!(
+                "processes of the target's tree still running when recording stopped: {}",
+                pids(running)
+            ));
+        }
+        if let (Some(since), true) = (self.following_since, tree.finished()) {
+            notes.push(format!(
+                "the target exited first; recording followed the rest of its process tree for {:.2} s until it exited",
+                since.elapsed().as_secs_f64()
+            ));
+        }
+        let detached = tree.detached();
+        if !detached.is_empty() {
+            notes.push(format!(
+                "processes that left the session (daemons) were not followed: {}",
+                pids(detached)
+            ));
+        }
+        notes
+    }
+}
+
+/// An attached target is not ours: signals stop the recording, not the target.
+fn attached_pass(
+    pid: i32,
+    stop: &StopFlags,
+    now: Instant,
+    started: Instant,
+    duration: Option<Duration>,
+    stopped_by: &mut String,
+) -> Pass {
+    if stop.interrupt.swap(false, Ordering::SeqCst) {
+        *stopped_by = "Ctrl-C (the target keeps running)".into();
+        return Pass::Stop(None);
+    }
+    if stop.terminate.swap(false, Ordering::SeqCst) {
+        *stopped_by = "SIGTERM (the target keeps running)".into();
+        return Pass::Stop(None);
+    }
+    if stop.hangup.swap(false, Ordering::SeqCst) {
+        *stopped_by = "SIGHUP (the terminal closed; the target keeps running)".into();
+        return Pass::Stop(None);
+    }
+    if let Some(duration) = duration.filter(|&d| now >= started + d) {
+        *stopped_by = format!(
+            "--duration {:.1}s reached (the target keeps running)",
+            duration.as_secs_f64()
+        );
+        return Pass::Stop(None);
+    }
+    if !attach::alive(pid) {
+        *stopped_by = "the target exited".into();
+        return Pass::Stop(None);
+    }
+    Pass::Continue
+}
+
+/// How far before a pass's start a record may still be in flight (written by another CPU).
+const IN_FLIGHT_NS: u64 = 1_000_000;
+
+/// One pass of the ring reader: every ring drained, after the time the batch says.
+pub(super) fn drain_all(events: &mut events::Events) -> writer::Batch {
+    let started = crate::sys::clock::clock_ns(crate::sys::clock::CLOCK_MONOTONIC);
+    let mut records = Vec::new();
+    for ring in &mut events.rings {
+        ring.drain_into(&mut records);
+    }
+    writer::Batch {
+        records,
+        complete_before: started.map(|t| t.saturating_sub(IN_FLIGHT_NS)),
+    }
+}
