@@ -10,14 +10,14 @@
 compile_error!("jprof is Linux-only: it is built on perf_event_open");
 
 pub mod cli;
-pub mod demangle;
-pub mod error;
+pub(crate) mod demangle;
+pub(crate) mod error;
 pub mod foreign_file;
 pub mod format;
 pub mod input;
-pub mod process_root;
+pub(crate) mod process_root;
 pub mod profile;
-pub mod progress;
+pub(crate) mod progress;
 pub mod record;
 pub mod recording;
 pub mod report;

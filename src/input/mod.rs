@@ -10,9 +10,9 @@
 //!  XRay log ─── xray/: replay (+ --binary's names)  ┘     or the input's text report
 //! ```
 
-pub mod mlpd;
+pub(crate) mod mlpd;
 pub mod perf_data;
-pub mod recording;
+pub(crate) mod recording;
 pub mod xray;
 
 use std::path::{Path, PathBuf};

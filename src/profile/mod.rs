@@ -3,9 +3,9 @@
 //! recording through `symbolize::resolve`, or from a .mlpd or XRay log); consumed by the writers
 //! in `report/`.
 
-pub mod context;
-pub mod filter;
-pub mod signatures;
+pub(crate) mod context;
+pub(crate) mod filter;
+pub(crate) mod signatures;
 
 pub use context::{CodeLoad, Context, WeightUnit};
 pub use filter::{Filters, TimeRange};

@@ -12,7 +12,7 @@ mod runtimes;
 mod side_files;
 mod summary;
 mod tree;
-pub mod writer;
+pub(crate) mod writer;
 mod xray_logs;
 
 use std::borrow::Cow;

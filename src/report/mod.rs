@@ -5,10 +5,10 @@
 pub mod collapsed;
 pub mod diff;
 pub mod export;
-pub mod firefox;
+pub(crate) mod firefox;
 pub mod flamegraph;
 pub mod pprof;
-pub mod speedscope;
+pub(crate) mod speedscope;
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -63,6 +63,7 @@ impl KernelSymbols {
 
     /// Text symbols (`t`, `T`, `W`, `w`) of a kallsyms text. A damaged line ends the table
     /// (the entries before it are kept sorted).
+    #[cfg(test)]
     pub fn from_kallsyms(text: &[u8]) -> Self {
         let mut table = Builder::default();
         table.add(text);

@@ -4,18 +4,18 @@
 //! the recording (`embedded`), ELF/DWARF files (`native`) and kallsyms (`kernel`). Rules:
 //! `docs/symbolization.md`.
 
-pub mod at_time;
-pub mod embedded;
-pub mod frame_cache;
+pub(crate) mod at_time;
+pub(crate) mod embedded;
+pub(crate) mod frame_cache;
 mod interpreted;
 pub mod jit_index;
 pub mod jit_unwind;
-pub mod kernel;
-pub mod lookup;
+pub(crate) mod kernel;
+pub(crate) mod lookup;
 pub mod native;
-pub mod process;
+pub(crate) mod process;
 pub mod records;
-pub mod unwind;
+pub(crate) mod unwind;
 mod unwound;
 
 use std::borrow::Cow;

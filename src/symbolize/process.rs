@@ -24,11 +24,6 @@ impl Mapping {
     pub fn file_offset(&self, addr: u64) -> u64 {
         addr.wrapping_sub(self.start).wrapping_add(self.pgoff)
     }
-
-    /// The file's base name, as shown in frames (`libc.so.6`, `[vdso]`).
-    pub fn module_name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
-    }
 }
 
 #[derive(Clone, Debug, Default)]

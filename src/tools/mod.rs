@@ -4,5 +4,5 @@
 
 pub mod doctor;
 pub mod dump;
-pub mod dump_j9;
+pub(crate) mod dump_j9;
 pub mod symbolize;

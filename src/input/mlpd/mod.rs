@@ -4,8 +4,8 @@
 //! sample hits (managed backtraces; the default when the file has any), calls per call path,
 //! or self time per call path (from the enter/leave replay, so widths add up).
 
-pub mod analysis;
-pub mod text;
+pub(crate) mod analysis;
+pub(crate) mod text;
 
 use std::io::Write;
 use std::path::Path;

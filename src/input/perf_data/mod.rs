@@ -5,8 +5,8 @@
 //! jitdumps its MMAP records name and the perf maps of its processes are found on disk and
 //! stored as side files, which replaces `perf inject --jit`. See `docs/perf-data-import.md`.
 
-pub mod perf_header;
-pub mod side_files;
+pub(crate) mod perf_header;
+pub(crate) mod side_files;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

@@ -4,6 +4,6 @@
 //! map parsers are in `format/xray/`; docs/xray.md describes the whole feature.
 
 pub mod account;
-pub mod live;
-pub mod log;
+pub(crate) mod live;
+pub(crate) mod log;
 pub mod replay;
