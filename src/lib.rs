@@ -1,19 +1,22 @@
 //! jprof: a Linux sampling profiler with integrated JIT symbolization, on one timeline.
 //!
 //! ```text
-//! target ─► sys/ ─► record/ ─► recording file ─► symbolize/ ─► profile ─► report/
-//!                     ▲ format/ (pure parsers)   timeline/ (clocks)
+//! target ─► sys/ ─► record/ ─► recording file ─► input/ (+ perf.data, .mlpd, XRay logs)
+//!                                                   └─► symbolize/ ─► profile/ ─► report/
+//!          format/ (pure parsers)   timeline/ (clocks)
 //! ```
-//! See `docs/architecture.md` for which folder owns what and the invariants.
+//! `format/` is the `jprof-format` crate and `sys/` the `jprof-sys` crate (crates/), re-exported
+//! here under their old paths. See `docs/architecture.md` for which folder owns what and the
+//! invariants.
+
+#![forbid(unsafe_code)]
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("jprof is Linux-only: it is built on perf_event_open");
 
 pub mod cli;
-pub(crate) mod demangle;
 pub(crate) mod error;
 pub mod foreign_file;
-pub mod format;
 pub mod input;
 pub(crate) mod process_root;
 pub mod profile;
@@ -22,9 +25,10 @@ pub mod record;
 pub mod recording;
 pub mod report;
 pub mod symbolize;
-#[allow(unsafe_code)]
-pub mod sys;
 pub mod timeline;
 pub mod tools;
 
 pub use error::{Error, Result};
+pub use jprof_format as format;
+pub(crate) use jprof_format::demangle;
+pub use jprof_sys as sys;

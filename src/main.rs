@@ -1,5 +1,7 @@
 //! `jprof` command: parse arguments, run, map errors to messages and exit codes.
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use jprof::cli::{Cli, Command};
 

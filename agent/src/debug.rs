@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use jprof::format::jitdump_write::Inline;
+use jprof_format::jitdump_write::Inline;
 
 /// One PC descriptor: its code offset and the inline chain, innermost first (HotSpot's order).
 #[derive(Debug, Clone)]

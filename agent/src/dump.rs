@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use jprof::format::jitdump_write;
+use jprof_format::jitdump_write;
 
 use crate::clock::Clock;
 use crate::ffi;
@@ -238,7 +238,7 @@ impl Dump {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jprof::format::jitdump::{self, RecordBody};
+    use jprof_format::jitdump::{self, RecordBody};
 
     #[test]
     fn records_reach_the_file_with_increasing_timestamps() {

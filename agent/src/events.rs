@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use jprof::format::jitdump::TierKind;
-use jprof::format::jitdump_write::{self, CodeLoad};
+use jprof_format::jitdump::TierKind;
+use jprof_format::jitdump_write::{self, CodeLoad};
 
 use crate::clock::Clock;
 use crate::debug::{self, PcStack};

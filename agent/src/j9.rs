@@ -11,9 +11,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jprof::format::j9;
-use jprof::format::jitdump::J9_FLAG_EYECATCHERS;
-use jprof::format::jitdump_write;
+use jprof_format::j9;
+use jprof_format::jitdump::J9_FLAG_EYECATCHERS;
+use jprof_format::jitdump_write;
 
 /// Bytes every build's struct has (the oldest layout without eyecatchers): safe to read first.
 pub const MIN_STRUCT: usize = 192;
@@ -189,7 +189,7 @@ mod j9_support;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jprof::format::jitdump::{self, RecordBody};
+    use jprof_format::jitdump::{self, RecordBody};
 
     use super::j9_support::*;
 

@@ -325,8 +325,8 @@ impl Body {
         img
     }
 
-    pub fn capture(&self) -> jprof::format::j9::Capture {
-        jprof::format::j9::Capture {
+    pub fn capture(&self) -> jprof_format::j9::Capture {
+        jprof_format::j9::Capture {
             metadata_addr: self.metadata_addr,
             struct_size: self.struct_size,
             eyecatchers: self.eyecatchers,
@@ -442,7 +442,7 @@ pub fn wide_body_expected(offset: u64) -> Vec<(u64, i32)> {
 /// A jitdump holding, for each body, a JPROF_J9_METADATA record (with [`names`]) and the
 /// CODE_LOAD of its warm code named `name`.
 pub fn jitdump(pid: u32, bodies: &[(&Body, &str)]) -> Vec<u8> {
-    use jprof::format::jitdump_write as w;
+    use jprof_format::jitdump_write as w;
     let methods: Vec<(u64, String)> = names()
         .into_iter()
         .map(|(m, n)| (m, n.to_string()))

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolKind};
 
-use crate::format::{Cursor, Endian, ParseError};
+use crate::{Cursor, Endian, ParseError};
 
 /// The section the compiler emits the sleds into.
 pub const SECTION: &str = "xray_instr_map";

@@ -98,7 +98,7 @@ pub fn mmap2(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::perf::{Record, RecordIter};
+    use crate::perf::{Record, RecordIter};
 
     const LAYOUT: SampleLayout = SampleLayout {
         sample_type: sample_type::IP | sample_type::TID | sample_type::TIME | sample_type::CPU,

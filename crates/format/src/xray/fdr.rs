@@ -7,7 +7,7 @@
 //! bitfields are allocated from the other end); multi-byte fields follow the header's order.
 
 use super::{BufferStart, Event, EventKind, Log, HEADER_LEN};
-use crate::format::{Cursor, Endian, ParseError};
+use crate::{Cursor, Endian, ParseError};
 
 pub const METADATA_LEN: usize = 16;
 pub const FUNCTION_LEN: usize = 8;

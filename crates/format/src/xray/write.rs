@@ -4,7 +4,7 @@
 
 use super::fdr::{kind, metadata_introducer, METADATA_LEN};
 use super::{EventKind, HEADER_LEN};
-use crate::format::Endian;
+use crate::Endian;
 
 fn put_u16(out: &mut Vec<u8>, v: u16, e: Endian) {
     out.extend_from_slice(&match e {

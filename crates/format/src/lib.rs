@@ -1,5 +1,11 @@
-//! Pure parsers over bytes, one file per external format. No I/O, no unsafe, no panics on any
-//! input: every error names the byte offset and what was expected there.
+//! Pure parsers and writers over `&[u8]` and symbol-name demangling; jprof and its agent use it.
+//!
+//! One file per external format. No I/O, no unsafe, no panics on any input: every error names
+//! the byte offset and what was expected there.
+
+#![forbid(unsafe_code)]
+
+pub mod demangle;
 
 pub mod j9;
 pub mod jitdump;

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use super::events::*;
 use super::layout::{Layout, Width};
 use super::{BufferHeader, Visitor};
-use crate::format::ParseError;
+use crate::ParseError;
 
 /// Byte reader over one buffer's events; offsets in errors are absolute file offsets.
 pub(crate) struct Reader<'a> {

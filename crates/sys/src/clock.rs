@@ -1,6 +1,6 @@
 //! Raw clock reads: the TSC (`rdtsc`/`rdtscp`), `clock_gettime`, tight paired reads of the TSC
 //! against a clock, and the time fields of a perf mmap metadata page read under its seqlock.
-//! Everything here only reads; the arithmetic that uses the values lives in `crate::timeline`.
+//! Everything here only reads; the arithmetic that uses the values lives in `jprof::timeline`.
 
 use std::io;
 use std::sync::atomic::{compiler_fence, fence, Ordering};

@@ -7,7 +7,7 @@
 use super::header::StructLayout;
 use super::WIDE_EXCEPTIONS;
 use super::{flags, ByteCodeInfo, Image, Metadata, ParseError, Problem, HAS_BYTECODE_PC};
-use crate::format::Cursor;
+use crate::Cursor;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExceptionRange {

@@ -3,7 +3,7 @@
 //! u32 tid; u32 pid (v3; junk before); 8 bytes padding (not zeroed by the runtime)`.
 
 use super::{Event, EventKind, Log, HEADER_LEN};
-use crate::format::{Endian, ParseError};
+use crate::{Endian, ParseError};
 
 /// Size of every basic-mode record.
 pub const RECORD_LEN: usize = 32;

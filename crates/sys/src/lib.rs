@@ -1,0 +1,10 @@
+//! The syscall/FFI layer of jprof, the only crate of the profiler itself with `unsafe`.
+//!
+//! perf_event_open and its ring buffer, the perf mmap page, fork/exec with a handshake, raw
+//! clock reads, file mappings. Every unsafe block carries a `// SAFETY:` comment.
+
+pub mod child;
+pub mod clock;
+pub mod mapped_file;
+pub mod memory;
+pub mod perf_event;

@@ -1,8 +1,0 @@
-//! The only place with `unsafe`: perf_event_open and its ring buffer, the perf mmap page, fork/exec
-//! with a handshake, raw clock reads. Every unsafe block carries a `// SAFETY:` comment.
-
-pub mod child;
-pub mod clock;
-pub mod mapped_file;
-pub mod memory;
-pub mod perf_event;
