@@ -22,6 +22,7 @@ use crate::profile::{Context, Filters, Profile};
 
 /// What the width of a stack in the outputs measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Weight {
     /// Sampled hits (the event's period for perf samples).
     Samples,
@@ -79,6 +80,7 @@ pub struct Loaded {
 
 /// What kind of file an input is, told by its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Kind {
     /// A jprof recording (`jprof.data`).
     Recording,
