@@ -2,8 +2,9 @@
 //! before attaching are named, jitdumps already being written are found through
 //! /proc/PID/maps, and the target keeps running when recording stops.
 
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jprof::recording::Recording;
 use jprof::symbolize::{resolve, ResolveOptions};
@@ -37,18 +38,28 @@ fn record_attached(pid: u32, data: &std::path::Path) -> String {
 
 #[test]
 fn attach_samples_every_existing_thread_and_leaves_the_target_running() {
-    // Three busy threads, all created before jprof attaches.
-    let script = "import threading\n\
+    // Three busy threads, all created before jprof attaches: the script says so on stdout.
+    let script = "import sys, threading\n\
 def spin():\n    x = 0\n    while True:\n        x += 1\n\
 for _ in range(2):\n    threading.Thread(target=spin, daemon=True).start()\n\
+print('ready', flush=True)\n\
 spin()\n";
     let mut target = Target(
         Command::new("python3")
             .args(["-c", script])
+            .stdout(Stdio::piped())
             .spawn()
             .expect("python3"),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    let mut ready = String::new();
+    BufReader::new(target.0.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(
+        ready.trim(),
+        "ready",
+        "the target did not start its threads"
+    );
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("attach.data");
     let stderr = record_attached(target.0.id(), &data);
@@ -113,7 +124,17 @@ fn attach_finds_a_jitdump_already_being_written() {
             .spawn()
             .expect("node"),
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    // Ready once V8 has opened its jitdump (it does so before running the script).
+    let jitdump = dir.path().join(format!("jit-{}.dump", target.0.id()));
+    let waiting_since = Instant::now();
+    while !jitdump.exists() {
+        assert!(
+            waiting_since.elapsed() < Duration::from_secs(20),
+            "node did not open {}",
+            jitdump.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let data = dir.path().join("attach-node.data");
     let stderr = record_attached(target.0.id(), &data);
     assert!(
