@@ -131,44 +131,6 @@ fn the_checker_sees_grouped_and_plain_paths() {
     assert_eq!(crate_uses("let x = crate::record::run(c);"), ["record"]);
 }
 
-/// The public names a `pub use` line of `src/lib.rs` adds: `pub use a::b;` adds `b`,
-/// `pub use X as Y;` adds `Y`, `pub use a::{B, c as d};` adds `B` and `d`.
-fn pub_use_names(line: &str) -> Vec<&str> {
-    let Some(rest) = line.trim().strip_prefix("pub use ") else {
-        return Vec::new();
-    };
-    let rest = rest.trim_end_matches(';').trim();
-    let items: Vec<&str> = match rest.split_once('{') {
-        Some((_, group)) => group.trim_end_matches('}').split(',').collect(),
-        None => vec![rest],
-    };
-    items
-        .into_iter()
-        .filter_map(|item| {
-            let item = item.trim();
-            let name = match item.split_once(" as ") {
-                Some((_, alias)) => alias.trim(),
-                None => item.rsplit("::").next()?.trim(),
-            };
-            (!name.is_empty() && name != "*" && name != "self").then_some(name)
-        })
-        .collect()
-}
-
-#[test]
-fn the_checker_reads_pub_use_lines() {
-    assert_eq!(pub_use_names("pub use jprof_sys as sys;"), ["sys"]);
-    assert_eq!(
-        pub_use_names("pub use jprof_format::demangle;"),
-        ["demangle"]
-    );
-    assert_eq!(
-        pub_use_names("pub use error::{Error, Result};"),
-        ["Error", "Result"]
-    );
-    assert!(pub_use_names("pub mod cli;").is_empty());
-}
-
 /// The public API, as modules: every `pub mod` of the jprof crate and of the two crates it
 /// re-exports (`format` = jprof-format, `sys` = jprof-sys). What nothing outside the crate
 /// uses is `pub(crate)`. A new public module anywhere, or one made private, fails
@@ -314,58 +276,42 @@ fn the_public_modules_are_the_documented_api() {
     }
 }
 
-/// The dependencies a Cargo.toml names in its `[dependencies]`, `[dev-dependencies]`,
-/// `[build-dependencies]` and `[target.….dependencies]` tables, by package name (a renamed
-/// dependency's `package = "…"` counts). Plain text parsing: one dependency a line, or a
-/// `[dependencies.name]` table.
-fn dependencies(manifest: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut in_deps = false;
-    for line in manifest.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if let Some(header) = line.strip_prefix('[') {
-            let header = header.trim_end_matches(']').trim();
-            in_deps = header.ends_with("dependencies");
-            if let Some((table, name)) = header.rsplit_once('.') {
-                if table.ends_with("dependencies") {
-                    out.push(name.trim_matches('"').to_string());
-                }
-            }
-            continue;
-        }
-        if !in_deps {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let renamed = value.split_once("package").and_then(|(_, p)| {
-            let p = p
-                .trim_start()
-                .strip_prefix('=')?
-                .trim_start()
-                .strip_prefix('"')?;
-            p.split('"').next()
-        });
-        out.push(renamed.unwrap_or(key.trim().trim_matches('"')).to_string());
-    }
-    out
-}
-
-fn manifest(dir: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(dir)
-        .join("Cargo.toml");
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-#[test]
-fn the_checker_reads_dependency_tables() {
-    let toml = "[package]\nname = \"x\"\n\n[dependencies]\na = \"1\"\nb-c = { path = \"../b\" }\n\
-                renamed = { package = \"real\", version = \"2\" } # note\n\n\
-                [dev-dependencies]\nd = \"3\"\n\n[dependencies.e]\nversion = \"4\"\n\n\
-                [lints.rust]\nunsafe_code = \"deny\"\n";
-    assert_eq!(dependencies(toml), ["a", "b-c", "real", "d", "e"]);
+/// Each workspace package's dependencies on other workspace packages (normal, dev and build),
+/// as `cargo metadata` reads the manifests.
+fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = metadata["packages"].as_array().expect("packages");
+    let names: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d["name"].as_str())
+                .filter(|d| names.contains(d))
+                .map(str::to_string)
+                .collect();
+            (p["name"].as_str().unwrap_or_default().to_string(), deps)
+        })
+        .collect()
 }
 
 /// The crate arrows of docs/architecture.md ("## Crates"): the pure formats and the syscall
@@ -373,45 +319,20 @@ fn the_checker_reads_dependency_tables() {
 /// formats, never the profiler.
 #[test]
 fn crates_depend_only_downward() {
-    let root = manifest(".");
-    let members = root
-        .split_once("members")
-        .and_then(|(_, rest)| rest.split_once('['))
-        .and_then(|(_, rest)| rest.split_once(']'))
-        .map(|(list, _)| list)
-        .expect("[workspace] members in Cargo.toml");
-    let workspace: Vec<String> = members
-        .split(',')
-        .map(|m| m.trim().trim_matches('"'))
-        .filter(|m| !m.is_empty())
-        .map(|m| {
-            manifest(m)
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("name = "))
-                .map(|n| n.trim_matches('"').to_string())
-                .unwrap_or_else(|| panic!("{m}/Cargo.toml has no package name"))
-        })
-        .collect();
-    for name in ["jprof", "jprof-format", "jprof-sys", "jprof-agent"] {
-        assert!(
-            workspace.iter().any(|w| w == name),
-            "{name} is not a workspace member ({workspace:?})"
-        );
-    }
-    let on_workspace = |dir: &str| -> Vec<String> {
-        dependencies(&manifest(dir))
-            .into_iter()
-            .filter(|d| workspace.contains(d))
-            .collect()
+    let workspace = workspace_dependencies();
+    let deps = |name: &str| -> &Vec<String> {
+        workspace
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} is not a workspace member: {workspace:?}"))
     };
-    for leaf in ["crates/format", "crates/sys"] {
-        let deps = on_workspace(leaf);
+    for leaf in ["jprof-format", "jprof-sys"] {
         assert!(
-            deps.is_empty(),
-            "{leaf} must depend on no workspace crate, depends on {deps:?}"
+            deps(leaf).is_empty(),
+            "{leaf} must depend on no workspace crate, depends on {:?}",
+            deps(leaf)
         );
     }
-    let agent = on_workspace("agent");
+    let agent = deps("jprof-agent");
     assert!(
         agent.iter().any(|d| d == "jprof-format"),
         "agent must depend on jprof-format ({agent:?})"
@@ -420,9 +341,11 @@ fn crates_depend_only_downward() {
         !agent.iter().any(|d| d == "jprof"),
         "agent must not depend on jprof (it is loaded into every JVM): {agent:?}"
     );
-    let jprof = on_workspace(".");
     for dep in ["jprof-format", "jprof-sys"] {
-        assert!(jprof.iter().any(|d| d == dep), "jprof must depend on {dep}");
+        assert!(
+            deps("jprof").iter().any(|d| d == dep),
+            "jprof must depend on {dep}"
+        );
     }
 }
 

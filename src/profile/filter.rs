@@ -68,6 +68,20 @@ pub struct Filters {
     pub no_inline: bool,
 }
 
+impl Filters {
+    /// What is left to apply to the profile of an input that applied the thread, tid and time
+    /// filters while reading its events (instrumentation inputs: a call's time needs them
+    /// there).
+    pub fn left_after_reading(&self) -> Self {
+        Self {
+            tid: None,
+            comm: None,
+            time: None,
+            ..self.clone()
+        }
+    }
+}
+
 /// Applies `filters` to `profile`. The time range counts from the profile's `start_time` (the
 /// first sample before any filtering), else from its first sample.
 pub fn apply(profile: &mut Profile, filters: &Filters) {

@@ -257,15 +257,7 @@ pub fn load(request: &Request) -> Result<Loaded> {
             path.display()
         ));
     }
-    // Thread, tid and time were applied while reading the events (call times need them
-    // there); the rest of the shared filters apply to the profile.
-    let filters = Filters {
-        tid: None,
-        comm: None,
-        time: None,
-        ..request.filters.clone()
-    };
-    filter::apply(&mut profile, &filters);
+    filter::apply(&mut profile, &request.filters.left_after_reading());
     let unit = if weight == Weight::Time {
         WeightUnit::Nanoseconds
     } else {

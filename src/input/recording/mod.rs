@@ -130,17 +130,6 @@ pub fn losses(recording: &Recording) -> Option<String> {
     (!parts.is_empty()).then(|| format!("incomplete: {}", parts.join(", ")))
 }
 
-/// What widths count under `weight`, when not the recording's event.
-fn weigh_name(weight: Option<Weight>) -> Option<&'static str> {
-    match weight? {
-        Weight::Samples => Some("samples"),
-        Weight::OffCpu => Some("off-CPU ns"),
-        Weight::Wall => Some("wall ns"),
-        Weight::Calls => Some("calls"),
-        Weight::Time => Some("ns"),
-    }
-}
-
 /// What the widths of a weighed profile count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Weighing {
@@ -197,7 +186,7 @@ fn weigh(
                 "weights: ns off the CPU after each switch-out (--weight off-cpu)".into(),
             );
             Some(Weighing {
-                count_name: weigh_name(weight).unwrap_or_default().into(),
+                count_name: "off-CPU ns".into(),
                 unit: ns,
                 shows: Some("off-CPU time"),
                 time_kind: "off-cpu",
@@ -224,7 +213,7 @@ fn weigh(
                 },
             );
             Some(Weighing {
-                count_name: weigh_name(weight).unwrap_or_default().into(),
+                count_name: "wall ns".into(),
                 unit: ns,
                 shows: Some("wall time: on-CPU + off-CPU"),
                 time_kind: "wall",

@@ -271,15 +271,7 @@ pub fn load(request: &Request) -> Result<Loaded> {
     };
     let input = Input::load(&request.path, request.binary.as_deref())?;
     let (mut profile, threads) = input.profile(&request.filters, weight);
-    // Thread and time were applied while replaying the calls; the rest of the shared filters
-    // apply to the profile.
-    let filters = Filters {
-        tid: None,
-        comm: None,
-        time: None,
-        ..request.filters.clone()
-    };
-    filter::apply(&mut profile, &filters);
+    filter::apply(&mut profile, &request.filters.left_after_reading());
     let (count_name, unit) = match weight {
         Weight::Calls => ("calls", WeightUnit::Events),
         _ => ("ns (self time)", WeightUnit::Nanoseconds),
