@@ -15,17 +15,17 @@ pub(crate) mod lookup;
 pub mod native;
 pub(crate) mod process;
 pub mod records;
+mod stacks;
 pub(crate) mod unwind;
 mod unwound;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::format::perf::Record;
 use crate::format::recording::ChunkKind;
 use crate::format::ParseError;
-use crate::profile::{Frame, FrameKind, Profile, ProfileSample, ThreadInfo};
+use crate::profile::{Frame, FrameKind, Profile};
 use crate::recording::{CallGraph, Recording};
 
 use embedded::{EmbeddedFrame, EmbeddedIndex, EmbeddedSymbols};
@@ -290,11 +290,12 @@ pub fn resolve_with_jit(
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
-    let mut symbolizer = Symbolizer::new(embedded.as_ref(), same_kernel);
     let jit = jit_index::JitIndex::from_recording(recording);
-    let mut kernel_frames = 0u64;
-    let mut looped_frames = 0u64;
-    let mut cache = frame_cache::FrameCache::default();
+    let mut stacks = stacks::StackBuilder::new(
+        profile,
+        Symbolizer::new(embedded.as_ref(), same_kernel),
+        &jit,
+    );
     let progress = &options.progress;
     // The records are read as they are symbolized; the summary says how many samples to
     // expect (a recorder that was killed wrote none: the bar then counts without an end).
@@ -309,172 +310,19 @@ pub fn resolve_with_jit(
         &jit,
         &mut binaries,
         |model, binaries, s| {
-            // Samples come in time order: the first one, before any filter, is the start.
-            profile.start_time.get_or_insert(s.time);
             visited += 1;
             if visited.is_multiple_of(PROGRESS_EVERY) {
                 progress.inc(PROGRESS_EVERY);
             }
-            let comm: Cow<'_, str> = match model.thread(s.tid) {
-                Some(t) if !t.comm.is_empty() => Cow::Borrowed(&t.comm),
-                _ => Cow::Owned(format!(":{}", s.tid)),
-            };
-            if options.tid.is_some_and(|tid| tid != s.tid)
-                || options.comm.as_ref().is_some_and(|c| **c != *comm)
-            {
-                return;
-            }
-            let root = match cache.roots.get(&s.tid) {
-                Some((name, id)) if **name == *comm => *id,
-                _ => {
-                    let id = profile.intern(Frame {
-                        name: comm.to_string(),
-                        kind: FrameKind::Root,
-                        module: None,
-                        file: None,
-                        line: None,
-                    });
-                    cache.roots.insert(s.tid, (comm.into_owned(), id));
-                    id
-                }
-            };
-            let mut stack = vec![root];
-            for (i, &addr) in s.stack.user.iter().enumerate().rev() {
-                let exact = i == 0 && s.stack.user_first_exact;
-                // JIT code lives in anonymous memory; the index knows what was there when.
-                let probe = if exact { addr } else { addr.wrapping_sub(1) };
-                if let Some(code) = jit.lookup(s.pid, probe, s.time) {
-                    // A HotSpot interpreted frame, named by the method it runs.
-                    let method = s.interpreted.get(i).copied().flatten();
-                    let named = method
-                        .filter(|_| code.name == INTERPRETER)
-                        .and_then(|m| jit.method_name(s.pid, m, s.time));
-                    if let Some(name) = named {
-                        stack.push(profile.intern(Frame {
-                            name: name.to_string(),
-                            kind: FrameKind::Interpreter,
-                            module: Some(code.source.to_string()),
-                            file: None,
-                            line: None,
-                        }));
-                        continue;
-                    }
-                    let frames = jit_index::JitIndex::code_frames(code, probe);
-                    for frame in frames.into_iter().rev() {
-                        // The tier belongs to the compiled body, not to what is inlined in it.
-                        let tier = (frame.kind == FrameKind::Jit)
-                            .then(|| code.tier.clone())
-                            .flatten();
-                        stack.push(profile.intern_tiered(frame, tier));
-                    }
-                    continue;
-                }
-                let address_key = (s.pid, model.generation(s.pid), addr, exact);
-                if let Some(hit) = cache.by_address.get_mut(&address_key) {
-                    hit.repeats += 1;
-                    stack.extend_from_slice(&hit.ids);
-                    continue;
-                }
-                // Counts unknown frames inside; repeats answered by `by_address` are added
-                // after the walk.
-                let found = symbolizer.user(model, binaries, s.pid, addr, exact);
-                let key = match &found.path {
-                    Some(path) => (
-                        Some(frame_cache::SamePath(path.clone())),
-                        found.offset,
-                        found.shown_offset,
-                    ),
-                    None => (None, addr, addr),
-                };
-                let ids = cache.user.entry(key).or_insert_with(|| {
-                    user_frames(&found, addr)
-                        .into_iter()
-                        .map(|frame| profile.intern(frame))
-                        .collect()
-                });
-                stack.extend_from_slice(ids);
-                let unknown = found.frames.is_empty().then(|| found.path.clone());
-                cache.by_address.insert(
-                    address_key,
-                    frame_cache::AddressHit {
-                        ids: ids.clone(),
-                        unknown,
-                        repeats: 0,
-                    },
-                );
-            }
-            kernel_frames += s.stack.kernel.len() as u64;
-            for (i, &addr) in s.stack.kernel.iter().enumerate().rev() {
-                let exact = i == 0;
-                if let Some(&(id, named)) = cache.kernel.get(&(addr, exact)) {
-                    if !named {
-                        symbolizer.unknown.kernel += 1;
-                    }
-                    stack.push(id);
-                    continue;
-                }
-                let name = symbolizer.kernel(addr, exact);
-                let named = name.is_some();
-                let id = profile.intern(Frame {
-                    name: name.unwrap_or_else(|| format!("[unknown] ({addr:#x})")),
-                    kind: FrameKind::Kernel,
-                    module: Some(KERNEL_MODULE.to_string()),
-                    file: None,
-                    line: None,
-                });
-                cache.kernel.insert((addr, exact), (id, named));
-                stack.push(id);
-            }
-            // A frame chain that loops on itself (a frame pointer pointing at itself, as in
-            // code built without frame pointers) repeats one unmapped address: keep it once.
-            let before = stack.len();
-            stack.dedup_by(|a, b| {
-                a == b && {
-                    let f = profile.frame(*a);
-                    f.kind == FrameKind::Unknown && f.name.starts_with("[unknown] (0x")
-                }
-            });
-            looped_frames += (before - stack.len()) as u64;
-            let stack = profile.intern_stack(&stack);
-            profile.samples.push(ProfileSample {
-                pid: s.pid,
-                tid: s.tid,
-                time: s.time,
-                cpu: s.cpu,
-                weight: s.period,
-                stack,
-                off_cpu: s.off_cpu,
-            });
+            stacks.add(model, binaries, s, options);
         },
     );
-    if looped_frames > 0 {
-        profile.notes.push(format!(
-            "{looped_frames} repeats of an unmapped address (frame chains that loop on \
-             themselves) were cut, each kept once"
-        ));
-    }
-    for (tid, t) in model.threads() {
-        profile.threads.insert(
-            tid,
-            ThreadInfo {
-                pid: t.pid,
-                comm: t.comm.clone(),
-            },
-        );
-    }
-    for hit in cache.by_address.values() {
-        match &hit.unknown {
-            Some(Some(path)) if hit.repeats > 0 => {
-                *symbolizer
-                    .unknown
-                    .by_module
-                    .entry(path.to_string())
-                    .or_default() += hit.repeats;
-            }
-            Some(None) => symbolizer.unknown.unmapped += hit.repeats,
-            _ => {}
-        }
-    }
+    let stacks::StackBuilder {
+        mut profile,
+        symbolizer,
+        kernel_frames,
+        ..
+    } = stacks.finish(&model);
     let notes = notes(&errors, &symbolizer, &binaries, kernel_frames);
     profile.notes.extend(notes);
     profile.notes.extend(jit.notes.iter().cloned());
