@@ -7,7 +7,8 @@
 use rustc_hash::FxHashMap;
 
 use crate::format::mlpd::{
-    self, counter_type, BufferHeader, CounterRaw, Event, EventKind, Header, Metadata, MetadataPhase,
+    self, counter_type, BufferHeader, CounterDesc, CounterRaw, Event, EventKind, Header, Metadata,
+    MetadataPhase,
 };
 
 /// mprof-report's method hash size: its listing order follows this hash (see `Method::order`).
@@ -512,24 +513,7 @@ impl mlpd::Visitor for Analysis {
                 thread,
                 ips,
                 frames,
-            } => {
-                if self.sample_type.is_none() {
-                    self.sample_type = Some(sample_type.unwrap_or(1));
-                }
-                for &f in frames.iter() {
-                    self.method(f);
-                }
-                if in_time {
-                    for &ip in ips.iter() {
-                        self.hits.push(Hit {
-                            time,
-                            thread: *thread,
-                            ip,
-                            frames: frames.to_vec(),
-                        });
-                    }
-                }
-            }
+            } => self.sample_hit(*sample_type, *thread, ips, frames, time, in_time),
             EventKind::SampleUsym {
                 address,
                 size,
@@ -551,22 +535,7 @@ impl mlpd::Visitor for Analysis {
             }
             EventKind::GcMove { objects } => self.object_moves += objects.len() as u64 / 2,
             EventKind::GcEvent { event, generation } => {
-                let gen = *generation as usize;
-                if gen <= 2 {
-                    // MONO_GC_EVENT_START 0, MONO_GC_EVENT_END 5.
-                    match event {
-                        0 => {
-                            self.threads[ti].gc_start[gen] = time;
-                            self.gc[gen].count += 1;
-                        }
-                        5 => {
-                            let d = time.wrapping_sub(self.threads[ti].gc_start[gen]);
-                            self.gc[gen].total = self.gc[gen].total.wrapping_add(d);
-                            self.gc[gen].max = self.gc[gen].max.max(d);
-                        }
-                        _ => {}
-                    }
-                }
+                self.gc_event(ti, *event, *generation as usize, time)
             }
             EventKind::GcHandleCreated { handle_type, .. } if chosen && *handle_type <= 3 => {
                 let h = &mut self.handles[*handle_type as usize];
@@ -602,25 +571,7 @@ impl mlpd::Visitor for Analysis {
                 e.1 += size;
             }
             EventKind::HeapStart => self.heap_shots += 1,
-            EventKind::CountersDesc { counters } => {
-                for d in counters {
-                    if self.counters.iter().any(|c| c.index == d.index) {
-                        continue;
-                    }
-                    let section = match &d.section_name {
-                        Some(name) => name.to_string(),
-                        None => section_name(d.section).to_string(),
-                    };
-                    self.counters.push(Counter {
-                        section,
-                        name: d.name.to_string(),
-                        kind: d.kind,
-                        unit: d.unit,
-                        index: d.index,
-                        last: None,
-                    });
-                }
-            }
+            EventKind::CountersDesc { counters } => self.counters_described(counters),
             EventKind::Counters { values, .. } => {
                 for v in values {
                     self.counter_value(v.index, &v.value);
@@ -632,6 +583,75 @@ impl mlpd::Visitor for Analysis {
 }
 
 impl Analysis {
+    /// A SAMPLE hit: its backtrace's methods are known from now on; in the time range, one
+    /// hit per instruction pointer.
+    fn sample_hit(
+        &mut self,
+        sample_type: Option<u64>,
+        thread: u64,
+        ips: &[u64],
+        frames: &[u64],
+        time: u64,
+        in_time: bool,
+    ) {
+        if self.sample_type.is_none() {
+            self.sample_type = Some(sample_type.unwrap_or(1));
+        }
+        for &f in frames {
+            self.method(f);
+        }
+        if in_time {
+            for &ip in ips {
+                self.hits.push(Hit {
+                    time,
+                    thread,
+                    ip,
+                    frames: frames.to_vec(),
+                });
+            }
+        }
+    }
+
+    /// A collection's start or end in generation `gen` (MONO_GC_EVENT_START 0, END 5).
+    fn gc_event(&mut self, ti: usize, event: u64, gen: usize, time: u64) {
+        if gen > 2 {
+            return;
+        }
+        match event {
+            0 => {
+                self.threads[ti].gc_start[gen] = time;
+                self.gc[gen].count += 1;
+            }
+            5 => {
+                let d = time.wrapping_sub(self.threads[ti].gc_start[gen]);
+                self.gc[gen].total = self.gc[gen].total.wrapping_add(d);
+                self.gc[gen].max = self.gc[gen].max.max(d);
+            }
+            _ => {}
+        }
+    }
+
+    /// Counters the runtime describes, each kept once (by index).
+    fn counters_described(&mut self, counters: &[CounterDesc<'_>]) {
+        for d in counters {
+            if self.counters.iter().any(|c| c.index == d.index) {
+                continue;
+            }
+            let section = match &d.section_name {
+                Some(name) => name.to_string(),
+                None => section_name(d.section).to_string(),
+            };
+            self.counters.push(Counter {
+                section,
+                name: d.name.to_string(),
+                kind: d.kind,
+                unit: d.unit,
+                index: d.index,
+                last: None,
+            });
+        }
+    }
+
     fn monitor_event(&mut self, ti: usize, event: u64, object: u64, time: u64) {
         // MONO_PROFILER_MONITOR_CONTENTION 1, DONE 2, FAIL 3.
         match event {
