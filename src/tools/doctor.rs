@@ -277,20 +277,39 @@ fn xray_runtime() -> Option<PathBuf> {
 }
 
 /// Judges the facts: one check per line of `jprof doctor`'s output, in order.
+/// Every check, in the order they are printed.
 pub fn checks(f: &Facts) -> Vec<Check> {
-    let mut out = Vec::new();
-    let paranoid = f
-        .perf_event_paranoid
-        .map_or("unknown".to_string(), |p| p.to_string());
-    let who = if f.euid == 0 {
+    let who = who(f);
+    let mut out = vec![sampling_check(f, &who)];
+    if f.user_sampling.is_ok() {
+        out.push(kernel_frames_check(f));
+    }
+    out.push(pmu_check(f));
+    out.push(mlock_check(f, &who));
+    out.extend(sample_rate_check(f));
+    out.push(tsc_check(f));
+    out.push(kallsyms_check(f, &who));
+    out.push(attach_check(f));
+    out.extend(runtime_checks(f));
+    out
+}
+
+/// Who jprof runs as, in the checks' words.
+fn who(f: &Facts) -> String {
+    if f.euid == 0 {
         "root".to_string()
     } else if f.may_perfmon() {
         "CAP_PERFMON".to_string()
     } else {
         format!("uid {} without CAP_PERFMON", f.euid)
-    };
+    }
+}
 
-    out.push(match &f.user_sampling {
+fn sampling_check(f: &Facts, who: &str) -> Check {
+    let paranoid = f
+        .perf_event_paranoid
+        .map_or("unknown".to_string(), |p| p.to_string());
+    match &f.user_sampling {
         Ok(()) => check(
             Status::Ok,
             "perf_event_open",
@@ -306,25 +325,23 @@ pub fn checks(f: &Facts) -> Vec<Check> {
         } else {
             "the kernel lacks perf events or use_clockid (Linux 4.1+); in a container, allow perf_event_open in its seccomp profile (docker run --cap-add PERFMON --security-opt seccomp=unconfined)"
         }),
-    });
-
-    if f.user_sampling.is_ok() {
-        out.push(match &f.kernel_sampling {
-            Ok(()) => check(Status::Ok, "kernel frames", "stacks include kernel frames"),
-            Err(e) => check(
-                Status::Warn,
-                "kernel frames",
-                format!(
-                    "only user-space stacks ({e}); time in the kernel shows without its frames"
-                ),
-            )
-            .fix(
-                "`sudo sysctl -w kernel.perf_event_paranoid=1`, or run as root / with CAP_PERFMON",
-            ),
-        });
     }
+}
 
-    out.push(match &f.cycles_sampling {
+fn kernel_frames_check(f: &Facts) -> Check {
+    match &f.kernel_sampling {
+        Ok(()) => check(Status::Ok, "kernel frames", "stacks include kernel frames"),
+        Err(e) => check(
+            Status::Warn,
+            "kernel frames",
+            format!("only user-space stacks ({e}); time in the kernel shows without its frames"),
+        )
+        .fix("`sudo sysctl -w kernel.perf_event_paranoid=1`, or run as root / with CAP_PERFMON"),
+    }
+}
+
+fn pmu_check(f: &Facts) -> Check {
+    match &f.cycles_sampling {
         Ok(()) => check(Status::Ok, "PMU", "hardware cycles event available (-e cycles)"),
         Err(e) => check(
             Status::Warn,
@@ -332,11 +349,13 @@ pub fn checks(f: &Facts) -> Vec<Check> {
             format!("no hardware cycles event ({e}); jprof falls back to cpu-clock (timer-based, fine for CPU profiles)"),
         )
         .fix("nothing needed; for cycles on a VM, give it a virtual PMU (QEMU/KVM: -cpu host, VMware: enable 'virtualize CPU performance counters')"),
-    });
+    }
+}
 
+fn mlock_check(f: &Facts, who: &str) -> Check {
     let ring_kb = RING_PAGES * f.page_size / 1024;
     let needed_kb = f.cpus * ring_kb;
-    out.push(match f.perf_event_mlock_kb {
+    match f.perf_event_mlock_kb {
         _ if f.has_cap(CAP_IPC_LOCK) => check(
             Status::Ok,
             "perf_event_mlock_kb",
@@ -358,28 +377,29 @@ pub fn checks(f: &Facts) -> Vec<Check> {
             }
         }
         None => check(Status::Warn, "perf_event_mlock_kb", "unreadable"),
-    });
-
-    if let Some(rate) = f.perf_event_max_sample_rate {
-        out.push(if i64::from(rate) >= DEFAULT_FREQUENCY_HZ {
-            check(
-                Status::Ok,
-                "sample rate",
-                format!("kernel.perf_event_max_sample_rate {rate} Hz (jprof default -F {DEFAULT_FREQUENCY_HZ})"),
-            )
-        } else {
-            check(
-                Status::Warn,
-                "sample rate",
-                format!("kernel.perf_event_max_sample_rate is {rate} Hz, below jprof's default -F {DEFAULT_FREQUENCY_HZ}"),
-            )
-            .fix(format!("record with `-F {rate}`, or `sudo sysctl -w kernel.perf_event_max_sample_rate=10000`"))
-        });
     }
+}
 
-    out.push(tsc_check(f));
+fn sample_rate_check(f: &Facts) -> Option<Check> {
+    let rate = f.perf_event_max_sample_rate?;
+    Some(if i64::from(rate) >= DEFAULT_FREQUENCY_HZ {
+        check(
+            Status::Ok,
+            "sample rate",
+            format!("kernel.perf_event_max_sample_rate {rate} Hz (jprof default -F {DEFAULT_FREQUENCY_HZ})"),
+        )
+    } else {
+        check(
+            Status::Warn,
+            "sample rate",
+            format!("kernel.perf_event_max_sample_rate is {rate} Hz, below jprof's default -F {DEFAULT_FREQUENCY_HZ}"),
+        )
+        .fix(format!("record with `-F {rate}`, or `sudo sysctl -w kernel.perf_event_max_sample_rate=10000`"))
+    })
+}
 
-    out.push(match (f.kptr_restrict, f.kallsyms_readable) {
+fn kallsyms_check(f: &Facts, who: &str) -> Check {
+    match (f.kptr_restrict, f.kallsyms_readable) {
         (_, true) => check(
             Status::Ok,
             "kptr_restrict",
@@ -402,10 +422,12 @@ pub fn checks(f: &Facts) -> Vec<Check> {
             Some(2) => "`sudo sysctl -w kernel.kptr_restrict=1` and run jprof report as root (or with CAP_SYSLOG), or `sudo sysctl -w kernel.kptr_restrict=0`",
             _ => "run jprof report as root (or with CAP_SYSLOG), or `sudo sysctl -w kernel.kptr_restrict=0`",
         }),
-    });
+    }
+}
 
+fn attach_check(f: &Facts) -> Check {
     let may_read_others = f.has_cap(CAP_SYS_PTRACE);
-    out.push(match f.ptrace_scope {
+    let found = match f.ptrace_scope {
         None => check(
             Status::Ok,
             "attach (-p)",
@@ -419,17 +441,14 @@ pub fn checks(f: &Facts) -> Vec<Check> {
                 attach_scope(may_read_others)
             ),
         ),
-    });
-    if !may_read_others {
-        if let Some(last) = out.last_mut() {
-            *last = last.clone().fix(
-                "to attach to other users' processes: run as root or `sudo setcap cap_perfmon,cap_sys_ptrace+ep $(command -v jprof)`",
-            );
-        }
+    };
+    if may_read_others {
+        found
+    } else {
+        found.fix(
+            "to attach to other users' processes: run as root or `sudo setcap cap_perfmon,cap_sys_ptrace+ep $(command -v jprof)`",
+        )
     }
-
-    out.extend(runtime_checks(f));
-    out
 }
 
 fn attach_scope(may_read_others: bool) -> &'static str {
