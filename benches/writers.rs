@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use jprof::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo};
+use jprof::profile::{
+    Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo, Tier, TierClass,
+};
 use jprof::report::export::{self, Context, WeightUnit};
 use jprof::report::{collapsed, flamegraph, Format};
 
@@ -32,7 +34,8 @@ fn functions(
 ) -> Vec<[FrameId; 3]> {
     (0..count)
         .map(|i| {
-            let tier = (!tiers.is_empty()).then(|| tiers[i % tiers.len()].to_string());
+            let tier = (!tiers.is_empty())
+                .then(|| Tier::new(TierClass::Optimized, tiers[i % tiers.len()]));
             std::array::from_fn(|l| {
                 let frame = Frame {
                     name: format!("{module}::function_{i}"),

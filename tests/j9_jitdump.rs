@@ -180,7 +180,11 @@ fn openj9_perf_map_names_warm_and_cold_code_with_its_tier() {
     let tiers: Vec<Option<&str>> = profile
         .samples
         .iter()
-        .map(|sample| profile.tier(*sample.stack.last().unwrap()))
+        .map(|sample| {
+            profile
+                .tier(*sample.stack.last().unwrap())
+                .map(|t| t.label.as_str())
+        })
         .collect();
     assert_eq!(
         tiers,

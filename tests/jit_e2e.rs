@@ -205,7 +205,7 @@ fn jit_frame(profile: &Profile, stack: &[jprof::profile::FrameId]) -> Option<(St
         .find(|&id| profile.frame(id).kind == FrameKind::Jit)?;
     Some((
         profile.frame(id).name.clone(),
-        profile.tier(id).unwrap_or("").to_string(),
+        profile.tier(id).map_or(String::new(), |t| t.label.clone()),
     ))
 }
 

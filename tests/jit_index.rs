@@ -3,7 +3,7 @@
 
 use jprof::format::jitdump::TierKind;
 use jprof::format::jitdump_write as w;
-use jprof::profile::FrameKind;
+use jprof::profile::{FrameKind, Tier, TierClass};
 use jprof::symbolize::jit_index::{readable_name, JitIndex};
 use jprof::timeline::{Calibration, ClockConversion};
 
@@ -170,8 +170,8 @@ fn inline_frames_lines_and_tier() {
     assert_eq!(outer_only.len(), 1);
     assert_eq!(outer_only[0].line, Some(14));
     assert_eq!(
-        index.lookup(PID, 0x8000, 2_000).unwrap().tier.as_deref(),
-        Some("C2 (optimized)")
+        index.lookup(PID, 0x8000, 2_000).unwrap().tier,
+        Some(Tier::new(TierClass::Optimized, "C2 (optimized)"))
     );
 }
 
@@ -181,20 +181,20 @@ fn v8_names_keep_their_text_and_give_tiers() {
         readable_name("JS:*tokenize /app/tokens.js:29:18"),
         (
             "JS:*tokenize /app/tokens.js:29:18".to_string(),
-            Some("Turbofan (optimized)".to_string())
+            Some(Tier::new(TierClass::Optimized, "Turbofan (optimized)"))
         )
     );
     assert_eq!(
-        readable_name("JS:~main /a.js:1:1").1.as_deref(),
-        Some("Ignition (interpreted)")
+        readable_name("JS:~main /a.js:1:1").1,
+        Some(Tier::new(TierClass::Interpreted, "Ignition (interpreted)"))
     );
     assert_eq!(
-        readable_name("JS:^f x.js:1:1").1.as_deref(),
-        Some("Sparkplug (baseline)")
+        readable_name("JS:^f x.js:1:1").1,
+        Some(Tier::new(TierClass::Baseline, "Sparkplug (baseline)"))
     );
     assert_eq!(
-        readable_name("JS:+f x.js:1:1").1.as_deref(),
-        Some("Maglev (optimized)")
+        readable_name("JS:+f x.js:1:1").1,
+        Some(Tier::new(TierClass::Optimized, "Maglev (optimized)"))
     );
     assert_eq!(readable_name("Builtin:ArrayMap").1, None);
     assert_eq!(

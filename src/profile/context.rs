@@ -19,7 +19,7 @@ pub struct CodeLoad {
     /// Sample-clock ns.
     pub time: u64,
     pub name: String,
-    pub tier: Option<String>,
+    pub tier: Option<super::Tier>,
     pub address: u64,
     pub size: u64,
     /// The side file that announced it (`jit-1234.dump`, `perf-1234.map`).

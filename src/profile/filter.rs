@@ -167,7 +167,7 @@ fn rewrite_frames(old: Profile, rewrite: impl Fn(&Frame) -> Option<Frame>) -> Pr
         .enumerate()
         .map(|(i, frame)| {
             let id = FrameId(i as u32);
-            rewrite(frame).map(|f| new.intern_tiered(f, old.tier(id).map(str::to_string)))
+            rewrite(frame).map(|f| new.intern_tiered(f, old.tier(id).cloned()))
         })
         .collect();
     for sample in old.samples {
@@ -186,7 +186,7 @@ fn rewrite_frames(old: Profile, rewrite: impl Fn(&Frame) -> Option<Frame>) -> Pr
 mod tests {
     use super::*;
     use crate::profile::testing::{frame, lines};
-    use crate::profile::{FrameKind::*, ThreadInfo};
+    use crate::profile::{FrameKind::*, ThreadInfo, Tier, TierClass};
 
     /// Two threads of pid 1 (`main` tid 1, `worker` tid 2) and one of pid 7 (`other` tid 7),
     /// one sample per second each.
@@ -308,7 +308,10 @@ mod tests {
             line: Some(3),
             ..frame("inner", Inlined)
         });
-        let jit = p.intern_tiered(frame("Foo.bar", Jit), Some("C2".into()));
+        let jit = p.intern_tiered(
+            frame("Foo.bar", Jit),
+            Some(Tier::new(TierClass::Optimized, "C2")),
+        );
         for stack in [vec![root, outer, inner], vec![root, outer], vec![root, jit]] {
             p.samples.push(ProfileSample {
                 pid: 1,
@@ -343,7 +346,11 @@ mod tests {
         );
         assert_eq!(lines(&p), ["prog;Foo.bar_[j] 2", "prog;outer 4"]);
         let jit = p.samples[2].stack[1];
-        assert_eq!(p.tier(jit), Some("C2"), "JIT tiers survive the rewrite");
+        assert_eq!(
+            p.tier(jit).map(|t| t.label.as_str()),
+            Some("C2"),
+            "JIT tiers survive the rewrite"
+        );
     }
 
     #[test]

@@ -99,13 +99,51 @@ pub struct ThreadInfo {
     pub comm: String,
 }
 
+/// The JIT tier a body of code was compiled at: its runtime's name for it and what kind of
+/// tier that is. Shown as the label.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tier {
+    /// As shown: "C2 (optimized)", "Turbofan (optimized)", "warm".
+    pub label: String,
+    pub class: TierClass,
+}
+
+/// What kind of tier a runtime's tier is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TierClass {
+    /// Bytecode run by an interpreter (V8's Ignition).
+    Interpreted,
+    /// Compiled quickly, little optimized (HotSpot C1, V8's Sparkplug).
+    Baseline,
+    /// Compiled with optimizations (HotSpot C2, V8's Maglev and Turbofan, OpenJ9's levels).
+    Optimized,
+    /// Trampolines, stubs, runtime helpers.
+    Stub,
+    Unknown,
+}
+
+impl Tier {
+    pub fn new(class: TierClass, label: impl Into<String>) -> Self {
+        Self {
+            label: label.into(),
+            class,
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Profile {
     frames: Vec<Frame>,
     /// Keyed by frame and JIT tier: the same JIT function at two tiers is two frames.
-    index: FxHashMap<(Frame, Option<String>), FrameId>,
+    index: FxHashMap<(Frame, Option<Tier>), FrameId>,
     /// The JIT tier of frames whose runtime named one ("Turbofan (optimized)", ...).
-    tiers: FxHashMap<FrameId, String>,
+    tiers: FxHashMap<FrameId, Tier>,
     pub samples: Vec<ProfileSample>,
     /// Every distinct stack [`Profile::intern_stack`] has seen.
     stacks: FxHashSet<Stack>,
@@ -123,7 +161,7 @@ impl Profile {
     }
 
     /// Interns a frame of JIT code compiled at `tier` (None: no tier known).
-    pub fn intern_tiered(&mut self, frame: Frame, tier: Option<String>) -> FrameId {
+    pub fn intern_tiered(&mut self, frame: Frame, tier: Option<Tier>) -> FrameId {
         let key = (frame, tier);
         if let Some(&id) = self.index.get(&key) {
             return id;
@@ -149,8 +187,8 @@ impl Profile {
     }
 
     /// The JIT tier the frame's code was compiled at, when known.
-    pub fn tier(&self, id: FrameId) -> Option<&str> {
-        self.tiers.get(&id).map(String::as_str)
+    pub fn tier(&self, id: FrameId) -> Option<&Tier> {
+        self.tiers.get(&id)
     }
 
     pub fn frame(&self, id: FrameId) -> &Frame {

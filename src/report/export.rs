@@ -117,7 +117,7 @@ pub fn module_name(frame: &Frame) -> &str {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::profile::ThreadInfo;
+    use crate::profile::{ThreadInfo, Tier, TierClass};
     use std::io;
 
     /// A small profile with every frame kind, two threads of one process, file/line info and
@@ -148,7 +148,7 @@ pub(crate) mod tests {
                 Some("Demo.java"),
                 Some(20),
             ),
-            Some("C2 (optimized)".into()),
+            Some(Tier::new(TierClass::Optimized, "C2 (optimized)")),
         );
         let step = p.intern(frame(
             "Demo.step",
@@ -198,7 +198,7 @@ pub(crate) mod tests {
             pid: 100,
             time: 500_000,
             name: "Demo.run".into(),
-            tier: Some("C2 (optimized)".into()),
+            tier: Some(Tier::new(TierClass::Optimized, "C2 (optimized)")),
             address: 0x7f00_0000_1000,
             size: 256,
             source: "jit-100.dump".into(),

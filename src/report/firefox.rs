@@ -64,6 +64,7 @@ impl Categories {
         };
         let tiers: BTreeSet<&str> = (0..profile.frames().len())
             .filter_map(|i| profile.tier(FrameId(i as u32)))
+            .map(|t| t.label.as_str())
             .collect();
         for tier in tiers {
             let pair = fx.add_subcategory(jit, tier);
@@ -78,7 +79,7 @@ impl Categories {
             FrameKind::Kernel => self.kernel.into(),
             FrameKind::Jit => profile
                 .tier(id)
-                .and_then(|t| self.tiers.get(t).copied())
+                .and_then(|t| self.tiers.get(&t.label).copied())
                 .unwrap_or(self.jit.into()),
             FrameKind::Interpreter => self.interpreter.into(),
             FrameKind::Inlined => self.inlined.into(),
@@ -215,7 +216,7 @@ fn build(profile: &Profile, ctx: &Context) -> FxProfile {
         };
         let marker = CodeLoadMarker {
             name: fx.intern_string(&load.name),
-            tier: fx.intern_string(load.tier.as_deref().unwrap_or("")),
+            tier: fx.intern_string(load.tier.as_ref().map_or("", |t| t.label.as_str())),
             address: fx.intern_string(&format!("{:#x}", load.address)),
             source: fx.intern_string(&load.source),
             size: load.size as f64,

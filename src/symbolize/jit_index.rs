@@ -12,7 +12,7 @@ use crate::format::jitdump::{self, DebugEntry, DebugInfo2, J9Metadata, RecordBod
 use crate::format::mlpd;
 use crate::format::perf_map;
 use crate::format::recording::{parse_side_piece, ChunkKind, SideKind};
-use crate::profile::{Frame, FrameKind};
+use crate::profile::{Frame, FrameKind, Tier, TierClass};
 use crate::recording::Recording;
 use crate::symbolize::jit_unwind::JitUnwind;
 use crate::timeline::ClockConversion;
@@ -65,7 +65,7 @@ pub struct JitCode {
     pub from: u64,
     /// Sample-clock time it was replaced, moved or unloaded.
     pub until: Option<u64>,
-    pub tier: Option<String>,
+    pub tier: Option<Tier>,
     pub debug: Option<Arc<JitDebug>>,
     /// The side file it came from (for the frame's module).
     pub source: Arc<str>,
@@ -111,20 +111,23 @@ pub struct JitIndex {
 }
 
 /// The readable name and tier of a runtime's code name.
-pub fn readable_name(raw: &str) -> (String, Option<String>) {
+pub fn readable_name(raw: &str) -> (String, Option<Tier>) {
     // V8: "JS:*fn file:line:col" — the marker after "JS:" is the tier.
     if let Some(rest) = raw
         .strip_prefix("JS:")
         .or_else(|| raw.strip_prefix("LazyCompile:"))
     {
         let tier = match rest.chars().next() {
-            Some('~') => Some("Ignition (interpreted)"),
-            Some('^') => Some("Sparkplug (baseline)"),
-            Some('+') => Some("Maglev (optimized)"),
-            Some('*') => Some("Turbofan (optimized)"),
+            Some('~') => Some((TierClass::Interpreted, "Ignition (interpreted)")),
+            Some('^') => Some((TierClass::Baseline, "Sparkplug (baseline)")),
+            Some('+') => Some((TierClass::Optimized, "Maglev (optimized)")),
+            Some('*') => Some((TierClass::Optimized, "Turbofan (optimized)")),
             _ => None,
         };
-        return (raw.to_string(), tier.map(str::to_string));
+        return (
+            raw.to_string(),
+            tier.map(|(class, label)| Tier::new(class, label)),
+        );
     }
     // HotSpot via JVMTI: "Lpkg/Class;method(Sig)Ret" → "pkg.Class.method".
     if let Some(rest) = raw.strip_prefix('L') {
@@ -138,18 +141,19 @@ pub fn readable_name(raw: &str) -> (String, Option<String>) {
     (raw.to_string(), None)
 }
 
-fn tier_name(kind: TierKind, name: &str) -> String {
-    let class = match kind {
-        TierKind::INTERPRETER => "interpreter",
-        TierKind::BASELINE => "baseline",
-        TierKind::OPTIMIZED => "optimized",
-        TierKind::STUB => "stub",
-        _ => "unknown tier",
+/// A jitdump JIT_TIER record's tier: shown as `NAME (class)`, or the class alone.
+fn record_tier(kind: TierKind, name: &str) -> Tier {
+    let (class, word) = match kind {
+        TierKind::INTERPRETER => (TierClass::Interpreted, "interpreter"),
+        TierKind::BASELINE => (TierClass::Baseline, "baseline"),
+        TierKind::OPTIMIZED => (TierClass::Optimized, "optimized"),
+        TierKind::STUB => (TierClass::Stub, "stub"),
+        _ => (TierClass::Unknown, "unknown tier"),
     };
     if name.is_empty() {
-        class.to_string()
+        Tier::new(class, word)
     } else {
-        format!("{name} ({class})")
+        Tier::new(class, format!("{name} ({word})"))
     }
 }
 
@@ -380,9 +384,9 @@ impl JitIndex {
         let mut pending_lines: Option<Vec<DebugEntry>> = None;
         let mut pending_info2: Option<DebugInfo2> = None;
         let mut pending_j9: Option<J9Metadata> = None;
-        let mut pending_tier: Option<String> = None;
+        let mut pending_tier: Option<Tier> = None;
         let mut pending_unwind: Option<Vec<u8>> = None;
-        let mut tiers_by_addr: BTreeMap<u64, String> = BTreeMap::new();
+        let mut tiers_by_addr: BTreeMap<u64, Tier> = BTreeMap::new();
         for r in batch.records {
             let t = to_sample(r.timestamp).unwrap_or(0);
             match r.body {
@@ -400,7 +404,7 @@ impl JitIndex {
                     }
                 }
                 RecordBody::JitTier(tier) => {
-                    let name = tier_name(tier.kind, &tier.name);
+                    let name = record_tier(tier.kind, &tier.name);
                     if tier.code_addr == 0 {
                         pending_tier = Some(name);
                     } else {
@@ -600,8 +604,12 @@ impl JitIndex {
                 .find(|(off, _)| *off <= e.offset as u64)
                 .map_or(0, |s| s.1);
             let (name, tier) = match e.tier {
-                // OpenJ9's perfTool map: `pkg/Class.method(Sig)Ret` at a hotness.
-                Some(tier) => (java_readable(&e.name), Some(tier)),
+                // OpenJ9's perfTool map: `pkg/Class.method(Sig)Ret` at a hotness (every
+                // level is compiled code).
+                Some(tier) => (
+                    java_readable(&e.name),
+                    Some(Tier::new(TierClass::Optimized, tier)),
+                ),
                 None => readable_name(&e.name),
             };
             process.load(JitCode {

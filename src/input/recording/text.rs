@@ -347,12 +347,22 @@ mod tests {
         use crate::profile::testing::frame;
         use crate::profile::ProfileSample;
         let mut p = Profile::default();
-        let baseline = p.intern_tiered(frame("hot", Jit), Some("tier1 (baseline)".into()));
-        let optimized = p.intern_tiered(frame("hot", Jit), Some("tier2 (optimized)".into()));
+        use crate::profile::{Tier, TierClass};
+        let baseline = p.intern_tiered(
+            frame("hot", Jit),
+            Some(Tier::new(TierClass::Baseline, "tier1 (baseline)")),
+        );
+        let optimized = p.intern_tiered(
+            frame("hot", Jit),
+            Some(Tier::new(TierClass::Optimized, "tier2 (optimized)")),
+        );
         let untiered = p.intern(frame("hot", Jit));
         assert_ne!(baseline, optimized);
         assert_ne!(baseline, untiered);
-        assert_eq!(p.tier(optimized), Some("tier2 (optimized)"));
+        assert_eq!(
+            p.tier(optimized).map(|t| t.label.as_str()),
+            Some("tier2 (optimized)")
+        );
         assert_eq!(p.tier(untiered), None);
         for (time, (id, weight)) in [(baseline, 1), (optimized, 3), (untiered, 2)]
             .into_iter()
