@@ -186,7 +186,7 @@ fn walk(
             }
             None => {
                 callchain_user = stack.user.clone();
-                if let Some(regs) = UserRegs::from_sample(&s.regs_user, regs_mask) {
+                if let Some(regs) = UserRegs::from_sample(s.regs_user, regs_mask) {
                     let at = UserState {
                         pid: s.pid,
                         time: s.time,
@@ -206,7 +206,7 @@ fn walk(
                 }
             }
         }
-        let interpreted = match UserRegs::from_sample(&s.regs_user, regs_mask) {
+        let interpreted = match UserRegs::from_sample(s.regs_user, regs_mask) {
             Some(regs) if jit.has_method_names(s.pid) => {
                 let at = UserState {
                     pid: s.pid,

@@ -13,6 +13,7 @@ use super::jit_index::{JitCode, JitIndex};
 use super::native::BinaryCache;
 use super::process::{Mapping, ProcessModel};
 use crate::format::perf::{context, misc, Sample};
+use crate::format::U64s;
 
 /// Deepest user stack jprof unwinds; deeper stacks are cut (the root side is lost).
 const MAX_FRAMES: usize = 1024;
@@ -94,13 +95,13 @@ pub struct UserRegs {
 
 impl UserRegs {
     /// Picks BP, SP and IP out of the registers (stored in ascending mask-bit order).
-    pub fn from_sample(regs: &[u64], mask: u64) -> Option<Self> {
+    pub fn from_sample(regs: U64s<'_>, mask: u64) -> Option<Self> {
         let get = |reg: u32| {
             if mask & (1 << reg) == 0 {
                 return None;
             }
             let index = (mask & ((1u64 << reg) - 1)).count_ones() as usize;
-            regs.get(index).copied()
+            regs.get(index)
         };
         Some(Self {
             ip: get(REG_IP)?,
@@ -147,7 +148,7 @@ pub fn split_callchain(sample: &Sample<'_>) -> AddressStack {
     }
     // None: a context jprof does not show (guest, hypervisor).
     let mut current = None;
-    for (i, &addr) in sample.callchain.iter().enumerate() {
+    for (i, addr) in sample.callchain.iter().enumerate() {
         if addr >= context::MAX {
             current = match addr {
                 context::KERNEL => Some(true),
@@ -432,6 +433,7 @@ fn register(p: &mut ProcessUnwinder, pid: u32, mapping: &Mapping, binaries: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Endian;
 
     #[test]
     fn a_dwarf_walk_continues_with_the_chain() {
@@ -492,20 +494,18 @@ mod tests {
     }
 
     fn sample(callchain: Vec<u64>, cpumode: u16) -> Sample<'static> {
+        let bytes: Vec<u8> = callchain.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let callchain = U64s::new(Box::leak(bytes.into_boxed_slice()), Endian::Little);
         Sample {
             id: None,
-            ip: callchain
-                .iter()
-                .copied()
-                .find(|&a| a < context::MAX)
-                .unwrap_or(0),
+            ip: callchain.iter().find(|&a| a < context::MAX).unwrap_or(0),
             pid: 1,
             tid: 1,
             time: 0,
             cpu: 0,
             period: 1,
             callchain,
-            regs_user: vec![],
+            regs_user: U64s::default(),
             stack_user: &[],
             cpumode,
         }
@@ -535,10 +535,15 @@ mod tests {
 
     #[test]
     fn regs_in_mask_order() {
-        let r = UserRegs::from_sample(&[10, 20, 30], 0x1c0).unwrap();
+        let le = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let (three, two, small) = (le(&[10, 20, 30]), le(&[10, 20]), le(&[1, 2, 3]));
+        fn regs(b: &[u8]) -> U64s<'_> {
+            U64s::new(b, Endian::Little)
+        }
+        let r = UserRegs::from_sample(regs(&three), 0x1c0).unwrap();
         assert_eq!((r.bp, r.sp, r.ip), (10, 20, 30));
-        assert!(UserRegs::from_sample(&[10, 20], 0x1c0).is_none());
-        assert!(UserRegs::from_sample(&[1, 2, 3], 0x7).is_none());
+        assert!(UserRegs::from_sample(regs(&two), 0x1c0).is_none());
+        assert!(UserRegs::from_sample(regs(&small), 0x7).is_none());
     }
 
     #[test]

@@ -68,6 +68,62 @@ impl Endian {
     }
 }
 
+/// u64 values borrowed from a record as its bytes, read on access (a sample's callchain and
+/// registers are read once each: copying them out would cost an allocation per sample).
+#[derive(Clone, Copy, Default)]
+pub struct U64s<'a> {
+    bytes: &'a [u8],
+    endian: Endian,
+}
+
+impl<'a> U64s<'a> {
+    /// The values of `bytes` (whole u64s; a trailing part is ignored) in `endian` order.
+    pub fn new(bytes: &'a [u8], endian: Endian) -> Self {
+        Self {
+            bytes: &bytes[..bytes.len() / 8 * 8],
+            endian,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> Option<u64> {
+        let b = self.bytes.get(i * 8..i * 8 + 8)?;
+        Some(self.endian.u64(b.try_into().ok()?))
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = u64> + ExactSizeIterator + 'a {
+        let endian = self.endian;
+        self.bytes
+            .chunks_exact(8)
+            .map(move |b| endian.u64(b.try_into().unwrap_or_default()))
+    }
+
+    pub fn to_vec(&self) -> Vec<u64> {
+        self.iter().collect()
+    }
+}
+
+impl PartialEq for U64s<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for U64s<'_> {}
+
+impl std::fmt::Debug for U64s<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// Reader over a slice; `base` is the slice's offset in the whole input, so errors name
 /// absolute offsets.
 pub struct Cursor<'a> {
@@ -157,19 +213,12 @@ impl<'a> Cursor<'a> {
         Ok(self.endian.u64(a))
     }
 
-    /// `n` u64 values appended to `out`, read with one bounds check (callchains).
-    pub fn u64s(&mut self, n: usize, out: &mut Vec<u64>) -> Result<(), ParseError> {
+    /// `n` u64 values, borrowed: read with one bounds check.
+    pub fn u64_view(&mut self, n: usize) -> Result<U64s<'a>, ParseError> {
         let Some(len) = n.checked_mul(8) else {
             return Err(self.error(format!("{n} u64 values")));
         };
-        let bytes = self.bytes(len)?;
-        let endian = self.endian;
-        out.extend(bytes.chunks_exact(8).map(|b| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            endian.u64(a)
-        }));
-        Ok(())
+        Ok(U64s::new(self.bytes(len)?, self.endian))
     }
 
     /// A NUL-terminated string; the NUL is consumed. Invalid UTF-8 is replaced, not fatal.
@@ -191,5 +240,33 @@ impl<'a> Cursor<'a> {
         let field = self.bytes(self.remaining() - trailer)?;
         let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
         Ok(String::from_utf8_lossy(&field[..end]).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn borrowed_u64s_read_in_their_byte_order() {
+        let mut bytes: Vec<u8> = [1u64, 0x0102_0304_0506_0708]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        bytes.push(0xff); // a trailing part is not a value
+        let le = U64s::new(&bytes, Endian::Little);
+        assert_eq!(le.len(), 2);
+        assert_eq!(le.to_vec(), [1, 0x0102_0304_0506_0708]);
+        assert_eq!(le.iter().rev().next(), Some(0x0102_0304_0506_0708));
+        assert_eq!(le.get(2), None);
+        let be = U64s::new(&bytes, Endian::Big);
+        assert_eq!(be.get(0), Some(1 << 56));
+        assert_ne!(le, be);
+
+        let mut c = Cursor::new(&bytes, 100);
+        assert_eq!(c.u64_view(2).unwrap(), le);
+        let err = c.u64_view(1).unwrap_err();
+        assert!(err.to_string().contains("116"), "{err}");
+        assert!(U64s::default().is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! Pure parser for kernel perf records (`struct perf_event_header` + body), as they come out of
 //! the mmap'd ring and as they are stored in a recording. No I/O; every error names the offset.
 
-use super::{Cursor, ParseError};
+use super::{Cursor, ParseError, U64s};
 
 /// Record type (`perf_event_header.type`). Open set: unknown kinds are skipped, not fatal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -156,9 +156,9 @@ pub struct Sample<'a> {
     pub cpu: u32,
     pub period: u64,
     /// Raw `ips[]` including context markers (see [`context`]).
-    pub callchain: Vec<u64>,
+    pub callchain: U64s<'a>,
     /// User registers in ascending mask-bit order; empty when the kernel gave none.
-    pub regs_user: Vec<u64>,
+    pub regs_user: U64s<'a>,
     /// Copied user stack, cut to `dyn_size`.
     pub stack_user: &'a [u8],
     /// CPU mode from `misc`.
@@ -487,8 +487,8 @@ impl SampleLayout {
             time: 0,
             cpu: 0,
             period: 1,
-            callchain: Vec::new(),
-            regs_user: Vec::new(),
+            callchain: U64s::default(),
+            regs_user: U64s::default(),
             stack_user: &[],
             cpumode: misc & misc::CPUMODE_MASK,
         };
@@ -529,7 +529,7 @@ impl SampleLayout {
             if nr > (c.remaining() / 8) as u64 {
                 return Err(c.error("callchain length that fits in the record"));
             }
-            c.u64s(nr as usize, &mut s.callchain)?;
+            s.callchain = c.u64_view(nr as usize)?;
         }
         if t & (sample_type::RAW | sample_type::BRANCH_STACK) != 0 {
             return Err(c.error("sample without RAW/BRANCH_STACK (jprof never requests them)"));
@@ -537,7 +537,7 @@ impl SampleLayout {
         if t & sample_type::REGS_USER != 0 {
             let abi = c.u64()?;
             if abi != 0 {
-                c.u64s(self.regs_user_mask.count_ones() as usize, &mut s.regs_user)?;
+                s.regs_user = c.u64_view(self.regs_user_mask.count_ones() as usize)?;
             }
         }
         if t & sample_type::STACK_USER != 0 {
@@ -610,8 +610,8 @@ mod tests {
             (s.ip, s.pid, s.tid, s.time, s.cpu, s.period),
             (0x1000, 7, 8, 123, 1, 5000)
         );
-        assert_eq!(s.callchain, vec![context::USER, 0x1000, 0x2000]);
-        assert_eq!(s.regs_user, vec![1, 2, 3]);
+        assert_eq!(s.callchain.to_vec(), vec![context::USER, 0x1000, 0x2000]);
+        assert_eq!(s.regs_user.to_vec(), vec![1, 2, 3]);
         assert_eq!(s.stack_user.len(), 8);
         assert_eq!(s.cpumode, misc::USER);
         assert_eq!(s.id, None);
