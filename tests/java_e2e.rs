@@ -446,6 +446,31 @@ fn jdk25_stress_many_methods_unloading_and_exit() {
     stress_run("25");
 }
 
+/// Waits until the JVM has initialized: it creates its perf data file `hsperfdata_USER/PID`
+/// in `tmp` before it runs `main` (the readiness jprof's attach needs).
+fn wait_until_jvm_ready(tmp: &Path, pid: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let ready = std::fs::read_dir(tmp)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name().to_string_lossy().starts_with("hsperfdata_")
+                    && e.path().join(pid).exists()
+            });
+        if ready {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the JVM {pid} never created {}/hsperfdata_*/{pid}",
+            tmp.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// `jprof record -p` on a JVM started with no flags: the agent is loaded through the HotSpot
 /// attach protocol and replays the compiled code, the summary says how to get full stacks, the
 /// JVM keeps running after jprof stops, and a second session on the same JVM works too.
@@ -466,8 +491,8 @@ fn attach_run(jdk_name: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start the JVM");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
     let pid = jvm.id().to_string();
+    wait_until_jvm_ready(Path::new("/tmp"), &pid);
     for session in 0..2 {
         if let Some(status) = jvm.try_wait().expect("wait") {
             let out = jvm.wait_with_output().expect("JVM output");
@@ -579,7 +604,8 @@ fn jdk17_attach_to_a_jvm_in_other_mount_and_pid_namespaces() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Pid 1 in its own pid namespace, with its own /tmp.
+    wait_until_jvm_ready(&PathBuf::from(format!("/proc/{pid}/root/tmp")), "1");
     let work = tempfile::tempdir().expect("tempdir");
     let out = record_only(work.path(), &["-p", &pid, "--duration", "2"], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);

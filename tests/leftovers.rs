@@ -57,11 +57,22 @@ fn side_files_of_a_killed_recorder_are_removed_by_the_next_run() {
     }
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     let _ = child.wait();
-    let _ = Command::new("pkill")
-        .arg("-f")
-        .arg("Date.now() + 20000")
-        .status();
-    std::thread::sleep(Duration::from_millis(300));
+    // pkill/pgrep take a regex: the script's text, escaped.
+    let node = r"Date\.now\(\) \+ 20000";
+    let _ = Command::new("pkill").args(["-f", node]).status();
+    // Until the orphaned node is gone (pgrep finds nothing).
+    let start = Instant::now();
+    while Command::new("pgrep")
+        .args(["-f", node])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "node outlived SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(dump.exists(), "the killed recorder left its side file");
     let out = jprof()
         .args(["record", "-o", "next.data", "--", "true"])

@@ -2,6 +2,8 @@
 //! complete and parseable, the target's exit code is passed through, exec failures are clear
 //! errors, and a SIGKILLed recorder leaves a readable file.
 
+mod live_support;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -155,7 +157,7 @@ fn sigkilled_recorder_leaves_a_readable_recording() {
 fn sigint_is_forwarded_and_the_recording_finalized() {
     let (_dir, data) = temp_data("int.data");
     let child = spawn_busy_recording(&data, 30_000_000);
-    std::thread::sleep(Duration::from_millis(800));
+    live_support::wait_until_target_runs(child.id(), "sh");
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal jprof");
     let out = child.wait_with_output().expect("reap jprof");

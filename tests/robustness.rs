@@ -1,6 +1,8 @@
 //! Faults, signals and bad input (issue 15): one regression test per way jprof used to hang,
 //! crash or lose data silently. Real recordings throughout.
 
+mod live_support;
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -147,7 +149,7 @@ fn a_target_that_ignores_signals_is_killed_on_the_second_ctrl_c() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    live_support::wait_until_target_runs(child.id(), "sh");
     let jprof_pid = Pid::from_raw(child.id() as i32);
     kill(jprof_pid, Signal::SIGINT).unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -174,7 +176,7 @@ fn sighup_stops_the_recording_cleanly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    live_support::wait_until_target_runs(child.id(), "sh");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGHUP).unwrap();
     let out = wait_within(child, Duration::from_secs(10), "jprof after SIGHUP");
     assert_eq!(out.status.code(), Some(128 + 1), "{}", text(&out));
