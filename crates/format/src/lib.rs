@@ -257,7 +257,7 @@ mod tests {
         let le = U64s::new(&bytes, Endian::Little);
         assert_eq!(le.len(), 2);
         assert_eq!(le.to_vec(), [1, 0x0102_0304_0506_0708]);
-        assert_eq!(le.iter().rev().next(), Some(0x0102_0304_0506_0708));
+        assert_eq!(le.iter().next_back(), Some(0x0102_0304_0506_0708));
         assert_eq!(le.get(2), None);
         let be = U64s::new(&bytes, Endian::Big);
         assert_eq!(be.get(0), Some(1 << 56));
