@@ -28,11 +28,11 @@ use crate::error::Error;
 
 /// The most a single read of a side file takes; a runtime's file grows by far less between two
 /// polls, and a larger claim (a sparse file, a hostile header) never becomes one allocation.
-pub const READ_STEP: usize = 16 << 20;
+pub(crate) const READ_STEP: usize = 16 << 20;
 
 /// Who may own a file read on behalf of a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// The process's user; root's files are accepted too (a runtime started by root).
     Uid(u32),
     /// Any user: the content is checked otherwise (e.g. it must extend bytes already trusted).
@@ -41,7 +41,7 @@ pub enum Owner {
 
 /// Why a file was not opened.
 #[derive(Debug, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     #[error("refused: it is a symbolic link")]
     Symlink,
     #[error("refused: it is not a regular file but {0}")]
@@ -63,11 +63,11 @@ impl Refusal {
 
 /// A regular file of the expected owner, opened read-only.
 #[derive(Debug)]
-pub struct ForeignFile {
+pub(crate) struct ForeignFile {
     file: File,
-    pub dev: u64,
-    pub ino: u64,
-    pub uid: u32,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) uid: u32,
 }
 
 fn file_kind(mode: u32) -> &'static str {
@@ -207,21 +207,21 @@ impl ForeignFile {
 }
 
 /// Reads a whole foreign file: [`ForeignFile::open`] then [`ForeignFile::read_all`].
-pub fn read(path: &Path, owner: Owner, limit: u64) -> Result<Vec<u8>, Refusal> {
+pub(crate) fn read(path: &Path, owner: Owner, limit: u64) -> Result<Vec<u8>, Refusal> {
     ForeignFile::open(path, owner)?.read_all(limit)
 }
 
 /// A file this process created, identified so that only it is ever removed.
 #[derive(Debug)]
-pub struct Created {
-    pub file: File,
-    pub path: PathBuf,
-    pub dev: u64,
-    pub ino: u64,
+pub(crate) struct Created {
+    pub(crate) file: File,
+    pub(crate) path: PathBuf,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
 }
 
 /// Creates a new file (never an existing one, never through a link) with `mode`.
-pub fn create_new(path: &Path, mode: u32) -> std::io::Result<Created> {
+pub(crate) fn create_new(path: &Path, mode: u32) -> std::io::Result<Created> {
     let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY;
     let file = File::from(open_nofollow(path, flags, mode)?);
     let meta = file.metadata()?;
@@ -235,7 +235,7 @@ pub fn create_new(path: &Path, mode: u32) -> std::io::Result<Created> {
 
 /// Removes `path` only if it is still the regular file with this device and inode: a file
 /// someone put there since (a link, another file) is left alone. Returns whether it removed it.
-pub fn remove_if_same(path: &Path, dev: u64, ino: u64) -> bool {
+pub(crate) fn remove_if_same(path: &Path, dev: u64, ino: u64) -> bool {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_file() && m.dev() == dev && m.ino() == ino => {
             std::fs::remove_file(path).is_ok()
@@ -246,7 +246,7 @@ pub fn remove_if_same(path: &Path, dev: u64, ino: u64) -> bool {
 
 /// Removes a file a runtime wrote for jprof (a jitdump, a Mono log) once its content is in the
 /// recording: only a regular file, not a link, owned by the runtime's user `uid` (unknown: kept).
-pub fn remove_runtime_file(path: &Path, uid: Option<u32>) -> bool {
+pub(crate) fn remove_runtime_file(path: &Path, uid: Option<u32>) -> bool {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_file() && uid == Some(m.uid()) => {
             std::fs::remove_file(path).is_ok()
@@ -256,7 +256,7 @@ pub fn remove_runtime_file(path: &Path, uid: Option<u32>) -> bool {
 }
 
 /// The uid a process runs as (the owner of its `/proc` directory).
-pub fn process_uid(pid: u32) -> Option<u32> {
+pub(crate) fn process_uid(pid: u32) -> Option<u32> {
     std::fs::metadata(format!("/proc/{pid}"))
         .ok()
         .map(|m| m.uid())
@@ -264,7 +264,7 @@ pub fn process_uid(pid: u32) -> Option<u32> {
 
 /// An output file written beside its destination and renamed into place by [`Self::commit`];
 /// dropped uncommitted, the temporary file is removed and the destination never touched.
-pub struct AtomicOutput {
+pub(crate) struct AtomicOutput {
     created: Option<Created>,
     dest: PathBuf,
     keep_if_dropped: bool,
@@ -334,6 +334,7 @@ impl AtomicOutput {
         self.created.as_ref().map_or(&self.dest, |c| &c.path)
     }
 
+    /// The temporary file, to write to.
     pub fn file(&mut self) -> &mut File {
         &mut self
             .created
@@ -376,7 +377,7 @@ impl Drop for AtomicOutput {
 
 /// Writes an output file through `write` (buffered) and renames it into place when `write`
 /// succeeded; on failure the destination is untouched. Errors name `dest`.
-pub fn write_atomically(
+pub(crate) fn write_atomically(
     dest: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), Error> {

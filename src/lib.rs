@@ -10,6 +10,7 @@
 //! invariants.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("jprof is Linux-only: it is built on perf_event_open");

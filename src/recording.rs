@@ -19,8 +19,10 @@ use crate::timeline::ClockConversion;
 /// unwound afterwards with DWARF CFI. Stored in META as `"fp"` / `"dwarf"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CallGraph {
+    /// The kernel walks the frame-pointer chain at each sample.
     #[serde(rename = "fp")]
     FramePointers,
+    /// Each sample copies the user stack and registers, unwound later with DWARF CFI.
     #[serde(rename = "dwarf")]
     Dwarf,
 }
@@ -61,10 +63,15 @@ pub struct EventConfig {
     pub event: String,
     /// Why the event is what it is (e.g. the cycles fallback), for the summary.
     pub event_note: Option<String>,
+    /// Requested samples per second.
     pub frequency_hz: u64,
+    /// `perf_event_attr.sample_type`: the PERF_SAMPLE_* fields each sample carries.
     pub sample_type: u64,
+    /// `perf_event_attr.sample_regs_user`: which user registers each sample holds.
     pub regs_user_mask: u64,
+    /// Bytes of user stack copied per sample (0 with frame pointers).
     pub stack_user_bytes: u32,
+    /// How user stacks were collected.
     pub call_graph: CallGraph,
     /// Whether kernel frames were requested (false when the kernel refuses them).
     pub kernel_callchains: bool,
@@ -90,7 +97,8 @@ impl EventConfig {
         self.event == Self::CPU_CLOCK
     }
 
-    pub fn layout(&self) -> SampleLayout {
+    /// How to decode this configuration's samples.
+    pub(crate) fn layout(&self) -> SampleLayout {
         SampleLayout {
             sample_type: self.sample_type,
             regs_user_mask: self.regs_user_mask,
@@ -102,18 +110,26 @@ impl EventConfig {
 /// Facts about the machine the recording was made on.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HostFacts {
+    /// The machine's host name.
     pub hostname: String,
+    /// `uname -r`.
     pub kernel_release: String,
+    /// CPU architecture as Rust names it (`x86_64`, `aarch64`).
     pub arch: String,
+    /// Online CPUs.
     pub cpus: u32,
+    /// Page size in bytes.
     pub page_size: u64,
+    /// `kernel.perf_event_paranoid`, if readable.
     pub perf_event_paranoid: Option<i32>,
+    /// `kernel.kptr_restrict`, if readable.
     pub kptr_restrict: Option<i32>,
 }
 
 /// The first chunk of every recording.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Meta {
+    /// Version of the jprof that wrote the recording.
     pub jprof_version: String,
     /// The profiled command line (launch mode).
     pub command: Vec<String>,
@@ -121,7 +137,9 @@ pub struct Meta {
     pub attached_pid: Option<u32>,
     /// PID of the launched target.
     pub target_pid: Option<u32>,
+    /// The machine the recording was made on.
     pub host: HostFacts,
+    /// How the events were opened.
     pub event: EventConfig,
     /// Wall-clock start, Unix ns, for humans.
     pub start_unix_ns: u64,
@@ -130,25 +148,34 @@ pub struct Meta {
 /// Counters written when recording ends. Problems are data here, not errors.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Summary {
+    /// Sample records written.
     pub samples: u64,
     /// Records the kernel dropped because a ring was full (sum of PERF_RECORD_LOST counts).
     pub lost_records: u64,
+    /// Samples the kernel dropped (sum of PERF_RECORD_LOST_SAMPLES counts).
     pub lost_samples: u64,
+    /// Times the kernel throttled sampling for exceeding its rate limit (PERF_RECORD_THROTTLE).
     pub throttles: u64,
+    /// Times sampling resumed after a throttle (PERF_RECORD_UNTHROTTLE).
     pub unthrottles: u64,
     /// Ring batches jprof dropped because its writer fell behind (memory stays bounded).
     pub dropped_batches: u64,
     /// The samples those batches held.
     #[serde(default)]
     pub dropped_samples: u64,
+    /// Distinct threads seen in samples, forks and comm records.
     pub threads: u64,
+    /// Distinct processes seen the same way.
     pub processes: u64,
-    /// Sample-clock time of the first and last record.
+    /// Sample-clock time (ns) of the first record.
     pub start_time: u64,
+    /// Sample-clock time (ns) of the last record.
     pub end_time: u64,
+    /// Wall-clock length of the recording, in ns.
     pub wall_duration_ns: u64,
     /// Exit code of the target (128+signal when killed by a signal).
     pub exit_code: Option<i32>,
+    /// What ended the recording (e.g. `target exited`, a signal, `--duration`).
     pub stopped_by: String,
     /// Human-readable notes (kernel frames unavailable, side files unreadable, ...).
     pub notes: Vec<String>,
@@ -164,9 +191,11 @@ pub struct OffCpuCounts {
     pub switches: u64,
     /// Those stored with their stack (at least `--off-cpu-min` off the CPU).
     pub stored: u64,
+    /// Total ns the stored switches spent off the CPU.
     pub stored_ns: u64,
     /// Shorter ones: counted here, not stored.
     pub short: u64,
+    /// Total ns the shorter switches spent off the CPU.
     pub short_ns: u64,
     /// Switch-outs dropped without a duration: the thread exited, or its return was lost.
     pub unpaired: u64,
@@ -174,7 +203,7 @@ pub struct OffCpuCounts {
 
 impl OffCpuCounts {
     /// One line for the summaries.
-    pub fn describe(&self, min_ns: u64) -> String {
+    pub(crate) fn describe(&self, min_ns: u64) -> String {
         let mut line = format!(
             "{} switches off the CPU, {} stored with their stack ({:.3} s waited)",
             self.switches,
@@ -234,15 +263,19 @@ impl std::ops::Deref for Bytes {
 
 /// A loaded recording.
 pub struct Recording {
-    pub path: PathBuf,
+    /// The file it was read from (a name only, for a recording from bytes).
+    pub(crate) path: PathBuf,
     bytes: Bytes,
     chunks: Vec<Chunk>,
     /// PERF_RECORDS_ZSTD payloads decompressed by [`Recording::perf_records`] and
     /// [`Recording::payloads`], kept for the recording's life (one cell per chunk; the
     /// time-ordered reader in `symbolize::records` decompresses on its own and lets go).
     inflated: Vec<OnceLock<Result<Vec<u8>, ParseError>>>,
+    /// The META chunk.
     pub meta: Meta,
+    /// The CLOCK chunk: how TSC stamps map onto the sample clock, if the file has one.
     pub clock: Option<ClockConversion>,
+    /// The SUMMARY chunk; `None` when the recorder was killed before writing it.
     pub summary: Option<Summary>,
     /// Why reading stopped before the end, if it did (truncated/corrupt file).
     pub stopped: Option<ParseError>,
@@ -266,11 +299,13 @@ struct Chunk {
 }
 
 /// One item of [`Recording::record_chunks`], in file order.
-pub enum RecordsItem<'a> {
+pub(crate) enum RecordsItem<'a> {
     /// A chunk of perf records (decompressed if it was compressed), its records numbered from
     /// `base`.
     Records {
+        /// The offset the chunk's records are numbered from.
         base: usize,
+        /// The records' bytes, or why the chunk could not be decompressed.
         bytes: Result<Cow<'a, [u8]>, ParseError>,
     },
     /// A RECORDS_ORDER mark: every record earlier than this sample-clock time is in a chunk
@@ -297,6 +332,7 @@ impl Recording {
         Self::load(path.to_path_buf(), Bytes::Mapped(mapped))
     }
 
+    /// Reads a recording held in memory; `path` names it in messages.
     pub fn from_bytes(path: PathBuf, bytes: Vec<u8>) -> Result<Self, Error> {
         Self::load(path, Bytes::Owned(bytes))
     }
@@ -433,7 +469,7 @@ impl Recording {
     /// Every chunk of perf records and every RECORDS_ORDER mark, in file order. Compressed
     /// chunks are decompressed as the iterator reaches them and owned by the item, so a
     /// reader that drops them holds one chunk at a time.
-    pub fn record_chunks(&self) -> impl Iterator<Item = RecordsItem<'_>> + '_ {
+    pub(crate) fn record_chunks(&self) -> impl Iterator<Item = RecordsItem<'_>> + '_ {
         self.chunks.iter().enumerate().filter_map(move |(i, c)| {
             if c.kind == ChunkKind::RECORDS_ORDER {
                 let bytes = self.file_bytes(c).get(..8)?;
@@ -461,6 +497,7 @@ impl Recording {
         })
     }
 
+    /// How to decode the recording's samples.
     pub fn layout(&self) -> SampleLayout {
         self.meta.event.layout()
     }
@@ -579,7 +616,7 @@ fn declared_size(payload: &[u8], at: usize) -> Result<usize, ParseError> {
 
 /// Decompresses a PERF_RECORDS_ZSTD payload at file offset `at`, bounded by the size its frame
 /// declares (and [`MAX_INFLATED_CHUNK`]).
-pub fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> {
+pub(crate) fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> {
     let declared = declared_size(payload, at)?;
     let out = zstd::bulk::decompress(payload, declared)
         .map_err(|e| ParseError::new(at, format!("a zstd frame that decompresses ({e})")))?;

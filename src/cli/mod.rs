@@ -11,6 +11,7 @@ use crate::report::diff::DiffConfig;
 use crate::report::{Format, ReportConfig};
 use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
 
+/// The `jprof` command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "jprof",
@@ -19,10 +20,12 @@ use crate::tools::symbolize::{parse_address, Source, SymbolizeConfig};
     after_help = "Examples:\n  jprof doctor                      # can this machine profile? what to fix\n  jprof record -- ./my-program arg1 # writes jprof.data\n  jprof report                      # flamegraph.svg + top functions\n  jprof diff before.data after.data -o diff.svg\n\nRun `jprof COMMAND --help` for each command's options and examples."
 )]
 pub struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// A `jprof` subcommand with its arguments.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command (or attach to a process) and record samples into a recording file.
@@ -72,25 +75,25 @@ pub fn write_completions(shell: clap_complete::Shell, out: &mut dyn std::io::Wri
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum EventArg {
+pub(crate) enum EventArg {
     Cycles,
     CpuClock,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum CallGraphArg {
+pub(crate) enum CallGraphArg {
     Fp,
     Dwarf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum XrayModeArg {
+pub(crate) enum XrayModeArg {
     Basic,
     Fdr,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FormatArg {
+pub(crate) enum FormatArg {
     Flamegraph,
     Collapsed,
     Text,
@@ -191,109 +194,111 @@ fn parse_input_path(text: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Arguments of `jprof record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Sampling frequency in Hz.
     #[arg(short = 'F', long = "freq", default_value_t = 999,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub frequency: u64,
+    pub(crate) frequency: u64,
     /// Output recording file.
     #[arg(short, long, default_value = "jprof.data", value_parser = parse_recording_path)]
-    pub output: PathBuf,
+    pub(crate) output: PathBuf,
     /// Stop after this many seconds (the target keeps running in attach mode).
     #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<std::time::Duration>,
+    pub(crate) duration: Option<std::time::Duration>,
     /// Sampling event; `cycles` falls back to `cpu-clock` when there is no PMU.
     #[arg(short, long, value_enum, default_value_t = EventArg::Cycles)]
-    pub event: EventArg,
+    pub(crate) event: EventArg,
     /// How user stacks are collected: frame pointers, or a stack copy unwound with DWARF CFI.
     #[arg(long = "call-graph", value_enum, default_value_t = CallGraphArg::Fp)]
-    pub call_graph: CallGraphArg,
+    pub(crate) call_graph: CallGraphArg,
     /// Do not store symbols of the sampled binaries in the recording.
     #[arg(long)]
-    pub no_embed_symbols: bool,
+    pub(crate) no_embed_symbols: bool,
     /// Keep the side files (e.g. Node's jit-PID.dump) jprof made the runtime write.
     #[arg(long)]
-    pub keep_side_files: bool,
+    pub(crate) keep_side_files: bool,
     /// XRay logging mode for an XRay-instrumented target: `basic` logs every call; `fdr` is
     /// for programs that start and flush FDR logging themselves.
     #[arg(long, value_enum, default_value_t = XrayModeArg::Basic)]
-    pub xray: XrayModeArg,
+    pub(crate) xray: XrayModeArg,
     /// Also record where threads wait: every switch off the CPU with its stack, and how long
     /// the thread stayed off (`report --weight off-cpu` or `--weight wall`).
     #[arg(long)]
-    pub off_cpu: bool,
+    pub(crate) off_cpu: bool,
     /// With --off-cpu: switches shorter than this are counted, not stored with their stack.
     #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_off_cpu_min)]
-    pub off_cpu_min: u64,
+    pub(crate) off_cpu_min: u64,
     /// Attach to this running process (all its threads) instead of launching a command.
     #[arg(short, long, conflicts_with = "command")]
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// The command to run, after `--`.
     #[arg(last = true, required_unless_present = "pid")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
+/// Arguments of `jprof report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Input recording: a jprof.data, or a perf.data from `perf record -k 1 -g`.
     #[arg(short, long, default_value = "jprof.data", value_parser = parse_input_path)]
-    pub input: PathBuf,
+    pub(crate) input: PathBuf,
     /// For a perf.data: also look for its jitdumps and perf-PID.map files in DIR (repeatable).
     #[arg(long = "search-dir", value_name = "DIR")]
-    pub search_dirs: Vec<PathBuf>,
+    pub(crate) search_dirs: Vec<PathBuf>,
     /// Also read lines and inlined frames from separate debug files (/usr/lib/debug/.build-id)
     /// of binaries without DWARF of their own. Slower; their symbol tables are always read.
     #[arg(long)]
-    pub debug_files: bool,
+    pub(crate) debug_files: bool,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = FormatArg::Flamegraph)]
-    pub format: FormatArg,
+    pub(crate) format: FormatArg,
     /// Output file (`-` for stdout). Default: flamegraph.svg for flamegraph, profile.json.gz for
     /// firefox, profile.pb.gz for pprof, profile.speedscope.json for speedscope, stdout otherwise.
     #[arg(short, long)]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// What widths measure: samples, calls or self time (calls/time need instrumentation:
     /// a Mono .mlpd with enter/leave events, or an XRay log); off-cpu (ns threads waited) or
     /// wall (on-CPU plus off-CPU ns) for a recording made with `record --off-cpu`.
     #[arg(long, value_enum)]
-    pub weight: Option<WeightArg>,
+    pub(crate) weight: Option<WeightArg>,
     /// The XRay-instrumented binary whose log `-i` names (for function names).
     #[arg(long, value_name = "ELF")]
-    pub binary: Option<PathBuf>,
+    pub(crate) binary: Option<PathBuf>,
     #[command(flatten)]
-    pub filters: FilterArgs,
+    pub(crate) filters: FilterArgs,
     #[command(flatten)]
-    pub flame: FlameArgs,
+    pub(crate) flame: FlameArgs,
 }
 
 /// The filters every output format shares (report and diff).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Filters (every format)")]
-pub struct FilterArgs {
+pub(crate) struct FilterArgs {
     /// Only samples of this thread id.
     #[arg(long)]
-    pub tid: Option<u32>,
+    pub(crate) tid: Option<u32>,
     /// Only samples of this process id.
     #[arg(long)]
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Only samples of threads with this name (as it was when sampled).
     #[arg(long, visible_alias = "thread", value_name = "NAME")]
-    pub comm: Option<String>,
+    pub(crate) comm: Option<String>,
     /// Only this range of seconds from the start: `START..END` (or `START-END`; either end may
     /// be left out).
     #[arg(long, value_name = "START..END", value_parser = parse_time_range)]
-    pub time: Option<TimeRange>,
+    pub(crate) time: Option<TimeRange>,
     /// Append `(file:line)` to frame names, so each line of a function is its own frame.
     #[arg(long)]
-    pub lines: bool,
+    pub(crate) lines: bool,
     /// Drop inlined frames; their samples go to the function they were inlined into.
     #[arg(long)]
-    pub no_inline: bool,
+    pub(crate) no_inline: bool,
     /// Show every Java method with its parameter types (by default only overloaded methods
     /// keep them, so two methods never share a frame).
     #[arg(long)]
-    pub signatures: bool,
+    pub(crate) signatures: bool,
 }
 
 impl FilterArgs {
@@ -312,16 +317,16 @@ impl FilterArgs {
 /// How a flame graph is drawn (report's flamegraph format, and diff).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Flame graph")]
-pub struct FlameArgs {
+pub(crate) struct FlameArgs {
     /// Icicle graph: roots at the top, stacks growing down.
     #[arg(long)]
-    pub inverted: bool,
+    pub(crate) inverted: bool,
     /// Title at the top of the graph (default: jprof and the profiled command).
     #[arg(long)]
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     /// Leave out frames narrower than this percentage of the width (default 0.01).
     #[arg(long, value_name = "PERCENT", value_parser = parse_min_width)]
-    pub min_width: Option<f64>,
+    pub(crate) min_width: Option<f64>,
 }
 
 impl From<FlameArgs> for crate::report::flamegraph::Look {
@@ -341,39 +346,42 @@ fn parse_min_width(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Arguments of `jprof diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The baseline: a recording (jprof.data, perf.data) or a folded-stacks file.
     #[arg(value_name = "A", value_parser = parse_input_path)]
-    pub before: PathBuf,
+    pub(crate) before: PathBuf,
     /// The profile compared with A (same kinds of input); the graph has its shape.
     #[arg(value_name = "B", value_parser = parse_input_path)]
-    pub after: PathBuf,
+    pub(crate) after: PathBuf,
     /// Output SVG (`-` for stdout).
     #[arg(short, long, default_value = crate::report::diff::DEFAULT_DIFF_SVG)]
-    pub output: PathBuf,
+    pub(crate) output: PathBuf,
     /// Scale A's counts so both inputs have the same total: compare where time goes, not how
     /// much there was.
     #[arg(long)]
-    pub normalize: bool,
+    pub(crate) normalize: bool,
     /// For perf.data inputs: also look for their jitdumps and perf maps in DIR (repeatable).
     #[arg(long = "search-dir", value_name = "DIR")]
-    pub search_dirs: Vec<PathBuf>,
+    pub(crate) search_dirs: Vec<PathBuf>,
     /// Also read separate debug files (/usr/lib/debug/.build-id) for lines and inlined frames.
     #[arg(long)]
-    pub debug_files: bool,
+    pub(crate) debug_files: bool,
     /// What widths measure (as in `report --weight`): samples, off-cpu or wall.
     #[arg(long, value_enum)]
-    pub weight: Option<WeightArg>,
+    pub(crate) weight: Option<WeightArg>,
     #[command(flatten)]
-    pub filters: FilterArgs,
+    pub(crate) filters: FilterArgs,
     #[command(flatten)]
-    pub flame: FlameArgs,
+    pub(crate) flame: FlameArgs,
 }
 
+/// Arguments of `jprof doctor` (none).
 #[derive(Debug, Args)]
 pub struct DoctorArgs {}
 
+/// Arguments of `jprof completions`.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell to write a completion script for.
@@ -382,7 +390,7 @@ pub struct CompletionsArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum WeightArg {
+pub(crate) enum WeightArg {
     Samples,
     Calls,
     Time,
@@ -406,6 +414,7 @@ fn parse_time_range(text: &str) -> Result<TimeRange, String> {
     TimeRange::parse(text)
 }
 
+/// Arguments of `jprof dump`.
 #[derive(Debug, Args)]
 pub struct DumpArgs {
     /// A jitdump (`jit-PID.dump`) or a jprof recording (`jprof.data`).
@@ -413,27 +422,28 @@ pub struct DumpArgs {
     pub file: PathBuf,
 }
 
+/// Arguments of `jprof symbolize`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["input", "jitdump"])))]
 pub struct SymbolizeArgs {
     /// Name addresses from this recording (JIT side data, then native symbols).
     #[arg(short, long, value_parser = parse_input_path)]
-    pub input: Option<PathBuf>,
+    pub(crate) input: Option<PathBuf>,
     /// Name addresses from this jitdump alone.
     #[arg(long, value_parser = parse_input_path)]
-    pub jitdump: Option<PathBuf>,
+    pub(crate) jitdump: Option<PathBuf>,
     /// The process (default: the recording's target, or the jitdump's pid).
     #[arg(long)]
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Seconds after the recording's first sample (default: the end of the recording).
     #[arg(long, value_name = "T")]
-    pub time: Option<f64>,
+    pub(crate) time: Option<f64>,
     /// Print each address before its frames.
     #[arg(short, long)]
-    pub addresses: bool,
+    pub(crate) addresses: bool,
     /// Addresses in hex (`0x` optional).
     #[arg(required = true, value_name = "ADDR")]
-    pub addrs: Vec<String>,
+    pub(crate) addrs: Vec<String>,
 }
 
 impl SymbolizeArgs {

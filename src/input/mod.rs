@@ -1,6 +1,6 @@
 //! Every kind of file `jprof report` (and `jprof diff`) reads, one source each: a jprof
 //! recording, a perf.data, a Mono .mlpd, an LLVM XRay log. Each declares the options it takes
-//! ([`Kind::accepts`], checked in one place), owns its analysis, and hands `report/` the same
+//! (`Kind::accepts`, checked in one place), owns its analysis, and hands `report/` the same
 //! thing: a [`Loaded`] profile with its [`Context`], or its own text report.
 //!
 //! ```text
@@ -53,29 +53,32 @@ impl Weight {
 /// What to read and how: the options of `jprof report` that concern the input.
 #[derive(Clone, Debug, Default)]
 pub struct Request {
-    pub path: PathBuf,
+    /// The file to read.
+    pub(crate) path: PathBuf,
     /// `None` = the input's natural weight (samples for recordings; for a Mono .mlpd samples
     /// when it has SAMPLE hits, else calls; time for XRay).
-    pub weight: Option<Weight>,
-    pub filters: Filters,
+    pub(crate) weight: Option<Weight>,
+    /// `--tid`, `--pid`, `--comm`, `--time` and the other filters.
+    pub(crate) filters: Filters,
     /// Where the side files of an imported perf.data are looked for by file name.
-    pub search_dirs: Vec<PathBuf>,
+    pub(crate) search_dirs: Vec<PathBuf>,
     /// Lines and inlined frames from separate debug files (`--debug-files`).
-    pub debug_files: bool,
+    pub(crate) debug_files: bool,
     /// The instrumented binary of an XRay log (`--binary`).
-    pub binary: Option<PathBuf>,
+    pub(crate) binary: Option<PathBuf>,
     /// Keep every Java signature (`--signatures`); by default only overloads keep theirs.
-    pub signatures: bool,
+    pub(crate) signatures: bool,
 }
 
 /// What an input hands the writers.
 #[derive(Debug)]
 pub struct Loaded {
     /// Filtered and weighted.
-    pub profile: Profile,
-    pub context: Context,
+    pub(crate) profile: Profile,
+    /// Title, weight unit, time zero and code loads for the writers.
+    pub(crate) context: Context,
     /// The short text printed next to a flame graph written to a file.
-    pub summary: Vec<u8>,
+    pub(crate) summary: Vec<u8>,
 }
 
 /// What kind of file an input is, told by its first bytes.
@@ -158,7 +161,8 @@ impl Kind {
         }
     }
 
-    pub fn accepts(self) -> Accepts {
+    /// The options this kind of input takes.
+    pub(crate) fn accepts(self) -> Accepts {
         use Weight::*;
         let none = Accepts {
             weights: &[],

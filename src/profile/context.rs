@@ -15,15 +15,15 @@ pub enum WeightUnit {
 /// One body of JIT code appearing, for the Firefox Profiler's markers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodeLoad {
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// Sample-clock ns.
-    pub time: u64,
-    pub name: String,
-    pub tier: Option<super::Tier>,
-    pub address: u64,
-    pub size: u64,
+    pub(crate) time: u64,
+    pub(crate) name: String,
+    pub(crate) tier: Option<super::Tier>,
+    pub(crate) address: u64,
+    pub(crate) size: u64,
     /// The side file that announced it (`jit-1234.dump`, `perf-1234.map`).
-    pub source: String,
+    pub(crate) source: String,
 }
 
 /// Everything the writers take from the input besides the [`Profile`]: titles, what the
@@ -31,28 +31,28 @@ pub struct CodeLoad {
 #[derive(Clone, Debug)]
 pub struct Context {
     /// The profile's name, e.g. `jprof: ./app --fast`.
-    pub title: String,
+    pub(crate) title: String,
     /// What the input lost (`incomplete: …`): under a flame graph's title, in brackets after
     /// the viewers' title.
-    pub subtitle: Option<String>,
+    pub(crate) subtitle: Option<String>,
     /// What the graph shows when not the input's natural weight (`off-CPU time`).
-    pub shows: Option<&'static str>,
+    pub(crate) shows: Option<&'static str>,
     /// The sampled event (`cpu-clock`, `cycles`), or what the weights count.
-    pub event: String,
-    pub weight_unit: WeightUnit,
+    pub(crate) event: String,
+    pub(crate) weight_unit: WeightUnit,
     /// Sampling frequency; 0 when not sampled at a fixed rate.
-    pub frequency_hz: u64,
+    pub(crate) frequency_hz: u64,
     /// Sample-clock ns that counts as time zero.
-    pub start_time: u64,
+    pub(crate) start_time: u64,
     /// Wall-clock time of `start_time`, Unix ns (0 = unknown).
-    pub start_unix_ns: u64,
+    pub(crate) start_unix_ns: u64,
     /// Sorted by pid, time, address.
-    pub code_loads: Vec<CodeLoad>,
+    pub(crate) code_loads: Vec<CodeLoad>,
     /// File name of the profiled program (`node`, `java`), when known.
-    pub program: Option<String>,
+    pub(crate) program: Option<String>,
     /// What the ns of the weights are: `cpu`, or `off-cpu`/`wall` (`--weight`); pprof's
     /// sample type.
-    pub time_kind: &'static str,
+    pub(crate) time_kind: &'static str,
 }
 
 impl Context {
@@ -85,7 +85,7 @@ impl Context {
         title
     }
 
-    /// The title a flame graph shows (its subtitle is [`Context::subtitle`]).
+    /// The title a flame graph shows (its subtitle is the `subtitle` field).
     pub fn graph_title(&self) -> String {
         match self.shows {
             Some(shows) => format!("{} — {shows}", self.title),

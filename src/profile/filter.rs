@@ -7,8 +7,8 @@ use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample};
 /// be left out (`2..`, `..5`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TimeRange {
-    pub start_s: Option<f64>,
-    pub end_s: Option<f64>,
+    pub(crate) start_s: Option<f64>,
+    pub(crate) end_s: Option<f64>,
 }
 
 impl TimeRange {

@@ -20,27 +20,36 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub enum FrameKind {
     /// Process or thread name at the root of every stack.
     Root,
+    /// Machine code of a binary or shared library.
     Native,
+    /// Kernel code (named from kallsyms).
     Kernel,
     /// JIT-compiled code.
     Jit,
     /// A frame inlined into the frame below it (native or JIT).
     Inlined,
+    /// A method run by a runtime's interpreter.
     Interpreter,
+    /// Code at an address nothing names.
     Unknown,
 }
 
 /// One frame as shown to people.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
+    /// Function or method name; for a root frame, the process or thread name.
     pub name: String,
+    /// What kind of code it is.
     pub kind: FrameKind,
     /// Binary (file name) the code belongs to, when known.
     pub module: Option<String>,
+    /// Source file, when line information is known.
     pub file: Option<String>,
+    /// Source line (1-based), when known.
     pub line: Option<u32>,
 }
 
+/// A frame interned in a [`Profile`]: its index in [`Profile::frames`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FrameId(pub u32);
 
@@ -80,22 +89,29 @@ impl From<&[FrameId]> for Stack {
 /// One sample: who, when, how much, and the stack (root first).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileSample {
+    /// Process id.
     pub pid: u32,
+    /// Thread id.
     pub tid: u32,
     /// Sample-clock ns.
     pub time: u64,
+    /// CPU the sample was taken on.
     pub cpu: u32,
     /// The event period (cycles or ns of cpu-clock); for an off-CPU sample, the ns the thread
     /// then stayed off the CPU.
     pub weight: u64,
+    /// The frames, root first.
     pub stack: Stack,
     /// A switch off the CPU (`record --off-cpu`), not a CPU sample.
     pub off_cpu: bool,
 }
 
+/// What is known of a thread besides its id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadInfo {
+    /// Process the thread belongs to.
     pub pid: u32,
+    /// Thread name (`comm`).
     pub comm: String,
 }
 
@@ -105,6 +121,7 @@ pub struct ThreadInfo {
 pub struct Tier {
     /// As shown: "C2 (optimized)", "Turbofan (optimized)", "warm".
     pub label: String,
+    /// What kind of tier it is.
     pub class: TierClass,
 }
 
@@ -119,10 +136,12 @@ pub enum TierClass {
     Optimized,
     /// Trampolines, stubs, runtime helpers.
     Stub,
+    /// A tier of a kind jprof does not know.
     Unknown,
 }
 
 impl Tier {
+    /// A tier of `class` shown as `label`.
     pub fn new(class: TierClass, label: impl Into<String>) -> Self {
         Self {
             label: label.into(),
@@ -137,6 +156,7 @@ impl std::fmt::Display for Tier {
     }
 }
 
+/// A symbolized profile: its samples, their interned frames and stacks, and thread names.
 #[derive(Debug, Default)]
 pub struct Profile {
     frames: Vec<Frame>,
@@ -144,9 +164,11 @@ pub struct Profile {
     index: FxHashMap<(Frame, Option<Tier>), FrameId>,
     /// The JIT tier of frames whose runtime named one ("Turbofan (optimized)", ...).
     tiers: FxHashMap<FrameId, Tier>,
+    /// The samples, each with its interned stack.
     pub samples: Vec<ProfileSample>,
     /// Every distinct stack [`Profile::intern_stack`] has seen.
     stacks: FxHashSet<Stack>,
+    /// Thread info by tid.
     pub threads: BTreeMap<u32, ThreadInfo>,
     /// Things the reader should know (unknown addresses, missing kernel symbols, ...).
     pub notes: Vec<String>,
@@ -156,6 +178,7 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// The id of `frame`, added on first sight (no JIT tier).
     pub fn intern(&mut self, frame: Frame) -> FrameId {
         self.intern_tiered(frame, None)
     }
@@ -191,10 +214,12 @@ impl Profile {
         self.tiers.get(&id)
     }
 
+    /// The frame `id` stands for (panics if `id` is out of range).
     pub fn frame(&self, id: FrameId) -> &Frame {
         &self.frames[id.0 as usize]
     }
 
+    /// Every interned frame, indexed by [`FrameId`].
     pub fn frames(&self) -> &[Frame] {
         &self.frames
     }

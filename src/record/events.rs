@@ -60,7 +60,8 @@ pub fn online_cpus() -> Vec<i32> {
     cpus
 }
 
-pub fn read_sysctl(name: &str) -> Option<i32> {
+/// The integer value of `/proc/sys/kernel/NAME`, if readable.
+pub(crate) fn read_sysctl(name: &str) -> Option<i32> {
     std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
         .ok()?
         .trim()

@@ -26,8 +26,8 @@ use crate::recording::{Meta, Recording};
 use crate::sys::child::{self, ChildExit};
 use crate::timeline::Calibration;
 
-pub(crate) use events::attr_for;
-pub use events::{online_cpus, read_sysctl};
+pub use events::online_cpus;
+pub(crate) use events::{attr_for, read_sysctl};
 pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
 
 /// What to profile.
@@ -39,10 +39,12 @@ pub enum Target {
     Pid(u32),
 }
 
+/// The event samples are taken on (`--event`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventChoice {
+pub(crate) enum EventChoice {
     /// Hardware cycles; falls back to cpu-clock when the PMU is absent.
     Cycles,
+    /// The cpu-clock software event (ns of CPU time).
     CpuClock,
 }
 
@@ -51,26 +53,28 @@ pub use crate::recording::CallGraph;
 /// Everything `jprof record` needs.
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
-    pub target: Target,
+    /// The command to launch or the process to attach to.
+    pub(crate) target: Target,
     /// Default is 999 Hz.
-    pub frequency_hz: u64,
+    pub(crate) frequency_hz: u64,
     /// Default is `jprof.data`.
-    pub output: PathBuf,
-    pub duration: Option<Duration>,
+    pub(crate) output: PathBuf,
+    /// Stop after this long (`--duration`); None: until the target exits or jprof is stopped.
+    pub(crate) duration: Option<Duration>,
     /// Default is cycles.
-    pub event: EventChoice,
+    pub(crate) event: EventChoice,
     /// Default is frame pointers.
-    pub call_graph: CallGraph,
+    pub(crate) call_graph: CallGraph,
     /// Default is true.
-    pub embed_symbols: bool,
+    pub(crate) embed_symbols: bool,
     /// Keep the side files jprof made a runtime write (they are in the recording anyway).
     /// Default is false.
-    pub keep_side_files: bool,
+    pub(crate) keep_side_files: bool,
     /// XRay-instrumented targets log in FDR mode instead of basic mode (`--xray fdr`).
-    pub xray_fdr: bool,
+    pub(crate) xray_fdr: bool,
     /// `--off-cpu`: also record where threads wait, storing switches at least this long
     /// (`--off-cpu-min`) with their stacks.
-    pub off_cpu_min_ns: Option<u64>,
+    pub(crate) off_cpu_min_ns: Option<u64>,
 }
 
 /// Batches in flight between ring reader and writer; beyond this the reader drops batches

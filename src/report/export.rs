@@ -38,17 +38,17 @@ pub fn write(
 
 /// A thread as the viewers show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadTrack {
-    pub tid: u32,
-    pub pid: u32,
-    pub name: String,
+pub(crate) struct ThreadTrack {
+    pub(crate) tid: u32,
+    pub(crate) pid: u32,
+    pub(crate) name: String,
     /// Indices into `profile.samples`, in time order.
-    pub samples: Vec<usize>,
+    pub(crate) samples: Vec<usize>,
 }
 
 /// The threads that have samples, by tid, each with its samples in time order. A thread's
 /// name is its comm, else the root frame of its first sample, else `:tid`.
-pub fn threads(profile: &Profile) -> Vec<ThreadTrack> {
+pub(crate) fn threads(profile: &Profile) -> Vec<ThreadTrack> {
     let mut by_tid: BTreeMap<u32, ThreadTrack> = BTreeMap::new();
     for (i, s) in profile.samples.iter().enumerate() {
         by_tid

@@ -19,8 +19,11 @@ use crate::input::{self, Loaded, Request};
 /// Output format of `jprof report`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// Flame graph SVG, plus the top functions on stdout.
     Flamegraph,
+    /// Folded stacks, one `frame;frame;... count` line per stack.
     Collapsed,
+    /// The input's own text report.
     Text,
     /// Firefox Profiler processed profile, gzipped JSON.
     Firefox,

@@ -23,129 +23,180 @@ use crate::profile::{FrameId, FrameKind, Profile};
 /// Default output file of the pprof format.
 pub const DEFAULT_FILE: &str = "profile.pb.gz";
 
-/// `perftools.profiles.Profile`.
+/// The whole message (`perftools.profiles.Profile`), as [`read`] returns it.
 #[derive(Clone, PartialEq, Message)]
 pub struct PprofProfile {
+    /// What each entry of a sample's `value` measures, in order.
     #[prost(message, repeated, tag = "1")]
     pub sample_type: Vec<ValueType>,
+    /// The samples (here one per distinct thread and stack).
     #[prost(message, repeated, tag = "2")]
     pub sample: Vec<Sample>,
+    /// The modules code was found in; the first is taken for the main binary.
     #[prost(message, repeated, tag = "3")]
     pub mapping: Vec<Mapping>,
+    /// Code locations the samples' stacks refer to by id.
     #[prost(message, repeated, tag = "4")]
     pub location: Vec<Location>,
+    /// Functions the locations' lines refer to by id.
     #[prost(message, repeated, tag = "5")]
     pub function: Vec<Function>,
+    /// Every string the other fields index; entry 0 is always `""`.
     #[prost(string, repeated, tag = "6")]
     pub string_table: Vec<String>,
+    /// String index of a regex of frames a viewer should hide with their callees (0: none).
     #[prost(int64, tag = "7")]
     pub drop_frames: i64,
+    /// String index of a regex of frames exempt from `drop_frames` (0: none).
     #[prost(int64, tag = "8")]
     pub keep_frames: i64,
+    /// When the profile starts, in ns since the Unix epoch.
     #[prost(int64, tag = "9")]
     pub time_nanos: i64,
+    /// How long the profile covers, in ns.
     #[prost(int64, tag = "10")]
     pub duration_nanos: i64,
+    /// What `period` counts (here `cpu` in `nanoseconds`).
     #[prost(message, optional, tag = "11")]
     pub period_type: Option<ValueType>,
+    /// Distance between two samples, in units of `period_type`.
     #[prost(int64, tag = "12")]
     pub period: i64,
+    /// String indices of free-form notes shown by viewers (here the title).
     #[prost(int64, repeated, tag = "13")]
     pub comment: Vec<i64>,
+    /// String index of the `sample_type` viewers show first.
     #[prost(int64, tag = "14")]
     pub default_sample_type: i64,
 }
 
+/// A pprof `ValueType`: what a value measures and in which unit.
 #[derive(Clone, PartialEq, Message)]
 pub struct ValueType {
+    /// String index of what is measured, e.g. `samples` or `cpu`.
     #[prost(int64, tag = "1")]
     pub r#type: i64,
+    /// String index of its unit, e.g. `count` or `nanoseconds`.
     #[prost(int64, tag = "2")]
     pub unit: i64,
 }
 
+/// A pprof `Sample`: a stack and the values recorded for it.
 #[derive(Clone, PartialEq, Message)]
 pub struct Sample {
-    /// Leaf first.
+    /// Ids of the stack's locations, leaf first.
     #[prost(uint64, repeated, tag = "1")]
     pub location_id: Vec<u64>,
+    /// One value per `sample_type` entry.
     #[prost(int64, repeated, tag = "2")]
     pub value: Vec<i64>,
+    /// Extra facts about the sample (here pid, tid and thread name).
     #[prost(message, repeated, tag = "3")]
     pub label: Vec<Label>,
 }
 
+/// A pprof `Label`: a named text or number attached to a sample.
 #[derive(Clone, PartialEq, Message)]
 pub struct Label {
+    /// String index of the label's name.
     #[prost(int64, tag = "1")]
     pub key: i64,
+    /// String index of a text value (0 when the label is a number).
     #[prost(int64, tag = "2")]
     pub str: i64,
+    /// A numeric value (when `str` is 0).
     #[prost(int64, tag = "3")]
     pub num: i64,
+    /// String index of `num`'s unit (0: none).
     #[prost(int64, tag = "4")]
     pub num_unit: i64,
 }
 
+/// A pprof `Mapping`: a module (binary, jitdump, `[kernel]`).
 #[derive(Clone, PartialEq, Message)]
 pub struct Mapping {
+    /// Nonzero id that locations refer to.
     #[prost(uint64, tag = "1")]
     pub id: u64,
+    /// First address of the mapped range (0 here: jprof keeps no addresses).
     #[prost(uint64, tag = "2")]
     pub memory_start: u64,
+    /// End of the mapped range (0 here).
     #[prost(uint64, tag = "3")]
     pub memory_limit: u64,
+    /// File offset of `memory_start` (0 here).
     #[prost(uint64, tag = "4")]
     pub file_offset: u64,
+    /// String index of the module's path or name.
     #[prost(int64, tag = "5")]
     pub filename: i64,
+    /// String index of the module's build id (0: unknown).
     #[prost(int64, tag = "6")]
     pub build_id: i64,
+    /// Whether its locations name their functions.
     #[prost(bool, tag = "7")]
     pub has_functions: bool,
+    /// Whether its functions carry source file names.
     #[prost(bool, tag = "8")]
     pub has_filenames: bool,
+    /// Whether its lines carry line numbers.
     #[prost(bool, tag = "9")]
     pub has_line_numbers: bool,
+    /// Whether its locations list inlined functions.
     #[prost(bool, tag = "10")]
     pub has_inline_frames: bool,
 }
 
+/// A pprof `Location`: a frame with the frames inlined into it.
 #[derive(Clone, PartialEq, Message)]
 pub struct Location {
+    /// Nonzero id that samples refer to.
     #[prost(uint64, tag = "1")]
     pub id: u64,
+    /// The mapping the code belongs to.
     #[prost(uint64, tag = "2")]
     pub mapping_id: u64,
+    /// Instruction address (0 here).
     #[prost(uint64, tag = "3")]
     pub address: u64,
     /// Innermost (inlined) function first; the last line is the function the code belongs to.
     #[prost(message, repeated, tag = "4")]
     pub line: Vec<Line>,
+    /// Whether the linker folded several functions into this address (never here).
     #[prost(bool, tag = "5")]
     pub is_folded: bool,
 }
 
+/// A pprof `Line`: one function and source line of a location.
 #[derive(Clone, PartialEq, Message)]
 pub struct Line {
+    /// The function this line is in.
     #[prost(uint64, tag = "1")]
     pub function_id: u64,
+    /// Source line number (0: unknown).
     #[prost(int64, tag = "2")]
     pub line: i64,
+    /// Source column (0: unknown).
     #[prost(int64, tag = "3")]
     pub column: i64,
 }
 
+/// A pprof `Function`: a name in a source file.
 #[derive(Clone, PartialEq, Message)]
 pub struct Function {
+    /// Nonzero id that lines refer to.
     #[prost(uint64, tag = "1")]
     pub id: u64,
+    /// String index of the name as shown.
     #[prost(int64, tag = "2")]
     pub name: i64,
+    /// String index of the name as the system knows it (here the same).
     #[prost(int64, tag = "3")]
     pub system_name: i64,
+    /// String index of the source file (`""`: unknown).
     #[prost(int64, tag = "4")]
     pub filename: i64,
+    /// Line where the function starts (0: unknown).
     #[prost(int64, tag = "5")]
     pub start_line: i64,
 }
@@ -158,7 +209,7 @@ pub fn write(profile: &Profile, ctx: &Context, out: impl Write) -> io::Result<()
     gz.finish()?.flush()
 }
 
-/// Reads back what [`write`] wrote (gzipped or not).
+/// Reads back what [`write()`] wrote (gzipped or not).
 pub fn read(bytes: &[u8]) -> io::Result<PprofProfile> {
     let raw = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut raw = Vec::new();

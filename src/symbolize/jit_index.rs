@@ -21,17 +21,18 @@ use crate::timeline::ClockConversion;
 #[derive(Debug, Default)]
 pub struct JitDebug {
     /// DEBUG_INFO entries, sorted by address (absolute, bias removed).
-    pub lines: Vec<DebugEntry>,
-    pub info2: Option<DebugInfo2>,
+    pub(crate) lines: Vec<DebugEntry>,
+    /// SAMPLY_DEBUG_INFO2: inline tree and line table, when the producer wrote one.
+    pub(crate) info2: Option<DebugInfo2>,
     /// OpenJ9 metadata (JPROF_J9_METADATA): inline chains with bytecode indexes.
-    pub j9: Option<J9Body>,
+    pub(crate) j9: Option<J9Body>,
 }
 
 /// A decoded OpenJ9 body and the names of its methods.
 #[derive(Debug)]
 pub struct J9Body {
-    pub metadata: j9::Metadata,
-    pub names: j9::MethodNames,
+    pub(crate) metadata: j9::Metadata,
+    pub(crate) names: j9::MethodNames,
 }
 
 impl J9Body {
@@ -58,14 +59,19 @@ pub fn java_readable(name: &str) -> String {
 /// One body of JIT code, valid on `[start, start + size)` from `from` until `until`.
 #[derive(Debug, Clone)]
 pub struct JitCode {
+    /// The name frames in this code get.
     pub name: String,
+    /// Address of its first byte.
     pub start: u64,
+    /// Length in bytes.
     pub size: u64,
     /// Sample-clock time it appeared.
     pub from: u64,
     /// Sample-clock time it was replaced, moved or unloaded.
     pub until: Option<u64>,
+    /// The JIT tier it was compiled at, when the runtime said.
     pub tier: Option<Tier>,
+    /// Lines and inline frames, when the producer wrote them.
     pub debug: Option<Arc<JitDebug>>,
     /// The side file it came from (for the frame's module).
     pub source: Arc<str>,
@@ -103,6 +109,8 @@ struct ProcessCode {
 /// (file offset, sample-clock time it was read, bytes) of a stored side-file piece.
 type Piece<'a> = (u64, u64, &'a [u8]);
 
+/// Every JIT code body of every process in a recording, each with the sample-clock interval it
+/// was valid in.
 #[derive(Debug, Default)]
 pub struct JitIndex {
     processes: BTreeMap<u32, ProcessCode>,
@@ -634,10 +642,6 @@ impl JitIndex {
         let code = self.lookup(pid, addr, t)?;
         let body = code.debug.as_ref()?.j9.as_ref()?;
         Some(body.chain(addr))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.processes.is_empty()
     }
 
     /// Every body of code with its process, by pid then start address (for code-load markers).

@@ -11,6 +11,7 @@ use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 /// A code body's unwind table, placed relative to the body's first byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JitUnwind {
+    /// The table's `.eh_frame` bytes (CIEs with an omitted LSDA rewritten so gimli reads them).
     pub eh_frame: Arc<[u8]>,
     /// Where `eh_frame` sits, in bytes from the start of the code.
     pub eh_frame_offset: u64,

@@ -454,8 +454,8 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
 /// in anonymous or unmapped memory without one (the record summary's coverage lines).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JitCoverage {
-    pub named: u64,
-    pub unnamed: u64,
+    pub(crate) named: u64,
+    pub(crate) unnamed: u64,
 }
 
 /// [`embedded_symbols`], each chunk handed to `store` as it is ready (the stacks while the

@@ -16,8 +16,9 @@ use thiserror::Error;
 use crate::format::procfs;
 use crate::sys::mapped_file::MappedFile;
 
+/// Why a binary could not be loaded.
 #[derive(Debug, Error)]
-pub enum LoadError {
+pub(crate) enum LoadError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("not a readable ELF file ({0})")]
@@ -27,9 +28,9 @@ pub enum LoadError {
 /// One frame of native code, innermost first in lists. Names are demangled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NativeFrame {
-    pub name: String,
-    pub file: Option<String>,
-    pub line: Option<u32>,
+    pub(crate) name: String,
+    pub(crate) file: Option<String>,
+    pub(crate) line: Option<u32>,
 }
 
 #[derive(Clone, Debug)]
@@ -54,11 +55,11 @@ struct Segment {
 /// The sections framehop needs, as shared bytes and their addresses in the ELF.
 #[derive(Clone, Debug, Default)]
 pub struct UnwindSections {
-    pub text: Option<(Range<u64>, Arc<[u8]>)>,
-    pub eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
-    pub eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
-    pub debug_frame: Option<Arc<[u8]>>,
-    pub got: Option<Range<u64>>,
+    pub(crate) text: Option<(Range<u64>, Arc<[u8]>)>,
+    pub(crate) eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
+    pub(crate) eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
+    pub(crate) debug_frame: Option<Arc<[u8]>>,
+    pub(crate) got: Option<Range<u64>>,
 }
 
 type Dwarf = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
@@ -85,7 +86,7 @@ impl std::ops::Deref for Image {
 /// is opened; DWARF and the unwind sections are read on first use, since many binaries are
 /// only named (no unwinding) and some only unwound.
 pub struct Binary {
-    pub build_id: Option<Vec<u8>>,
+    pub(crate) build_id: Option<Vec<u8>>,
     segments: Vec<Segment>,
     /// Sorted by address, one per address.
     symbols: Vec<Symbol>,
@@ -100,7 +101,7 @@ pub struct Binary {
 
 impl Binary {
     /// Opens an ELF file; `debug_files` as for [`Binary::parse`].
-    pub fn open(path: &Path, debug_files: bool) -> Result<Self, LoadError> {
+    pub(crate) fn open(path: &Path, debug_files: bool) -> Result<Self, LoadError> {
         Self::from_image(Image::Mapped(MappedFile::open(path)?), debug_files)
     }
 
@@ -108,7 +109,7 @@ impl Binary {
     /// `/usr/lib/debug/.build-id/xx/yyyy.debug` (Debian's -dbg packages) is used if present:
     /// its symbol table always, its DWARF (lines and inlined frames) only with `debug_files`,
     /// as decompressing it costs more than the rest of a report.
-    pub fn parse(bytes: &[u8], debug_files: bool) -> Result<Self, LoadError> {
+    pub(crate) fn parse(bytes: &[u8], debug_files: bool) -> Result<Self, LoadError> {
         Self::from_image(Image::Owned(bytes.to_vec()), debug_files)
     }
 
@@ -413,7 +414,7 @@ pub struct BinaryCache {
     loaded: HashMap<Arc<str>, Result<Arc<Binary>, String>>,
     /// The vdso image of this machine, used when the recording was made on this kernel.
     pub vdso_allowed: bool,
-    /// Whether the DWARF of separate debug files is read (see [`Binary::parse`]).
+    /// Whether the DWARF of separate debug files is read (see `Binary::parse`).
     pub debug_files: bool,
     /// Whether binaries of live processes in another mount namespace (containers) are read
     /// through `/proc/PID/root` (while recording), with each process's answer kept.
@@ -422,7 +423,7 @@ pub struct BinaryCache {
 }
 
 impl BinaryCache {
-    pub fn new(vdso_allowed: bool, debug_files: bool) -> Self {
+    pub(crate) fn new(vdso_allowed: bool, debug_files: bool) -> Self {
         Self {
             loaded: HashMap::new(),
             vdso_allowed,

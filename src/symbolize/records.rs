@@ -17,8 +17,12 @@ use crate::recording::{Recording, RecordsItem};
 /// A decoded record with its sort time and the offset of its header.
 #[derive(Debug)]
 pub struct Timed<'a> {
+    /// Sample-clock ns it is ordered by (its predecessor's for a record without a time).
     pub time: u64,
+    /// Its header's offset in the recording's record numbering (the file offset in an
+    /// uncompressed chunk); stable however the file grows.
     pub offset: usize,
+    /// The decoded record.
     pub record: Record<'a>,
 }
 

@@ -11,10 +11,10 @@ use crate::sys::clock::{ClockPair, TscPair};
 /// ns) is far from overflow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TscFit {
-    pub tsc0: u64,
-    pub ns0: u64,
-    pub tsc_span: u64,
-    pub ns_span: u64,
+    pub(crate) tsc0: u64,
+    pub(crate) ns0: u64,
+    pub(crate) tsc_span: u64,
+    pub(crate) ns_span: u64,
 }
 
 impl TscFit {
@@ -67,11 +67,11 @@ impl TscFit {
         i64::try_from(i128::from(pair.ns) - i128::from(predicted)).ok()
     }
 
-    pub fn ns_per_tick(&self) -> f64 {
+    pub(crate) fn ns_per_tick(&self) -> f64 {
         self.ns_span as f64 / self.tsc_span as f64
     }
 
-    pub fn tsc_hz(&self) -> f64 {
+    pub(crate) fn tsc_hz(&self) -> f64 {
         1e9 * self.tsc_span as f64 / self.ns_span as f64
     }
 }
@@ -79,7 +79,9 @@ impl TscFit {
 /// CLOCK_REALTIME − CLOCK_MONOTONIC at one moment (`mono_ns`), from a bracketed paired read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RealtimeOffset {
+    /// When it was measured: CLOCK_MONOTONIC ns.
     pub mono_ns: u64,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, ns.
     pub offset_ns: i64,
     /// Width of the MONOTONIC bracket around the REALTIME read: the offset is good to ±half.
     pub bracket_ns: u64,

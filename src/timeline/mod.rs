@@ -55,6 +55,7 @@ pub enum TscMethod {
 pub struct ClockConversion {
     /// Linux clockid of the sample clock (1 = CLOCK_MONOTONIC).
     pub sample_clockid: i32,
+    /// How raw TSC values are put on the sample clock.
     pub tsc_method: TscMethod,
     /// TSC → sample clock line (with `TscMethod::PairedRead`).
     pub tsc_fit: Option<TscFit>,
@@ -68,16 +69,21 @@ pub struct ClockConversion {
     pub fit_uncertainty_ns: f64,
     /// RMS of (measured − fitted) over the tight pairs taken at both ends.
     pub fit_residual_ns: f64,
-    /// Fitted TSC rate and the nominal one it was checked against.
+    /// TSC rate of the fit, Hz.
     pub fitted_tsc_hz: Option<f64>,
+    /// Nominal TSC rate the fit was checked against, Hz.
     pub nominal_tsc_hz: Option<f64>,
+    /// Where `nominal_tsc_hz` came from (a CPUID leaf, the perf page).
     pub nominal_tsc_source: Option<String>,
-    /// CLOCK_REALTIME − CLOCK_MONOTONIC at start and end.
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC at the start of recording.
     pub realtime_offset_start: Option<RealtimeOffset>,
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC at the end of recording.
     pub realtime_offset_end: Option<RealtimeOffset>,
     /// The perf mmap page's conversion fields (of an event without `use_clockid`).
     pub perf_page: Option<PerfTimeConv>,
+    /// Why the perf page could not be read, when it could not.
     pub perf_page_error: Option<String>,
+    /// What the CPU and kernel report about the TSC.
     pub tsc_facts: TscFacts,
     /// Anything a reader of the report should know (suspicious rates, missing pieces).
     pub notes: Vec<String>,
@@ -246,15 +252,15 @@ impl ClockConversion {
 /// The raw readings a calibration collects; input of [`ClockConversion::from_measurements`].
 #[derive(Clone, Debug, Default)]
 pub struct Measurements {
-    pub facts: TscFacts,
-    pub perf_page: Option<PerfTimeConv>,
-    pub perf_page_error: Option<String>,
+    pub(crate) facts: TscFacts,
+    pub(crate) perf_page: Option<PerfTimeConv>,
+    pub(crate) perf_page_error: Option<String>,
     /// (rdtscp, CLOCK_MONOTONIC) pairs at the start and end.
-    pub start_pairs: Vec<TscPair>,
-    pub end_pairs: Vec<TscPair>,
+    pub(crate) start_pairs: Vec<TscPair>,
+    pub(crate) end_pairs: Vec<TscPair>,
     /// (CLOCK_MONOTONIC, CLOCK_REALTIME) pairs at the start and end.
-    pub realtime_start: Option<ClockPair>,
-    pub realtime_end: Option<ClockPair>,
+    pub(crate) realtime_start: Option<ClockPair>,
+    pub(crate) realtime_end: Option<ClockPair>,
 }
 
 /// Paired clock readings taken at the start of a recording; `finish` takes the closing pair and

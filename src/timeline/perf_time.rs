@@ -9,11 +9,17 @@ use crate::sys::clock::PerfPageTime;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PerfTimeConv {
+    /// Right shift of the TSC → ns scaling (ns = ticks · `time_mult` >> `time_shift`).
     pub time_shift: u16,
+    /// Multiplier of the TSC → ns scaling.
     pub time_mult: u32,
+    /// Perf clock ns at TSC 0 (local_clock; valid with `cap_user_time_zero`).
     pub time_zero: u64,
+    /// ns the kernel adds for an event's enabled/running times.
     pub time_offset: u64,
+    /// TSC ticks at the page's last update, for extending a short counter.
     pub time_cycles: u64,
+    /// Mask of the counter's valid bits (with `cap_user_time_short`).
     pub time_mask: u64,
     /// `time_mult`/`time_shift` are valid (TSC → ns deltas).
     pub cap_user_time: bool,
@@ -25,7 +31,7 @@ pub struct PerfTimeConv {
 }
 
 impl PerfTimeConv {
-    pub fn from_page(page: &PerfPageTime) -> Self {
+    pub(crate) fn from_page(page: &PerfPageTime) -> Self {
         Self {
             time_shift: page.time_shift,
             time_mult: page.time_mult,

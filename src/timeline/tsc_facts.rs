@@ -11,11 +11,11 @@ const CLOCKSOURCE_PATH: &str = "/sys/devices/system/clocksource/clocksource0/cur
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CpuinfoTscFlags {
-    pub tsc: bool,
-    pub constant_tsc: bool,
-    pub nonstop_tsc: bool,
-    pub tsc_reliable: bool,
-    pub tsc_known_freq: bool,
+    pub(crate) tsc: bool,
+    pub(crate) constant_tsc: bool,
+    pub(crate) nonstop_tsc: bool,
+    pub(crate) tsc_reliable: bool,
+    pub(crate) tsc_known_freq: bool,
 }
 
 /// Reads the TSC flags from the first `flags` line of /proc/cpuinfo text (all CPUs agree).
@@ -44,13 +44,13 @@ pub fn parse_cpuinfo_flags(text: &str) -> Option<CpuinfoTscFlags> {
 pub struct TscFacts {
     /// The recording ran on x86_64 (no TSC elsewhere).
     pub x86_64: bool,
-    /// CPUID 1:EDX[4].
+    /// CPUID `1:EDX[4]`.
     pub has_tsc: bool,
-    /// CPUID 0x8000_0007:EDX[8]: constant rate, runs in all C-states.
+    /// CPUID `0x8000_0007:EDX[8]`: constant rate, runs in all C-states.
     pub invariant_tsc: bool,
-    /// CPUID 0x8000_0001:EDX[27].
+    /// CPUID `0x8000_0001:EDX[27]`.
     pub has_rdtscp: bool,
-    /// CPUID 1:ECX[31].
+    /// CPUID `1:ECX[31]`.
     pub under_hypervisor: bool,
     /// Hypervisor identity from leaf 0x4000_0000 (e.g. "KVM"), when there is one.
     pub hypervisor: Option<String>,
@@ -64,6 +64,7 @@ pub struct TscFacts {
     pub base_frequency_hz: Option<u64>,
     /// 1e9·2^time_shift/time_mult from the perf mmap page, when it publishes cap_user_time.
     pub page_tsc_hz: Option<f64>,
+    /// The TSC flags of /proc/cpuinfo, when it could be read.
     pub cpuinfo: Option<CpuinfoTscFlags>,
     /// The kernel's current clocksource ("tsc", "kvm-clock", ...).
     pub clocksource: Option<String>,

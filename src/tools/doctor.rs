@@ -1,6 +1,6 @@
 //! `jprof doctor`: can this machine profile, and what would make it profile better? Gathers
 //! the facts (sysctls, capabilities, trial perf events, TSC, runtimes, the JVMTI agent) in
-//! [`Facts::probe`], then [`checks`] judges them — a pure function, so every verdict and fix is
+//! `Facts::probe`, then `checks` judges them — a pure function, so every verdict and fix is
 //! tested without changing the machine. Exits non-zero when sampling cannot work at all.
 
 use std::io::{self, Write};
@@ -26,46 +26,46 @@ const DEFAULT_FREQUENCY_HZ: i64 = 999;
 
 /// What the machine says, gathered once.
 #[derive(Clone, Debug)]
-pub struct Facts {
-    pub euid: u32,
+pub(crate) struct Facts {
+    pub(crate) euid: u32,
     /// CapEff of this process.
-    pub capabilities: u64,
-    pub perf_event_paranoid: Option<i32>,
-    pub perf_event_mlock_kb: Option<i32>,
+    pub(crate) capabilities: u64,
+    pub(crate) perf_event_paranoid: Option<i32>,
+    pub(crate) perf_event_mlock_kb: Option<i32>,
     /// RLIMIT_MEMLOCK of this process in KiB (the kernel charges rings beyond the sysctl here).
-    pub memlock_limit_kb: u64,
-    pub perf_event_max_sample_rate: Option<i32>,
-    pub kptr_restrict: Option<i32>,
+    pub(crate) memlock_limit_kb: u64,
+    pub(crate) perf_event_max_sample_rate: Option<i32>,
+    pub(crate) kptr_restrict: Option<i32>,
     /// /proc/kallsyms shows real (non-zero) addresses to this user.
-    pub kallsyms_readable: bool,
+    pub(crate) kallsyms_readable: bool,
     /// None: no Yama LSM.
-    pub ptrace_scope: Option<i32>,
-    pub cpus: u64,
-    pub page_size: u64,
+    pub(crate) ptrace_scope: Option<i32>,
+    pub(crate) cpus: u64,
+    pub(crate) page_size: u64,
     /// Sampling cpu-clock on this process, user space only: the minimum jprof needs.
-    pub user_sampling: Result<(), Refusal>,
+    pub(crate) user_sampling: Result<(), Refusal>,
     /// The same with kernel frames.
-    pub kernel_sampling: Result<(), Refusal>,
+    pub(crate) kernel_sampling: Result<(), Refusal>,
     /// Sampling the hardware cycles event (a PMU).
-    pub cycles_sampling: Result<(), Refusal>,
-    pub tsc: TscFacts,
+    pub(crate) cycles_sampling: Result<(), Refusal>,
+    pub(crate) tsc: TscFacts,
     /// TSC ticks per second of CLOCK_MONOTONIC, measured over 100 ms (None without rdtscp).
-    pub measured_tsc_hz: Option<f64>,
+    pub(crate) measured_tsc_hz: Option<f64>,
     /// Whether the perf mmap page publishes `cap_user_time_zero` (None: the page was unreadable).
-    pub cap_user_time_zero: Option<bool>,
+    pub(crate) cap_user_time_zero: Option<bool>,
     /// `(runtime, first line of its version output)` for each runtime found on PATH.
-    pub runtimes: Vec<(String, String)>,
+    pub(crate) runtimes: Vec<(String, String)>,
     /// clang's XRay runtime library, when clang is installed and ships it.
-    pub xray_runtime: Option<PathBuf>,
+    pub(crate) xray_runtime: Option<PathBuf>,
     /// Whether Mono's log profiler library (`libmono-profiler`) is installed.
-    pub mono_log_profiler: bool,
+    pub(crate) mono_log_profiler: bool,
     /// Where jprof looks for its JVMTI agent, and whether a file is there.
-    pub agent: Option<(PathBuf, bool)>,
+    pub(crate) agent: Option<(PathBuf, bool)>,
 }
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Status {
+pub(crate) enum Status {
     Ok,
     /// Profiling works, but something is missing (kernel frames, cycles, a runtime's names).
     Warn,
@@ -85,11 +85,11 @@ impl Status {
 
 /// One verdict: what was checked, what was found, and the exact fix when it is not ok.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Check {
-    pub status: Status,
-    pub name: &'static str,
-    pub found: String,
-    pub fix: Option<String>,
+pub(crate) struct Check {
+    pub(crate) status: Status,
+    pub(crate) name: &'static str,
+    pub(crate) found: String,
+    pub(crate) fix: Option<String>,
 }
 
 fn check(status: Status, name: &'static str, found: impl Into<String>) -> Check {
@@ -119,7 +119,7 @@ impl Facts {
 
     /// Reads this machine. Opens (and closes) a few perf events on this process; runs each
     /// runtime's `--version`.
-    pub fn probe() -> Self {
+    pub(crate) fn probe() -> Self {
         let sysctl = crate::record::read_sysctl;
         let mut tsc = TscFacts::probe();
         let page = crate::sys::clock::probe_perf_page_time().ok();
@@ -196,14 +196,12 @@ fn kallsyms_readable() -> bool {
     })
 }
 
-/// Opens `record`'s own sampling event (launch-mode settings, frame-pointer call graph) on
-/// this process, then closes it.
 /// Why the kernel refused a test event: its message, and whether it was a permission.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub message: String,
+pub(crate) struct Refusal {
+    pub(crate) message: String,
     /// EACCES or EPERM: a matter of privileges, not of what the kernel supports.
-    pub denied: bool,
+    pub(crate) denied: bool,
 }
 
 impl From<std::io::Error> for Refusal {
@@ -221,6 +219,8 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// Opens `record`'s own sampling event (launch-mode settings, frame-pointer call graph) on
+/// this process, then closes it.
 fn try_sampling(event: EventChoice, kernel: bool) -> Result<(), Refusal> {
     let mut attr = attr_for(
         event,
@@ -276,9 +276,8 @@ fn xray_runtime() -> Option<PathBuf> {
     lib.is_file().then_some(lib)
 }
 
-/// Judges the facts: one check per line of `jprof doctor`'s output, in order.
-/// Every check, in the order they are printed.
-pub fn checks(f: &Facts) -> Vec<Check> {
+/// Judges the facts: one check per line of `jprof doctor`'s output, in the order printed.
+pub(crate) fn checks(f: &Facts) -> Vec<Check> {
     let who = who(f);
     let mut out = vec![sampling_check(f, &who)];
     if f.user_sampling.is_ok() {
@@ -569,7 +568,7 @@ fn runtime_checks(f: &Facts) -> Vec<Check> {
 
 /// Writes the checks, one per line (fix indented below), and a closing verdict; the exit code
 /// is 1 when a check failed (profiling cannot work), else 0.
-pub fn report(checks: &[Check], out: &mut dyn Write) -> io::Result<u8> {
+pub(crate) fn report(checks: &[Check], out: &mut dyn Write) -> io::Result<u8> {
     for c in checks {
         writeln!(out, "{} {:<20} {}", c.status.tag(), c.name, c.found)?;
         if let Some(fix) = &c.fix {

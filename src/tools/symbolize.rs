@@ -14,25 +14,30 @@ use crate::timeline::ClockConversion;
 
 /// Where the names come from.
 #[derive(Clone, Debug)]
-pub enum Source {
+pub(crate) enum Source {
+    /// A recording: its JIT side data, then native symbols.
     Recording(PathBuf),
+    /// A jitdump alone.
     Jitdump(PathBuf),
 }
 
+/// What `jprof symbolize` should do (made by `cli::SymbolizeArgs::into_config`).
 #[derive(Clone, Debug)]
 pub struct SymbolizeConfig {
-    pub source: Source,
+    /// Where the names come from.
+    pub(crate) source: Source,
     /// The process; default: the recording's target, or the jitdump's own pid.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Seconds from the recording's first sample; default: the end of the recording.
-    pub time: Option<f64>,
+    pub(crate) time: Option<f64>,
     /// Print each address (`0x...`) on a line of its own before its frames.
-    pub show_addresses: bool,
-    pub addresses: Vec<u64>,
+    pub(crate) show_addresses: bool,
+    /// The addresses to name, in the order given.
+    pub(crate) addresses: Vec<u64>,
 }
 
 /// Reads an address in hex, with or without `0x`.
-pub fn parse_address(text: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_address(text: &str) -> std::result::Result<u64, String> {
     let digits = text
         .strip_prefix("0x")
         .or_else(|| text.strip_prefix("0X"))
@@ -41,7 +46,7 @@ pub fn parse_address(text: &str) -> std::result::Result<u64, String> {
 }
 
 /// One frame as a line: `name`, then ` at file:line` where known.
-pub fn frame_line(frame: &Frame) -> String {
+fn frame_line(frame: &Frame) -> String {
     match (&frame.file, frame.line) {
         (Some(file), Some(line)) => format!("{} at {file}:{line}", frame.name),
         (Some(file), None) => format!("{} at {file}", frame.name),
@@ -50,7 +55,7 @@ pub fn frame_line(frame: &Frame) -> String {
 }
 
 /// An OpenJ9 inline chain (JPROF_J9_METADATA), one frame a line: `name bci=N`.
-pub fn j9_lines(chain: &[InlineFrame]) -> Vec<String> {
+fn j9_lines(chain: &[InlineFrame]) -> Vec<String> {
     chain
         .iter()
         .map(|f| format!("{} bci={}", f.name, f.bytecode_index))

@@ -6,8 +6,10 @@ use super::{Cursor, Endian, ParseError};
 
 /// `JITHEADER_MAGIC` as a u32 in the file's own byte order.
 pub const MAGIC: u32 = 0x4A69_5444;
+/// Size of the standard file header in bytes; records start after it (or after `total_size`).
 pub const HEADER_LEN: usize = 40;
-pub const FLAG_ARCH_TIMESTAMP: u64 = 1;
+/// Header `flags` bit 0 (`JITDUMP_FLAGS_ARCH_TIMESTAMP`): timestamps are raw TSC values.
+pub(crate) const FLAG_ARCH_TIMESTAMP: u64 = 1;
 const PREFIX_LEN: usize = 16;
 
 /// Record id. Open set: unknown ids are skipped by `total_size`.
@@ -15,10 +17,15 @@ const PREFIX_LEN: usize = 16;
 pub struct RecordId(pub u32);
 
 impl RecordId {
+    /// JIT_CODE_LOAD: a function's native code now lives at an address.
     pub const CODE_LOAD: Self = Self(0);
+    /// JIT_CODE_MOVE: code loaded earlier moved to another address.
     pub const CODE_MOVE: Self = Self(1);
+    /// JIT_CODE_DEBUG_INFO: source lines for the next CODE_LOAD.
     pub const CODE_DEBUG_INFO: Self = Self(2);
+    /// JIT_CODE_CLOSE: the end of the stream; readers stop there.
     pub const CODE_CLOSE: Self = Self(3);
+    /// JIT_CODE_UNWINDING_INFO: `.eh_frame` tables for the next CODE_LOAD.
     pub const CODE_UNWINDING_INFO: Self = Self(4);
     /// samply extension: inline tree + line table (the published gist's layout and id).
     pub const SAMPLY_DEBUG_INFO2: Self = Self(827_346_259);
@@ -51,7 +58,9 @@ pub struct J9Metadata {
     pub code_addr: u64,
     /// Address of the J9JITExceptionTable in the JVM.
     pub metadata_addr: u64,
+    /// `sizeof(J9JITExceptionTable)` in the JVM build that wrote the record, in bytes.
     pub struct_size: u32,
+    /// [`J9_FLAG_EYECATCHERS`] and [`J9_FLAG_ALIGN_STACK_MAPS`] bits; the others are 0.
     pub flags: u32,
     /// The struct and its variable-length section, as copied.
     pub image: Vec<u8>,
@@ -62,7 +71,8 @@ pub struct J9Metadata {
 }
 
 impl J9Metadata {
-    pub fn capture(&self) -> super::j9::Capture {
+    /// How the image was captured, as the decoder needs it.
+    fn capture(&self) -> super::j9::Capture {
         super::j9::Capture {
             metadata_addr: self.metadata_addr,
             struct_size: self.struct_size,
@@ -77,20 +87,28 @@ impl J9Metadata {
         super::j9::decode(&self.image, self.capture())
     }
 
+    /// The method names as a map, for [`crate::j9::Metadata::lookup`].
     pub fn names(&self) -> super::j9::MethodNames {
         self.methods.iter().cloned().collect()
     }
 }
 
+/// The file header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Byte order of every field in the file, told by how the magic reads.
     pub endian: Endian,
+    /// Format version: 1 (perf and most runtimes) or 2 (Mono).
     pub version: u32,
     /// As written; Mono writes 8. Records start at `max(total_size, 40)`.
     pub total_size: u32,
+    /// ELF `e_machine` of the code (62 = x86-64).
     pub elf_mach: u32,
+    /// Process id of the runtime that wrote the file.
     pub pid: u32,
+    /// When the file was created, in the records' clock (V8 writes wall-clock µs: unreliable).
     pub timestamp: u64,
+    /// Flag bits; bit 0 is tested by [`Self::arch_timestamp`].
     pub flags: u64,
 }
 
@@ -166,45 +184,67 @@ pub fn parse_header(file: &[u8]) -> Result<Header, ParseError> {
     })
 }
 
+/// One source position of a DEBUG_INFO record: the code from `addr` on comes from this line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DebugEntry {
+    /// Code address, as the producer wrote it (V8 adds an ELF header's size to it).
     pub addr: u64,
+    /// Source line, 1-based.
     pub line: i32,
+    /// Column discriminator; 0 when the producer has none.
     pub discrim: i32,
+    /// Source file name; an entry written as `"\xff"` repeats the previous entry's name.
     pub file: String,
 }
 
 /// One function of a DEBUG_INFO2 record (the first is the outer function).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function2 {
+    /// Function name, from the record's name list.
     pub name: String,
+    /// Source file the function is declared in; `None` when the file index is out of range.
     pub file: Option<String>,
+    /// Line the function starts at.
     pub start_line: u32,
+    /// Column the function starts at.
     pub start_column: u32,
+    /// Producer-defined flag bits, kept as written.
     pub flags: u32,
 }
 
 /// An inlined call with its code ranges (offsets from the function start).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InlineCall2 {
+    /// Nesting depth: 0 when called from the outer function; the caller is the nearest
+    /// earlier call one level up.
     pub depth: u32,
+    /// Index of the called function in [`DebugInfo2::functions`].
     pub function: u32,
+    /// Line of the call, in the caller's file.
     pub call_line: u32,
+    /// Column of the call.
     pub call_column: u32,
+    /// Code the call covers: `(start offset, size)` in bytes.
     pub ranges: Vec<(u32, u32)>,
 }
 
+/// One row of a DEBUG_INFO2 line table: the position in the deepest inlined function.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineRecord2 {
+    /// Offset in bytes from the function start where the row begins.
     pub code_offset: u32,
+    /// Source file; `None` when the file index is out of range.
     pub file: Option<String>,
+    /// Line, 1-based.
     pub line: u32,
+    /// Column, 0-based.
     pub column: u32,
 }
 
 /// The samply DEBUG_INFO2 record: inline tree and line table for the next CODE_LOAD.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DebugInfo2 {
+    /// The outer function first, then the functions inlined into it.
     pub functions: Vec<Function2>,
     /// In DFS order; depth 0 = called from the outer function.
     pub inline_calls: Vec<InlineCall2>,
@@ -217,64 +257,100 @@ pub struct DebugInfo2 {
 pub struct JitTier {
     /// The code the tier applies to; 0 = the next CODE_LOAD.
     pub code_addr: u64,
+    /// The tier's class, comparable across runtimes.
     pub kind: TierKind,
     /// The runtime's own name for the tier ("C2", "Turbofan", "baseline", ...).
     pub name: String,
 }
 
+/// The `kind` of a SAMPLY_JIT_TIER record (below 16; 0 = unknown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TierKind(pub u32);
 
 impl TierKind {
-    pub const UNKNOWN: Self = Self(0);
+    /// Interpreted code, or the interpreter itself.
     pub const INTERPRETER: Self = Self(1);
+    /// A quick, lightly optimizing compiler (C1, Sparkplug, Maglev).
     pub const BASELINE: Self = Self(2);
+    /// The optimizing compiler (C2, Turbofan).
     pub const OPTIMIZED: Self = Self(3);
     /// Trampolines, stubs, runtime helpers.
     pub const STUB: Self = Self(4);
 }
 
+/// A decoded record body, by record kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordBody {
+    /// JIT_CODE_LOAD: a function's code was placed at `code_addr`.
     CodeLoad {
+        /// Process id of the runtime.
         pid: u32,
+        /// Thread that loaded the code.
         tid: u32,
+        /// Virtual address of the code; normally equal to `code_addr`.
         vma: u64,
+        /// Address of the code's first byte.
         code_addr: u64,
+        /// Size of the code in bytes.
         code_size: u64,
+        /// Unique id of this load, named again by CODE_MOVE and CODE_UNLOAD.
         code_index: u64,
+        /// Function name.
         name: String,
     },
+    /// JIT_CODE_MOVE: code loaded earlier now lives at `new_code_addr`.
     CodeMove {
+        /// Process id of the runtime.
         pid: u32,
+        /// Thread that moved the code.
         tid: u32,
+        /// New virtual address of the code.
         vma: u64,
+        /// Where the code was.
         old_code_addr: u64,
+        /// Where the code is now.
         new_code_addr: u64,
+        /// Size of the code in bytes (a move does not change it).
         code_size: u64,
+        /// Id of the CODE_LOAD that placed the code.
         code_index: u64,
     },
+    /// JIT_CODE_DEBUG_INFO: source lines for the next CODE_LOAD.
     DebugInfo {
+        /// Start of the code the lines describe.
         code_addr: u64,
+        /// Source positions, in the order written.
         entries: Vec<DebugEntry>,
     },
+    /// JIT_CODE_CLOSE: the runtime finished the file.
     Close,
+    /// JIT_CODE_UNWINDING_INFO: unwind tables for the next CODE_LOAD.
     UnwindingInfo {
         /// `.eh_frame` followed by `.eh_frame_hdr` (perf's and V8's order).
         eh_frame: Vec<u8>,
+        /// The `.eh_frame_hdr` search table (the record's last `eh_frame_hdr_size` bytes).
         eh_frame_hdr: Vec<u8>,
+        /// Bytes of the tables mapped in the process right after the code (0 = none).
         mapped_size: u64,
     },
+    /// SAMPLY_JIT_CODE_DEBUG_INFO2 (or the samply-branch layout under the JIT_TIER id).
     DebugInfo2(DebugInfo2),
+    /// SAMPLY_JIT_TIER in jprof's layout.
     JitTier(JitTier),
+    /// SAMPLY_EMBEDDED_SOURCE_FILE: a source, bytecode or IR file carried in the dump.
     EmbeddedSource {
+        /// The code the file belongs to; 0 = not tied to one body.
         code_addr: u64,
+        /// Path of the file, up to its first NUL.
         path: String,
+        /// The file's bytes.
         content: Vec<u8>,
     },
     /// jprof's CODE_UNLOAD: the body loaded at `code_addr` (with `code_index`) is gone.
     CodeUnload {
+        /// Start of the code that was unloaded.
         code_addr: u64,
+        /// Id of the CODE_LOAD that placed it.
         code_index: u64,
     },
     /// jprof's JPROF_J9_METADATA: OpenJ9 metadata for the next CODE_LOAD.
@@ -286,19 +362,23 @@ pub enum RecordBody {
     Unknown(RecordId),
 }
 
+/// One complete record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     /// Offset of the record prefix in the file.
     pub offset: usize,
+    /// Id from the record prefix.
     pub id: RecordId,
     /// In the file's clock (TSC when the header says ARCH_TIMESTAMP).
     pub timestamp: u64,
+    /// The decoded body.
     pub body: RecordBody,
 }
 
 /// What one pass over the bytes gave.
 #[derive(Debug, Default)]
 pub struct Batch {
+    /// The complete records, in file order.
     pub records: Vec<Record>,
     /// Where the next pass should start: the first record not yet complete.
     pub resume_at: usize,

@@ -36,15 +36,23 @@ fn record(id: RecordId, timestamp: u64, body: &[u8]) -> Vec<u8> {
     r
 }
 
+/// What a CODE_LOAD record says; its `vma` is written equal to `code_addr`.
 pub struct CodeLoad<'a> {
+    /// Process id of the runtime.
     pub pid: u32,
+    /// Thread that loaded the code.
     pub tid: u32,
+    /// Address of the code's first byte.
     pub code_addr: u64,
+    /// Unique id of this load.
     pub code_index: u64,
+    /// Function name (written NUL-terminated).
     pub name: &'a str,
+    /// The code bytes; their length is the record's `code_size`.
     pub code: &'a [u8],
 }
 
+/// CODE_LOAD, stamped `timestamp` in the file's clock.
 pub fn code_load(timestamp: u64, load: &CodeLoad<'_>) -> Vec<u8> {
     let mut b = Vec::with_capacity(40 + load.name.len() + 1 + load.code.len());
     b.extend(load.pid.to_le_bytes());
@@ -59,6 +67,7 @@ pub fn code_load(timestamp: u64, load: &CodeLoad<'_>) -> Vec<u8> {
     record(RecordId::CODE_LOAD, timestamp, &b)
 }
 
+/// CODE_MOVE of the `size`-byte code loaded with id `index` from `old` to `new` (tid = pid).
 pub fn code_move(timestamp: u64, pid: u32, old: u64, new: u64, size: u64, index: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(48);
     b.extend(pid.to_le_bytes());
@@ -97,9 +106,13 @@ pub fn jit_tier(timestamp: u64, code_addr: u64, kind: TierKind, name: &str) -> V
 
 /// An inlined call for [`debug_info2`]: depth, function index, call line, one code range.
 pub struct Inline {
+    /// Nesting depth: 0 when called from the outer function.
     pub depth: u32,
+    /// Index of the called function in [`debug_info2`]'s `functions`.
     pub function: u32,
+    /// Line of the call, in the caller's file.
     pub call_line: u32,
+    /// The code the call covers: `(offset from the function start, size)` in bytes.
     pub range: (u32, u32),
 }
 
@@ -190,11 +203,15 @@ pub fn code_unload(timestamp: u64, code_addr: u64, code_index: u64) -> Vec<u8> {
 
 /// The fields of a JPROF_J9_METADATA record (docs/formats.md).
 pub struct J9Metadata<'a> {
+    /// startPC of the body; the CODE_LOAD written next has the same address.
     pub code_addr: u64,
+    /// JVM address the image was copied from.
     pub metadata_addr: u64,
+    /// `sizeof(J9JITExceptionTable)` in the JVM build, in bytes.
     pub struct_size: u32,
     /// `jitdump::J9_FLAG_*` bits.
     pub flags: u32,
+    /// The struct and its variable-length section, copied from `metadata_addr`.
     pub image: &'a [u8],
     /// J9Method address and `pkg/Class.method(Sig)Ret` name.
     pub methods: &'a [(u64, String)],
@@ -232,6 +249,7 @@ pub fn method_names(timestamp: u64, methods: &[(u64, String)]) -> Vec<u8> {
     record(RecordId::JPROF_METHOD_NAMES, timestamp, &b)
 }
 
+/// CODE_CLOSE: the file's last record.
 pub fn close(timestamp: u64) -> Vec<u8> {
     record(RecordId::CODE_CLOSE, timestamp, &[])
 }

@@ -4,6 +4,7 @@
 //! the byte offset and what was expected there.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod demangle;
 
@@ -24,11 +25,14 @@ use thiserror::Error;
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 #[error("at byte offset {offset}: expected {expected}")]
 pub struct ParseError {
+    /// Byte offset of the failure, from the start of the whole input.
     pub offset: usize,
+    /// What should have been at `offset`, as a phrase ("a NUL-terminated string").
     pub expected: String,
 }
 
 impl ParseError {
+    /// A failure at byte `offset` where `expected` was wanted.
     pub fn new(offset: usize, expected: impl Into<String>) -> Self {
         Self {
             offset,
@@ -40,27 +44,29 @@ impl ParseError {
 /// Byte order of a file (producers write their native order; readers detect it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Endian {
+    /// Least significant byte first (x86_64, aarch64 Linux).
     #[default]
     Little,
+    /// Most significant byte first.
     Big,
 }
 
 impl Endian {
-    pub fn u16(self, b: [u8; 2]) -> u16 {
+    pub(crate) fn u16(self, b: [u8; 2]) -> u16 {
         match self {
             Self::Little => u16::from_le_bytes(b),
             Self::Big => u16::from_be_bytes(b),
         }
     }
 
-    pub fn u32(self, b: [u8; 4]) -> u32 {
+    pub(crate) fn u32(self, b: [u8; 4]) -> u32 {
         match self {
             Self::Little => u32::from_le_bytes(b),
             Self::Big => u32::from_be_bytes(b),
         }
     }
 
-    pub fn u64(self, b: [u8; 8]) -> u64 {
+    pub(crate) fn u64(self, b: [u8; 8]) -> u64 {
         match self {
             Self::Little => u64::from_le_bytes(b),
             Self::Big => u64::from_be_bytes(b),
@@ -85,28 +91,23 @@ impl<'a> U64s<'a> {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.bytes.len() / 8
-    }
-
+    /// Whether there are no values.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
+    /// The `i`th value, or `None` past the end.
     pub fn get(&self, i: usize) -> Option<u64> {
         let b = self.bytes.get(i * 8..i * 8 + 8)?;
         Some(self.endian.u64(b.try_into().ok()?))
     }
 
+    /// The values in order, decoded one by one.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = u64> + ExactSizeIterator + 'a {
         let endian = self.endian;
         self.bytes
             .chunks_exact(8)
             .map(move |b| endian.u64(b.try_into().unwrap_or_default()))
-    }
-
-    pub fn to_vec(&self) -> Vec<u64> {
-        self.iter().collect()
     }
 }
 
@@ -139,6 +140,7 @@ impl<'a> Cursor<'a> {
         Self::with_endian(buf, base, Endian::Little)
     }
 
+    /// A cursor reading multi-byte values in `endian` order.
     pub fn with_endian(buf: &'a [u8], base: usize, endian: Endian) -> Self {
         Self {
             buf,
@@ -153,7 +155,7 @@ impl<'a> Cursor<'a> {
         self.pos = pos.min(self.buf.len());
     }
 
-    pub fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
@@ -167,19 +169,19 @@ impl<'a> Cursor<'a> {
         &self.buf[..self.pos]
     }
 
-    pub fn offset(&self) -> usize {
+    pub(crate) fn offset(&self) -> usize {
         self.base + self.pos
     }
 
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
-    pub fn error(&self, expected: impl Into<String>) -> ParseError {
+    pub(crate) fn error(&self, expected: impl Into<String>) -> ParseError {
         ParseError::new(self.offset(), expected)
     }
 
-    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], ParseError> {
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], ParseError> {
         if self.remaining() < n {
             return Err(self.error(format!("{n} more bytes (only {} left)", self.remaining())));
         }
@@ -188,24 +190,26 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
 
-    pub fn u8(&mut self) -> Result<u8, ParseError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, ParseError> {
         Ok(self.bytes(1)?[0])
     }
 
-    pub fn u16(&mut self) -> Result<u16, ParseError> {
+    pub(crate) fn u16(&mut self) -> Result<u16, ParseError> {
         let b = self.bytes(2)?;
         Ok(self.endian.u16([b[0], b[1]]))
     }
 
+    /// Reads a u32.
     pub fn u32(&mut self) -> Result<u32, ParseError> {
         let b = self.bytes(4)?;
         Ok(self.endian.u32([b[0], b[1], b[2], b[3]]))
     }
 
-    pub fn i32(&mut self) -> Result<i32, ParseError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, ParseError> {
         Ok(self.u32()? as i32)
     }
 
+    /// Reads a u64.
     pub fn u64(&mut self) -> Result<u64, ParseError> {
         let b = self.bytes(8)?;
         let mut a = [0u8; 8];
@@ -255,8 +259,8 @@ mod tests {
             .collect();
         bytes.push(0xff); // a trailing part is not a value
         let le = U64s::new(&bytes, Endian::Little);
-        assert_eq!(le.len(), 2);
-        assert_eq!(le.to_vec(), [1, 0x0102_0304_0506_0708]);
+        assert_eq!(le.iter().len(), 2);
+        assert_eq!(le.iter().collect::<Vec<_>>(), [1, 0x0102_0304_0506_0708]);
         assert_eq!(le.iter().next_back(), Some(0x0102_0304_0506_0708));
         assert_eq!(le.get(2), None);
         let be = U64s::new(&bytes, Endian::Big);

@@ -8,44 +8,73 @@ use super::{Cursor, ParseError, U64s};
 pub struct RecordKind(pub u32);
 
 impl RecordKind {
+    /// `PERF_RECORD_MMAP`: an executable mapping, without device or build id.
     pub const MMAP: Self = Self(1);
+    /// `PERF_RECORD_LOST`: records dropped because the ring was full.
     pub const LOST: Self = Self(2);
+    /// `PERF_RECORD_COMM`: a thread's name was set, or it exec'd.
     pub const COMM: Self = Self(3);
+    /// `PERF_RECORD_EXIT`: a thread or process ended.
     pub const EXIT: Self = Self(4);
+    /// `PERF_RECORD_THROTTLE`: the kernel stopped sampling an event that fired too often.
     pub const THROTTLE: Self = Self(5);
+    /// `PERF_RECORD_UNTHROTTLE`: sampling of a throttled event resumed.
     pub const UNTHROTTLE: Self = Self(6);
+    /// `PERF_RECORD_FORK`: a new thread or process.
     pub const FORK: Self = Self(7);
+    /// `PERF_RECORD_SAMPLE`: one sample, laid out by `sample_type`.
     pub const SAMPLE: Self = Self(9);
+    /// `PERF_RECORD_MMAP2`: a mapping with protection, flags and device/inode or build id.
     pub const MMAP2: Self = Self(10);
+    /// `PERF_RECORD_LOST_SAMPLES`: samples dropped for reasons other than a full ring.
     pub const LOST_SAMPLES: Self = Self(13);
     /// A context switch of the monitored thread (`attr.context_switch`).
     pub const SWITCH: Self = Self(14);
+    /// `PERF_RECORD_KSYMBOL`: a kernel symbol (BPF program, trampoline) was added or removed.
     pub const KSYMBOL: Self = Self(17);
 }
 
 /// `sample_type` bits (uapi `enum perf_event_sample_format`).
 pub mod sample_type {
+    /// `PERF_SAMPLE_IP`: the instruction pointer at the sample.
     pub const IP: u64 = 1 << 0;
+    /// `PERF_SAMPLE_TID`: process and thread id.
     pub const TID: u64 = 1 << 1;
+    /// `PERF_SAMPLE_TIME`: timestamp on the event's clock, in ns.
     pub const TIME: u64 = 1 << 2;
+    /// `PERF_SAMPLE_ADDR`: the data address an access event refers to.
     pub const ADDR: u64 = 1 << 3;
+    /// `PERF_SAMPLE_READ`: counter values in `read_format` layout.
     pub const READ: u64 = 1 << 4;
+    /// `PERF_SAMPLE_CALLCHAIN`: the kernel-walked stack, `u64 nr` then `ips[nr]`.
     pub const CALLCHAIN: u64 = 1 << 5;
+    /// `PERF_SAMPLE_ID`: the id of the opened event (the original's, for inherited copies).
     pub const ID: u64 = 1 << 6;
+    /// `PERF_SAMPLE_CPU`: the CPU the sample was taken on.
     pub const CPU: u64 = 1 << 7;
+    /// `PERF_SAMPLE_PERIOD`: events counted since the previous sample.
     pub const PERIOD: u64 = 1 << 8;
+    /// `PERF_SAMPLE_STREAM_ID`: the id of the event instance that wrote the record.
     pub const STREAM_ID: u64 = 1 << 9;
+    /// `PERF_SAMPLE_RAW`: tracepoint or PMU-specific raw data.
     pub const RAW: u64 = 1 << 10;
+    /// `PERF_SAMPLE_BRANCH_STACK`: last-branch records.
     pub const BRANCH_STACK: u64 = 1 << 11;
+    /// `PERF_SAMPLE_REGS_USER`: the user registers picked by `sample_regs_user`.
     pub const REGS_USER: u64 = 1 << 12;
+    /// `PERF_SAMPLE_STACK_USER`: a copy of the user stack from its stack pointer.
     pub const STACK_USER: u64 = 1 << 13;
+    /// `PERF_SAMPLE_IDENTIFIER`: the event id at a fixed place (first in samples, last in trailers).
     pub const IDENTIFIER: u64 = 1 << 16;
 }
 
 /// `misc` field: CPU mode of a sample.
 pub mod misc {
+    /// `PERF_RECORD_MISC_CPUMODE_MASK`: the bits holding the CPU mode.
     pub const CPUMODE_MASK: u16 = 7;
+    /// `PERF_RECORD_MISC_KERNEL`: the sample hit kernel code.
     pub const KERNEL: u16 = 1;
+    /// `PERF_RECORD_MISC_USER`: the sample hit user code.
     pub const USER: u16 = 2;
     /// COMM record caused by exec.
     pub const COMM_EXEC: u16 = 1 << 13;
@@ -57,11 +86,17 @@ pub mod misc {
 
 /// Callchain context markers (`enum perf_callchain_context`), stored as u64 in `ips[]`.
 pub mod context {
+    /// `PERF_CONTEXT_HV`: hypervisor frames follow.
     pub const HV: u64 = -32i64 as u64;
+    /// `PERF_CONTEXT_KERNEL`: kernel frames follow.
     pub const KERNEL: u64 = -128i64 as u64;
+    /// `PERF_CONTEXT_USER`: user frames follow.
     pub const USER: u64 = -512i64 as u64;
+    /// `PERF_CONTEXT_GUEST`: frames of a guest VM follow.
     pub const GUEST: u64 = -2048i64 as u64;
+    /// `PERF_CONTEXT_GUEST_KERNEL`: guest kernel frames follow.
     pub const GUEST_KERNEL: u64 = -2176i64 as u64;
+    /// `PERF_CONTEXT_GUEST_USER`: guest user frames follow.
     pub const GUEST_USER: u64 = -2560i64 as u64;
     /// Anything at or above this is a marker, not an address.
     pub const MAX: u64 = -4095i64 as u64;
@@ -70,6 +105,7 @@ pub mod context {
 /// What the parser needs to know about how the events were opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleLayout {
+    /// `perf_event_attr.sample_type`: which [`sample_type`] bits the records carry.
     pub sample_type: u64,
     /// `sample_regs_user` mask; registers appear in ascending bit order.
     pub regs_user_mask: u64,
@@ -80,7 +116,9 @@ pub struct SampleLayout {
 /// One record, split from a byte stream but not yet decoded.
 #[derive(Clone, Copy, Debug)]
 pub struct RawRecord<'a> {
+    /// `perf_event_header.type`.
     pub kind: RecordKind,
+    /// `perf_event_header.misc`: CPU mode and per-kind flags (see [`misc`]).
     pub misc: u16,
     /// The body after the 8-byte header.
     pub body: &'a [u8],
@@ -96,6 +134,7 @@ pub struct RecordIter<'a> {
 }
 
 impl<'a> RecordIter<'a> {
+    /// Records from the start of `buf`; offsets are relative to it.
     pub fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }
     }
@@ -137,9 +176,13 @@ impl<'a> Iterator for RecordIter<'a> {
 /// The `sample_id` trailer of non-sample records (present with `sample_id_all`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SampleId {
+    /// Process id; 0 without `PERF_SAMPLE_TID`.
     pub pid: u32,
+    /// Thread id; 0 without `PERF_SAMPLE_TID`.
     pub tid: u32,
+    /// Sample-clock timestamp in ns, with `PERF_SAMPLE_TIME`.
     pub time: Option<u64>,
+    /// CPU the record was written on, with `PERF_SAMPLE_CPU`.
     pub cpu: Option<u32>,
 }
 
@@ -149,11 +192,17 @@ pub struct Sample<'a> {
     /// Which event fired (`PERF_SAMPLE_IDENTIFIER`: the id of the event jprof opened, also for
     /// the copies `inherit` makes in new threads).
     pub id: Option<u64>,
+    /// Instruction pointer where the event fired.
     pub ip: u64,
+    /// Process id.
     pub pid: u32,
+    /// Thread id.
     pub tid: u32,
+    /// Sample-clock timestamp in ns.
     pub time: u64,
+    /// CPU the sample was taken on.
     pub cpu: u32,
+    /// Events counted since the previous sample (1 without `PERF_SAMPLE_PERIOD`).
     pub period: u64,
     /// Raw `ips[]` including context markers (see [`context`]).
     pub callchain: U64s<'a>,
@@ -168,79 +217,135 @@ pub struct Sample<'a> {
 /// What [`SampleLayout::sample_head`] reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SampleHead {
+    /// The `PERF_SAMPLE_IDENTIFIER` event id, when the layout has it.
     pub id: Option<u64>,
+    /// Process id (0 without `PERF_SAMPLE_TID`).
     pub pid: u32,
+    /// Thread id (0 without `PERF_SAMPLE_TID`).
     pub tid: u32,
+    /// Sample-clock timestamp in ns (0 without `PERF_SAMPLE_TIME`).
     pub time: u64,
 }
 
 /// A decoded record. `Other` keeps kinds jprof does not interpret.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record<'a> {
+    /// `PERF_RECORD_SAMPLE`.
     Sample(Sample<'a>),
+    /// `PERF_RECORD_MMAP2`: `len` bytes of `filename` from file offset `pgoff` mapped at `addr`.
     Mmap2 {
+        /// Process that mapped it.
         pid: u32,
+        /// Thread that mapped it.
         tid: u32,
+        /// Start address of the mapping.
         addr: u64,
+        /// Length of the mapping in bytes.
         len: u64,
+        /// File offset in bytes mapped at `addr`.
         pgoff: u64,
         /// Build id when the kernel supplied one (`PERF_RECORD_MISC_MMAP_BUILD_ID`).
         build_id: Option<Vec<u8>>,
+        /// `PROT_*` bits of the mapping.
         prot: u32,
+        /// `MAP_*` bits of the mapping.
         flags: u32,
+        /// Path of the mapped file, or a pseudo name such as `[vdso]`.
         filename: String,
+        /// The `sample_id` trailer.
         id: SampleId,
     },
+    /// `PERF_RECORD_MMAP`: like [`Record::Mmap2`] without protection, flags or build id.
     Mmap {
+        /// Process that mapped it.
         pid: u32,
+        /// Thread that mapped it.
         tid: u32,
+        /// Start address of the mapping.
         addr: u64,
+        /// Length of the mapping in bytes.
         len: u64,
+        /// File offset in bytes mapped at `addr`.
         pgoff: u64,
+        /// Path of the mapped file, or a pseudo name.
         filename: String,
+        /// The `sample_id` trailer.
         id: SampleId,
     },
+    /// `PERF_RECORD_COMM`: thread `tid` is now named `comm`.
     Comm {
+        /// Process id.
         pid: u32,
+        /// Thread id.
         tid: u32,
+        /// The thread's new name.
         comm: String,
+        /// Whether an exec caused it (`PERF_RECORD_MISC_COMM_EXEC`).
         exec: bool,
+        /// The `sample_id` trailer.
         id: SampleId,
     },
+    /// `PERF_RECORD_FORK`: thread `tid` of `pid` was created by `ptid` of `ppid`.
     Fork {
+        /// Process id of the new thread (equal to `tid` for a new process).
         pid: u32,
+        /// Process id of the parent.
         ppid: u32,
+        /// Thread id of the new thread.
         tid: u32,
+        /// Thread id of the parent.
         ptid: u32,
+        /// Sample-clock timestamp in ns.
         time: u64,
     },
+    /// `PERF_RECORD_EXIT`: thread `tid` of `pid` ended.
     Exit {
+        /// Process id.
         pid: u32,
+        /// Parent's process id.
         ppid: u32,
+        /// Thread id.
         tid: u32,
+        /// Parent's thread id.
         ptid: u32,
+        /// Sample-clock timestamp in ns.
         time: u64,
     },
+    /// `PERF_RECORD_LOST`: records dropped because the ring was full.
     Lost {
+        /// Number of records dropped.
         lost: u64,
+        /// The `sample_id` trailer.
         id: SampleId,
     },
+    /// `PERF_RECORD_LOST_SAMPLES`: samples the kernel dropped before writing them.
     LostSamples {
+        /// Number of samples dropped.
         lost: u64,
+        /// The `sample_id` trailer.
         id: SampleId,
     },
+    /// `PERF_RECORD_THROTTLE` or `PERF_RECORD_UNTHROTTLE`.
     Throttle {
+        /// Sample-clock timestamp in ns.
         time: u64,
+        /// Whether sampling resumed (UNTHROTTLE) rather than stopped.
         unthrottle: bool,
     },
+    /// `PERF_RECORD_SWITCH`: the monitored thread left or came back to a CPU.
     Switch {
+        /// Whether the thread left the CPU (`PERF_RECORD_MISC_SWITCH_OUT`).
         out: bool,
+        /// Whether it left while still runnable (`PERF_RECORD_MISC_SWITCH_OUT_PREEMPT`).
         preempt: bool,
+        /// The `sample_id` trailer.
         id: SampleId,
     },
     /// A kind jprof does not decode, with its body (after the 8-byte header) as read.
     Other {
+        /// `perf_event_header.type`.
         kind: RecordKind,
+        /// The undecoded body.
         body: &'a [u8],
     },
 }
@@ -610,8 +715,11 @@ mod tests {
             (s.ip, s.pid, s.tid, s.time, s.cpu, s.period),
             (0x1000, 7, 8, 123, 1, 5000)
         );
-        assert_eq!(s.callchain.to_vec(), vec![context::USER, 0x1000, 0x2000]);
-        assert_eq!(s.regs_user.to_vec(), vec![1, 2, 3]);
+        assert_eq!(
+            s.callchain.iter().collect::<Vec<_>>(),
+            [context::USER, 0x1000, 0x2000]
+        );
+        assert_eq!(s.regs_user.iter().collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(s.stack_user.len(), 8);
         assert_eq!(s.cpumode, misc::USER);
         assert_eq!(s.id, None);

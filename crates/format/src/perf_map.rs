@@ -11,10 +11,14 @@ pub fn path_of(pid: u32) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("/tmp/perf-{pid}.map"))
 }
 
+/// One code range of a perf map.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapEntry {
+    /// Start address of the code.
     pub start: u64,
+    /// Length of the code in bytes.
     pub size: u64,
+    /// Name of the code, tier suffix removed.
     pub name: String,
     /// Byte offset of the line in the file.
     pub offset: usize,
@@ -62,8 +66,11 @@ pub fn openj9_name(name: &str) -> Option<(&str, String)> {
 /// and the lines that could not be read (with their offsets); a bad line never stops the rest.
 #[derive(Debug, Default)]
 pub struct MapBatch {
+    /// The entries read, in file order.
     pub entries: Vec<MapEntry>,
+    /// Byte offset just past the last complete line: where the next pass starts.
     pub resume_at: usize,
+    /// One error per line that is not `START SIZE name`, at the line's offset.
     pub bad_lines: Vec<ParseError>,
 }
 

@@ -48,6 +48,7 @@ fn trailer(out: &mut Vec<u8>, layout: &SampleLayout, id: &SampleId) {
     }
 }
 
+/// A COMM record giving thread `tid` of process `pid` the name `name`, at `time` (sample-clock ns).
 pub fn comm(layout: &SampleLayout, pid: u32, tid: u32, name: &str, time: u64) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend(pid.to_le_bytes());

@@ -6,9 +6,11 @@ use super::ParseError;
 /// One `/proc/kallsyms` line: `ffffffff81000000 T _stext` or `... t name\t[module]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KallsymsEntry<'a> {
+    /// Symbol address (0 when `kptr_restrict` hides addresses).
     pub addr: u64,
     /// Symbol type letter (`t`/`T` text, `W` weak, `d`/`D` data, ...).
     pub kind: char,
+    /// Symbol name.
     pub name: &'a str,
     /// Module name without brackets, for symbols of loadable modules.
     pub module: Option<&'a str>,
@@ -53,10 +55,13 @@ pub fn kallsyms_entries(
 /// One `/proc/PID/maps` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapsEntry<'a> {
+    /// First address of the mapping.
     pub start: u64,
+    /// Address just past the mapping.
     pub end: u64,
     /// `rwxp`-style permissions.
     pub perms: &'a str,
+    /// File offset in bytes mapped at `start`.
     pub offset: u64,
     /// Path or pseudo name (`[vdso]`, `[heap]`); empty for anonymous memory.
     pub path: &'a str,

@@ -4,12 +4,14 @@
 
 use super::{Cursor, ParseError};
 
+/// The first 8 bytes of every recording.
 pub const MAGIC: &[u8; 8] = b"JPROFREC";
 /// Written by this jprof: version 2 compresses perf records (PERF_RECORDS_ZSTD).
 pub const VERSION: u32 = 2;
 /// The oldest version still read.
 pub const MIN_VERSION: u32 = 1;
-pub const FILE_HEADER_LEN: usize = 16;
+const FILE_HEADER_LEN: usize = 16;
+/// Bytes before each chunk's payload: kind, CRC and length.
 pub const CHUNK_HEADER_LEN: usize = 16;
 
 /// Chunk kind. Open set: readers skip kinds they do not know.
@@ -67,7 +69,9 @@ pub fn encode_chunk(kind: ChunkKind, payload: &[u8]) -> Vec<u8> {
 /// One chunk, borrowed from the file bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Chunk<'a> {
+    /// What the payload holds.
     pub kind: ChunkKind,
+    /// The payload, without header or padding.
     pub payload: &'a [u8],
     /// Offset of the payload within the file.
     pub offset: usize,
@@ -76,8 +80,11 @@ pub struct Chunk<'a> {
 /// Every complete chunk, plus why reading stopped early if it did (truncation or corruption).
 #[derive(Debug, Default)]
 pub struct Chunks<'a> {
+    /// Format version from the file header.
     pub version: u32,
+    /// The intact chunks, in file order.
     pub chunks: Vec<Chunk<'a>>,
+    /// The first damage or truncation met, if any.
     pub stopped: Option<ParseError>,
     /// Damaged regions skipped to reach the next chunk whose length and CRC check
     /// (byte ranges, in file order).
@@ -199,7 +206,9 @@ fn resync_point(file: &[u8], pos: usize) -> bool {
 pub struct SideKind(pub u32);
 
 impl SideKind {
+    /// A perf jitdump file (`jit-<pid>.dump`).
     pub const JITDUMP: Self = Self(1);
+    /// A perf map (`/tmp/perf-<pid>.map`).
     pub const PERF_MAP: Self = Self(2);
     /// A Mono log profiler file (.mlpd).
     pub const MLPD: Self = Self(3);
@@ -212,13 +221,17 @@ impl SideKind {
 /// A piece of a side file (SIDE_FILE chunk): `data` is the file's bytes at `offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SidePiece<'a> {
+    /// What the file is.
     pub kind: SideKind,
     /// The process the file belongs to.
     pub pid: u32,
     /// Sample-clock time at which jprof read these bytes.
     pub read_at: u64,
+    /// Byte offset of `data` within the file.
     pub offset: u64,
+    /// The file's path, as the recorder opened it.
     pub path: &'a str,
+    /// The bytes read.
     pub data: &'a [u8],
 }
 

@@ -11,6 +11,7 @@ use nix::unistd::{pipe2, Pid};
 
 /// A forked child that waits for [`SuspendedChild::release`] before it execs.
 pub struct SuspendedChild {
+    /// Process id of the forked child (the profiling target once it execs).
     pub pid: i32,
     go_tx: Option<OwnedFd>,
     err_rx: OwnedFd,
@@ -19,7 +20,9 @@ pub struct SuspendedChild {
 /// How the child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChildExit {
+    /// Exited normally with this status code.
     Code(i32),
+    /// Killed by this signal number.
     Signal(i32),
 }
 

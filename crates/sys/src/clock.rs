@@ -10,9 +10,11 @@ use nix::time::ClockId;
 
 use super::perf_event::{self, abi, PerfMmap};
 
+/// Linux clockid of wall-clock time (ns since the Unix epoch; NTP may step or slew it).
 pub const CLOCK_REALTIME: i32 = libc::CLOCK_REALTIME;
+/// Linux clockid of the monotonic clock (ns since boot, minus suspend; NTP slews it). jprof's
+/// sample clock.
 pub const CLOCK_MONOTONIC: i32 = libc::CLOCK_MONOTONIC;
-pub const CLOCK_MONOTONIC_RAW: i32 = libc::CLOCK_MONOTONIC_RAW;
 
 /// Which TSC instructions this CPU executes (checked once; executing an absent one is SIGILL).
 #[derive(Clone, Copy, Debug)]
@@ -94,8 +96,11 @@ pub fn clock_ns(clockid: i32) -> Option<u64> {
 /// `bracket_ticks` their distance: the clock was read somewhere inside that window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TscPair {
+    /// Raw TSC value (ticks): midpoint of the two rdtscp reads.
     pub tsc: u64,
+    /// The clock's reading in ns (the clock passed to [`tsc_pairs`]).
     pub ns: u64,
+    /// TSC ticks between the two rdtscp reads.
     pub bracket_ticks: u64,
 }
 
@@ -135,8 +140,11 @@ pub fn tightest_tsc_pair(clockid: i32, tries: usize) -> Option<TscPair> {
 /// the `b` read, `bracket_ns` their distance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockPair {
+    /// Clock `a` in ns: midpoint of its two reads.
     pub a_ns: u64,
+    /// Clock `b` in ns, read between them.
     pub b_ns: u64,
+    /// Clock `a` ns between its two reads.
     pub bracket_ns: u64,
 }
 
@@ -165,28 +173,40 @@ pub fn tightest_clock_pair(a: i32, b: i32, tries: usize) -> Option<ClockPair> {
 /// The time fields of a perf mmap metadata page, copied out under its seqlock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PerfPageTime {
+    /// The page's `version` field.
     pub version: u32,
+    /// The page's `compat_version` field.
     pub compat_version: u32,
     /// The seqlock value the copy was taken under (even; the kernel adds 2 per update).
     pub lock: u32,
     /// Header size the kernel filled in; time_cycles/time_mask exist only when it covers them.
     pub size: u32,
+    /// Capability bits (`cap_user_time` and friends); see the `cap_*` methods.
     pub capabilities: u64,
+    /// Right shift of the TSC → ns scaling (ns = ticks · `time_mult` >> `time_shift`).
     pub time_shift: u16,
+    /// Multiplier of the TSC → ns scaling.
     pub time_mult: u32,
+    /// ns added to the scaled TSC for the event's enabled/running times (`cap_user_time`).
     pub time_offset: u64,
+    /// ns added to the scaled TSC to give perf clock time (`cap_user_time_zero`).
     pub time_zero: u64,
+    /// TSC ticks at the last update, to extend a counter narrower than 64 bits.
     pub time_cycles: u64,
+    /// Mask of the counter's valid bits (`cap_user_time_short`).
     pub time_mask: u64,
 }
 
 impl PerfPageTime {
+    /// `time_mult`/`time_shift` (and `time_offset`) are valid.
     pub fn cap_user_time(&self) -> bool {
         self.capabilities & (1 << 3) != 0
     }
+    /// `time_zero` is valid: TSC converts to the perf clock.
     pub fn cap_user_time_zero(&self) -> bool {
         self.capabilities & (1 << 4) != 0
     }
+    /// The counter is `time_mask` bits wide and must be extended with `time_cycles`.
     pub fn cap_user_time_short(&self) -> bool {
         self.capabilities & (1 << 5) != 0
     }

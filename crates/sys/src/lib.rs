@@ -3,6 +3,8 @@
 //! perf_event_open and its ring buffer, the perf mmap page, fork/exec with a handshake, raw
 //! clock reads, file mappings. Every unsafe block carries a `// SAFETY:` comment.
 
+#![warn(missing_docs)]
+
 pub mod child;
 pub mod clock;
 pub mod mapped_file;

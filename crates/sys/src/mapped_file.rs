@@ -16,6 +16,7 @@ pub struct MappedFile {
 const FAULT_AROUND: usize = 64 * 1024;
 
 impl MappedFile {
+    /// Maps the whole file at `path` read-only.
     pub fn open(path: &Path) -> io::Result<Self> {
         let file = File::open(path)?;
         if file.metadata()?.len() == 0 {
@@ -37,8 +38,8 @@ impl MappedFile {
 impl MappedFile {
     /// Lets the kernel drop the pages of `offset..offset + len` from this process (a reader
     /// done with them; reading them again faults them back in from the file), and those within
-    /// [`FAULT_AROUND`] of it, which reading it mapped too. Failing calls change nothing: this
-    /// only saves memory.
+    /// 64 KiB (`FAULT_AROUND`) of it, which reading it mapped too. Failing calls change
+    /// nothing: this only saves memory.
     pub fn release(&self, offset: usize, len: usize) {
         let Some(map) = &self.map else { return };
         let start = offset.saturating_sub(FAULT_AROUND).min(map.len());

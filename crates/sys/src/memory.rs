@@ -6,7 +6,7 @@
 /// Blocks at least this large are mapped on their own and unmapped when freed.
 const MMAP_THRESHOLD: i32 = 256 * 1024;
 
-/// Fixes glibc's mmap threshold at [`MMAP_THRESHOLD`] (which also stops it from moving).
+/// Fixes glibc's mmap threshold at 256 KiB (`MMAP_THRESHOLD`), which also stops it from moving.
 pub fn return_large_blocks() {
     // SAFETY: mallopt only sets an allocator tunable; it is called before any other thread
     // exists (first thing in main) and with a documented parameter and a valid value.

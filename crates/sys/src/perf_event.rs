@@ -134,6 +134,7 @@ impl PerfMmap {
         })
     }
 
+    /// The perf event fd this mapping belongs to.
     pub fn fd(&self) -> &OwnedFd {
         &self._fd
     }

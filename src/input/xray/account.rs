@@ -10,17 +10,26 @@ use rustc_hash::FxHashMap;
 use super::replay::{Call, ThreadStack, Threads};
 use crate::format::xray::Event;
 
-/// One function's row. Durations are seconds.
+/// One function's row. Durations are seconds (ticks when the log gives no frequency).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
+    /// XRay function id.
     pub func_id: u32,
+    /// The function's name, as the `name` callback of [`Accounting::rows`] gave it.
     pub name: String,
+    /// Finished calls.
     pub count: usize,
+    /// Shortest call's duration.
     pub min: f64,
+    /// Element n/2 of the sorted durations.
     pub median: f64,
+    /// Element ⌊0.9·n⌋ of the sorted durations.
     pub p90: f64,
+    /// Element ⌊0.99·n⌋ of the sorted durations.
     pub p99: f64,
+    /// Longest call's duration.
     pub max: f64,
+    /// Total duration of all calls.
     pub sum: f64,
 }
 
@@ -28,13 +37,13 @@ pub struct Row {
 /// cannot make the vector huge.
 const DENSE_IDS: u32 = 1 << 16;
 
-/// Every finished call's inclusive duration (ticks) per function, from a replay of each
-/// thread's stack that does not intern call paths: the fast path of `--format text`. Events
-/// are added one at a time, so a log can be accounted while it is decoded.
 /// Direct-mapped cache of thread slots, indexed by the tid's low bits. Time-sorted logs switch
 /// thread at almost every record, so the lookup must be an array index, not a hash probe.
 const SLOT_CACHE: usize = 32;
 
+/// Every finished call's inclusive duration (ticks) per function, from a replay of each
+/// thread's stack that does not intern call paths: the fast path of `--format text`. Events
+/// are added one at a time, so a log can be accounted while it is decoded.
 #[derive(Debug, Default)]
 pub struct Accounting {
     /// Final stacks with their counters (filled by [`Accounting::finish`]).

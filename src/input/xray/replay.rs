@@ -7,7 +7,7 @@
 //!   it (whose exits are missing) are closed at the same time and counted as `deduced`;
 //! - an exit of a function that is not open on the thread is counted as `unmatched` and
 //!   ignored;
-//! - frames still open at the end are counted by [`ThreadStack::depth`] and yield no call.
+//! - frames still open at the end are counted by `ThreadStack::depth` and yield no call.
 
 use rustc_hash::FxHashMap;
 
@@ -31,7 +31,8 @@ impl Default for CallTree {
 }
 
 impl CallTree {
-    pub const ROOT: u32 = 0;
+    /// The empty path.
+    pub(crate) const ROOT: u32 = 0;
 
     /// The node for `parent` followed by a call of `func`.
     pub fn child(&mut self, parent: u32, func: u32) -> u32 {
@@ -61,22 +62,18 @@ impl CallTree {
         path.reverse();
         path
     }
-
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.len() <= 1
-    }
 }
 
 /// One finished call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Call {
+    /// Its call path in the [`CallTree`] (the root when paths are not interned).
     pub node: u32,
+    /// XRay function id.
     pub func: u32,
+    /// Log timestamp at entry (TSC ticks; ns in an emulated-TSC log).
     pub entry: u64,
+    /// Log timestamp at exit, same unit as `entry`.
     pub exit: u64,
     /// Exit minus entry, minus the inclusive time of its callees (ticks).
     pub self_ticks: u64,
@@ -85,6 +82,7 @@ pub struct Call {
 }
 
 impl Call {
+    /// Exit minus entry, callees included (log ticks).
     pub fn inclusive_ticks(&self) -> u64 {
         self.exit.saturating_sub(self.entry)
     }
@@ -100,7 +98,8 @@ struct OpenFrame {
 
 /// What one event did to a thread's stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Applied {
+pub(crate) enum Applied {
+    /// Opened a call.
     Entered,
     /// Closed this many calls (1 for a well-formed exit).
     Exited(usize),
@@ -112,8 +111,11 @@ pub enum Applied {
 #[derive(Clone, Debug, Default)]
 pub struct ThreadStack {
     frames: Vec<OpenFrame>,
+    /// Most calls open at once.
     pub max_depth: usize,
+    /// Exits of functions that were not open (ignored).
     pub unmatched_exits: usize,
+    /// Calls closed by a caller's exit, their own exit missing.
     pub deduced_exits: usize,
 }
 
@@ -123,13 +125,14 @@ impl ThreadStack {
         self.frames.last().map_or(CallTree::ROOT, |f| f.node)
     }
 
-    pub fn depth(&self) -> usize {
+    /// Calls open now.
+    pub(crate) fn depth(&self) -> usize {
         self.frames.len()
     }
 
     /// Applies one event of this thread; finished calls go to `done`, innermost first. Without
     /// a tree, paths are not interned (every node is the root): enough for per-function figures.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         tree: Option<&mut CallTree>,
         event: &Event,
@@ -192,6 +195,7 @@ impl ThreadStack {
 /// Every thread's replay of a whole log.
 #[derive(Clone, Debug, Default)]
 pub struct Replay {
+    /// Every call path seen, interned.
     pub tree: CallTree,
     /// Finished calls in the order they finished.
     pub calls: Vec<(u32, Call)>,
@@ -217,14 +221,17 @@ impl Replay {
         replay
     }
 
+    /// Exits of functions that were not open, summed over threads.
     pub fn unmatched_exits(&self) -> usize {
         StackCounts::of(&self.threads).unmatched_exits
     }
 
+    /// Calls closed by a caller's exit, summed over threads.
     pub fn deduced_exits(&self) -> usize {
         StackCounts::of(&self.threads).deduced_exits
     }
 
+    /// Calls still open at the end of the log, summed over threads.
     pub fn open_at_end(&self) -> usize {
         StackCounts::of(&self.threads).open_at_end
     }
@@ -236,13 +243,14 @@ pub type Threads = std::collections::BTreeMap<u32, (u32, ThreadStack)>;
 /// The replay's counters summed over threads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StackCounts {
-    pub unmatched_exits: usize,
-    pub deduced_exits: usize,
-    pub open_at_end: usize,
+    pub(crate) unmatched_exits: usize,
+    pub(crate) deduced_exits: usize,
+    pub(crate) open_at_end: usize,
 }
 
 impl StackCounts {
-    pub fn of(threads: &Threads) -> Self {
+    /// The sums over `threads`.
+    pub(crate) fn of(threads: &Threads) -> Self {
         threads.values().fold(Self::default(), |c, (_, s)| Self {
             unmatched_exits: c.unmatched_exits + s.unmatched_exits,
             deduced_exits: c.deduced_exits + s.deduced_exits,

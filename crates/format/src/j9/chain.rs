@@ -15,30 +15,50 @@ pub type MethodNames = BTreeMap<u64, String>;
 /// One frame of a chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InlineFrame {
+    /// J9Method address of the frame's method ([`super::UNLOADED_METHOD`] once unloaded).
     pub method: u64,
+    /// The method's name, or a bracketed placeholder when the names do not have it.
     pub name: String,
+    /// Bytecode index in the method where the frame is.
     pub bytecode_index: i32,
     /// The inlined call site this frame is; `None` for the compiled (outermost) method.
     pub call_site: Option<usize>,
 }
 
+/// Why an address has no inline chain.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum LookupError {
+    /// The address is in neither the warm nor the cold code of the body.
     #[error("{pc:#x} is outside the body's warm and cold ranges")]
-    OutsideBody { pc: u64 },
+    OutsideBody {
+        /// The address looked up.
+        pc: u64,
+    },
+    /// The metadata has no stack atlas, so no stack maps.
     #[error("the metadata has no stack atlas")]
     NoStackAtlas,
+    /// No stack map's range covers the address.
     #[error("no stack map covers offset {offset:#x}")]
-    NoMap { offset: u64 },
+    NoMap {
+        /// Offset of the address from startPC, in bytes.
+        offset: u64,
+    },
+    /// A caller index points past the inlined call sites.
     #[error("caller index {index} is past the {count} inlined call sites")]
     BadCallerIndex {
+        /// The caller index read.
         index: i32,
+        /// How many inlined call sites the metadata has.
         count: usize,
+        /// The frames found before it, innermost first.
         partial: Vec<InlineFrame>,
     },
+    /// The caller indexes lead back to a call site already visited.
     #[error("caller index {index} repeats: the inlined call sites form a cycle")]
     CallerCycle {
+        /// The call site reached twice.
         index: usize,
+        /// The frames found before it, innermost first.
         partial: Vec<InlineFrame>,
     },
 }

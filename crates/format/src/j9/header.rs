@@ -6,9 +6,11 @@ use super::{Image, ParseError};
 
 /// Field offsets for one JVM build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StructLayout {
-    pub struct_size: u32,
-    pub eyecatchers: bool,
+pub(crate) struct StructLayout {
+    /// `sizeof(J9JITExceptionTable)` in bytes.
+    pub(crate) struct_size: u32,
+    /// The struct begins with the three eyecatcher pointers.
+    pub(crate) eyecatchers: bool,
 }
 
 /// Size without eyecatchers of the oldest layout jprof reads (riData is its last field).
@@ -16,7 +18,8 @@ const BASE_SIZE: u32 = 192;
 const EYECATCHERS: u32 = 24;
 
 impl StructLayout {
-    pub fn new(struct_size: u32, eyecatchers: bool) -> Result<Self, String> {
+    /// The layout for a struct of `struct_size` bytes; an error says what size was expected.
+    pub(crate) fn new(struct_size: u32, eyecatchers: bool) -> Result<Self, String> {
         let least = BASE_SIZE + if eyecatchers { EYECATCHERS } else { 0 };
         if struct_size < least || !struct_size.is_multiple_of(8) {
             return Err(format!(
@@ -50,35 +53,63 @@ impl StructLayout {
 pub struct ExceptionTableHeader {
     /// className, methodName, methodSignature (J9UTF8*), when the build has them.
     pub eyecatchers: Option<[u64; 3]>,
+    /// `constantPool`: the J9ConstantPool of the method's class.
     pub constant_pool: u64,
+    /// `ramMethod`: J9Method of the compiled method, the outermost frame of every chain.
     pub ram_method: u64,
+    /// `startPC`: first byte of the warm code.
     pub start_pc: u64,
+    /// `endWarmPC`: end of the warm code (exclusive).
     pub end_warm_pc: u64,
+    /// `startColdPC`: first byte of the cold code; 0 when the body has none.
     pub start_cold_pc: u64,
+    /// `endPC`: end of the body (exclusive); the cold code ends here when there is some.
     pub end_pc: u64,
+    /// `totalFrameSize`: size of the compiled frame, in pointer-sized slots.
     pub total_frame_size: u64,
+    /// `slots`: the method's parameter slots.
     pub slots: i16,
+    /// `scalarTempSlots`: frame slots for temporaries that hold no references.
     pub scalar_temp_slots: i16,
+    /// `objectTempSlots`: frame slots for temporaries that hold references.
     pub object_temp_slots: i16,
+    /// `prologuePushes`: slots the prologue pushes (saved registers).
     pub prologue_pushes: u16,
+    /// `tempOffset`: the frame's pending-push slots (the JIT stores that count here).
     pub temp_offset: i16,
     /// Raw, with the WIDE_EXCEPTIONS and HAS_BYTECODE_PC bits.
     pub num_exception_ranges: u16,
+    /// `size`: bytes of the whole metadata, struct and variable-length section.
     pub size: i32,
+    /// `flags`: [`super::flags`] bits.
     pub flags: u64,
+    /// `registerSaveDescription`: which registers the prologue saves (architecture bits).
     pub register_save_description: u64,
+    /// `gcStackAtlas`: the stack atlas; 0 when there is none.
     pub gc_stack_atlas: u64,
+    /// `inlinedCalls`: the first inlined call site; 0 when nothing was inlined.
     pub inlined_calls: u64,
+    /// `bodyInfo`: the body's TR_PersistentJittedBodyInfo.
     pub body_info: u64,
+    /// `nextMethod`: the next metadata in the JVM's list of compiled bodies.
     pub next_method: u64,
+    /// `prevMethod`: the previous metadata in that list.
     pub prev_method: u64,
+    /// `debugSlot1`: a word OpenJ9 reserves for debugging.
     pub debug_slot1: u64,
+    /// `debugSlot2`: a second word reserved for debugging.
     pub debug_slot2: u64,
+    /// `osrInfo`: the OSR info section; 0 when the body has none.
     pub osr_info: u64,
+    /// `runtimeAssumptionList`: the runtime assumptions whose failure invalidates the body.
     pub runtime_assumption_list: u64,
+    /// `hotness`: the optimization level the body was compiled at (OpenJ9's TR_Hotness).
     pub hotness: i32,
+    /// `codeCacheAlloc`: start of the code cache allocation holding the body.
     pub code_cache_alloc: u64,
+    /// `gpuCode`: the GPU info section; 0 when there is none.
     pub gpu_code: u64,
+    /// `riData`: the bytecode-PC → instruction map; 0 when there is none.
     pub ri_data: u64,
     /// Added 2025-04 (struct_size ≥ 224 with eyecatchers).
     pub invoke_basic_call_info: Option<u64>,

@@ -13,7 +13,7 @@ mod header;
 mod sections;
 
 pub use chain::{InlineFrame, LookupError, MethodNames};
-pub use header::{ExceptionTableHeader, StructLayout};
+pub use header::ExceptionTableHeader;
 pub use sections::{
     ExceptionRange, FullMap, GpuInfo, InlinedCallSite, InternalPointerMap, MapKind, OsrInfo,
     OsrMapping, PinningArray, RegisterPinningArrays, ScratchBufferInfo, StackAllocMap, StackAtlas,
@@ -21,23 +21,33 @@ pub use sections::{
 };
 
 use super::ParseError;
+use header::StructLayout;
 
 /// `flags` bits of the fixed struct (j9nonbuilder.h).
 pub mod flags {
+    /// `GC_MAP_32_BIT_OFFSETS` is authoritative (without it the body's size decides).
     pub const USED_FOR_SIZE: u64 = 0x1;
     /// Stack maps use 4-byte low-code offsets.
     pub const GC_MAP_32_BIT_OFFSETS: u64 = 0x2;
+    /// The metadata describes a stub, not a compiled method.
     pub const IS_STUB: u64 = 0x4;
+    /// The metadata is not completely filled in yet.
     pub const NOT_INITIALIZED: u64 = 0x8;
+    /// Compiled by a JITServer (remote compilation).
     pub const IS_REMOTE_COMP: u64 = 0x10;
+    /// AOT code deserialized from a JITServer cache.
     pub const IS_DESERIALIZED_COMP: u64 = 0x20;
+    /// Compiled before a CRIU checkpoint.
     pub const IS_PRECHECKPOINT_COMP: u64 = 0x40;
+    /// Compiled for full-speed debug (FSD).
     pub const IS_FSD_COMP: u64 = 0x80;
+    /// The body contains vectorized code.
     pub const VECTORIZED_CODE: u64 = 0x100;
 }
 
-/// `numExcptionRanges` bits: wide (32-bit) entries, and a bytecode PC after each entry.
+/// `numExcptionRanges` bit: 32-bit exception range entries, each with a method or caller index.
 pub const WIDE_EXCEPTIONS: u16 = 0x8000;
+/// `numExcptionRanges` bit: a u32 bytecode PC follows each exception range entry.
 pub const HAS_BYTECODE_PC: u16 = 0x4000;
 
 /// An `_methodInfo` of an inlined call site whose method was unloaded (x86: all ones).
@@ -46,7 +56,8 @@ pub const UNLOADED_METHOD: u64 = u64::MAX;
 /// `TR_ByteCodeInfo`: one little-endian 32-bit bitfield word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteCodeInfo {
-    pub raw: u32,
+    /// The word as stored.
+    pub(crate) raw: u32,
 }
 
 impl ByteCodeInfo {
@@ -98,7 +109,9 @@ pub struct Capture {
 /// A section that could not be decoded (or not completely): which, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The section, as named to users ("stack atlas", "OSR info", ...).
     pub section: &'static str,
+    /// What was wrong, and at which file offset.
     pub error: ParseError,
 }
 
@@ -106,17 +119,27 @@ pub struct Problem {
 /// could not be read; `problems` says why for the latter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metadata {
+    /// How the image was captured.
     pub capture: Capture,
+    /// The fixed struct.
     pub header: ExceptionTableHeader,
+    /// Exception ranges, in table order.
     pub exception_ranges: Vec<ExceptionRange>,
+    /// Inlined call sites; a caller index is an index in this list.
     pub inlined_call_sites: Vec<InlinedCallSite>,
+    /// The stack atlas and its stack maps.
     pub stack_atlas: Option<StackAtlas>,
+    /// The atlas's stack-alloc map.
     pub stack_alloc_map: Option<StackAllocMap>,
+    /// The atlas's internal pointer map, in J9 format.
     pub internal_pointer_map: Option<InternalPointerMap>,
+    /// On-stack-replacement info.
     pub osr_info: Option<OsrInfo>,
+    /// GPU kernels compiled from the method.
     pub gpu_info: Option<GpuInfo>,
     /// `(bytecode PC, instruction address)` pairs of the hardware-profiling map.
     pub bytecode_pc_map: Option<Vec<(u64, u64)>>,
+    /// Sections that could not be decoded, or not completely.
     pub problems: Vec<Problem>,
 }
 

@@ -9,12 +9,16 @@ use super::WIDE_EXCEPTIONS;
 use super::{flags, ByteCodeInfo, Image, Metadata, ParseError, Problem, HAS_BYTECODE_PC};
 use crate::Cursor;
 
+/// One exception table entry: a range of code and the handler that covers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExceptionRange {
     /// Offsets from startPC.
     pub start: u32,
+    /// End of the covered code, as an offset from startPC.
     pub end: u32,
+    /// Offset of the handler from startPC.
     pub handler: u32,
+    /// Constant-pool index of the caught class; 0 catches everything.
     pub catch_type: u32,
     /// Wide entries only: the J9Method of the handler's method (a local compilation) or a
     /// caller index (an AOT or remote compilation).
@@ -23,6 +27,7 @@ pub struct ExceptionRange {
     pub bytecode_pc: Option<u32>,
 }
 
+/// One inlined call (`TR_InlinedCallSite`) and the monitor mask after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InlinedCallSite {
     /// J9Method* of the inlined callee ([`super::UNLOADED_METHOD`] once unloaded).
@@ -36,7 +41,10 @@ pub struct InlinedCallSite {
 /// `index, count, items[count]` groups of the internal pointer maps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PinningArray {
+    /// Temp index of the array that pins the others.
     pub index: u8,
+    /// What derives from it: internal pointer temp indexes, or register numbers in a stack
+    /// map's register block.
     pub items: Vec<u8>,
 }
 
@@ -44,103 +52,157 @@ pub struct PinningArray {
 /// registers derived from each.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegisterPinningArrays {
+    /// Bytes of the block after this size byte.
     pub map_size: u8,
+    /// The pinning arrays, each with the registers derived from it.
     pub arrays: Vec<PinningArray>,
 }
 
+/// The GC part of a stack map: saved registers, reference registers and slots, monitors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FullMap {
+    /// Register save description at these offsets (architecture bits).
     pub register_save_description: u32,
+    /// Registers holding live references, one bit each; the top bit says internal pointer
+    /// registers follow.
     pub register_map: u32,
+    /// Internal pointer registers, when the register map and the atlas both announce them.
     pub internal_pointers: Option<RegisterPinningArrays>,
+    /// One bit per mapped stack slot, set when it holds a live reference.
     pub map_bits: Vec<u8>,
+    /// Slots holding live monitors, when bit 7 of the last map byte says they follow.
     pub live_monitor_bits: Option<Vec<u8>>,
 }
 
+/// What a stack map holds after its bytecode info.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapKind {
     /// `_doNotProfile` set: only the offset and the bytecode info.
     BytecodeInfoOnly,
+    /// A full GC map.
     Full(FullMap),
 }
 
+/// One stack map: the inline position (and GC state) of a range of code offsets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackMap {
     /// Offset of the map in the image.
     pub image_offset: usize,
+    /// First code offset the map covers, from startPC, in bytes.
     pub low_code_offset: u32,
     /// Last code offset the map covers (inclusive): the next map's low offset - 1, or
     /// `endPC - startPC - 1` for the last map. Negative when that underflows.
     pub range_end: i64,
+    /// Bytecode index and caller index of the covered code.
     pub bytecode_info: ByteCodeInfo,
+    /// Whether the map carries GC state, and that state.
     pub kind: MapKind,
 }
 
+/// The `J9JITStackAtlas` and the stack maps after it. Pointers are JVM addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackAtlas {
+    /// `stackAllocMap`: the stack-alloc map; 0 when there is none.
     pub stack_alloc_map: u64,
+    /// `internalPointerMap`: the internal pointer map; 0 when there is none.
     pub internal_pointer_map: u64,
+    /// `numberOfMaps`: how many stack maps follow.
     pub number_of_maps: u16,
+    /// `numberOfMapBytes`: bytes of every slot bitmap (map bits, monitor masks).
     pub number_of_map_bytes: u16,
+    /// `parmBaseOffset`: offset of the parameter slots from the frame base, in bytes.
     pub parm_base_offset: i16,
+    /// `numberOfParmSlots`: parameter slots the maps describe.
     pub number_of_parm_slots: u16,
+    /// `localBaseOffset`: offset of the local slots from the frame base, in bytes.
     pub local_base_offset: i16,
+    /// `paddingTo32`: OpenJ9 keeps the sync object temp's byte offset from the frame base
+    /// here (0xffff = none).
     pub padding_to_32: u16,
+    /// Slots holding monitor objects, one bit each (`numberOfMapBytes` bytes).
     pub monitor_autos_map: Vec<u8>,
     /// In image order (ascending low offsets as OpenJ9 writes them).
     pub maps: Vec<StackMap>,
 }
 
+/// The stack-alloc map: the slots of objects allocated on the stack.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackAllocMap {
+    /// JVM address of the first stack map.
     pub first_stack_map: u64,
     /// `numberOfMapBytes` bytes.
     pub bits: Vec<u8>,
 }
 
+/// The internal pointer map in J9 format: temps that point inside arrays, grouped by the array
+/// that pins them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InternalPointerMap {
     /// The parameter map's address (internal pointers are not initialized at that map).
     pub first_stack_map: u64,
+    /// Length of the map in bytes, as OpenJ9 stores it.
     pub map_size: u8,
+    /// Temp index of the first internal pointer slot.
     pub index_of_first_internal_pointer: i16,
+    /// Offset of the internal pointer slots from the frame base, in bytes.
     pub offset_of_first_internal_pointer: i16,
     /// Distinct pinning array temps (with their internal pointer temps), then the pinning
     /// arrays of internal pointer registers (with no items).
     pub arrays: Vec<PinningArray>,
 }
 
+/// Where one value live at an OSR point is copied from and to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScratchBufferInfo {
+    /// Inlined call site whose frame the value belongs to.
     pub inlined_site_index: i32,
+    /// Offset of the value in the OSR buffer, in bytes.
     pub osr_buffer_offset: u32,
+    /// Offset of the value in the scratch buffer, in bytes.
     pub scratch_buffer_offset: u32,
+    /// Size of the value in bytes.
     pub sym_size: u32,
 }
 
+/// The shared slots live at one instruction, for on-stack replacement there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OsrMapping {
+    /// Offset of the instruction from startPC, in bytes.
     pub instruction_pc_offset: u32,
+    /// One entry per live value.
     pub scratch_buffer_infos: Vec<ScratchBufferInfo>,
 }
 
+/// On-stack-replacement info: live slots per instruction (section 0) and OSR catch blocks
+/// (section 1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OsrInfo {
+    /// Bytes of section 0; section 1 starts this far after its start.
     pub section0_size: u32,
+    /// The largest scratch buffer any mapping needs, in bytes.
     pub max_scratch_buffer_size: u32,
+    /// Instructions and the values live at each.
     pub mappings: Vec<OsrMapping>,
+    /// Bytes of section 1.
     pub section1_size: u32,
     /// OSR catch block start offsets, indexed by caller index + 1 (0 = none).
     pub catch_blocks: Vec<u32>,
 }
 
+/// GPU kernels compiled from the method (`GpuMetaData` and the arrays it points to).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuInfo {
+    /// The method's signature; `None` for a null pointer.
     pub method_signature: Option<String>,
+    /// How many PTX kernels the method has.
     pub num_ptx_kernels: i32,
+    /// How many devices each kernel's CUmodule cache has room for.
     pub max_num_cached_devices: i32,
+    /// Source line of each kernel.
     pub line_numbers: Vec<i32>,
+    /// Each kernel's PTX text; `None` for a null pointer.
     pub ptx: Vec<Option<String>>,
+    /// JVM address of the CUmodule cache (filled in at run time).
     pub cu_module_array: u64,
 }
 

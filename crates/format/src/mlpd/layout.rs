@@ -4,14 +4,14 @@
 
 /// How a field whose width changed between versions is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Width {
+pub(crate) enum Width {
     Byte,
     Uleb,
 }
 
 /// How the fields of one data version are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Layout {
+pub(crate) struct Layout {
     pub data_version: u8,
     /// v13+: HEAP_OBJECT, HEAP_ROOT, SAMPLE_USYM, COUNTERS_DESC and COVERAGE carry a time diff,
     /// and SAMPLE_HIT/COUNTERS use a regular time diff instead of their own timestamp.
@@ -56,7 +56,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn new(data_version: u8) -> Self {
+    pub(crate) fn new(data_version: u8) -> Self {
         let v = data_version;
         Self {
             data_version: v,

@@ -7,12 +7,12 @@
 
 mod decode;
 pub mod events;
-pub mod layout;
+mod layout;
 
 use std::mem::ManuallyDrop;
 
 pub use events::*;
-pub use layout::Layout;
+use layout::Layout;
 
 use decode::{decode_event, Bases, Reader};
 
@@ -22,9 +22,10 @@ use super::{Cursor, ParseError};
 pub const LOG_HEADER_ID: u32 = 0x4D50_5A01;
 /// `BUF_ID`, the first 4 bytes of every buffer.
 pub const BUF_ID: u32 = 0x4D50_4C01;
-pub const BUFFER_HEADER_LEN: usize = 48;
+/// Size of a buffer header, bytes.
+const BUFFER_HEADER_LEN: usize = 48;
 /// The newest data version this reader knows (Mono 6.8 writes 17).
-pub const MAX_DATA_VERSION: u8 = 17;
+const MAX_DATA_VERSION: u8 = 17;
 /// Larger "buffers" are taken for garbage (Mono's are a few MB at most).
 const MAX_BUFFER_LEN: u32 = 1 << 30;
 /// How many problems are kept with their text (all are counted).
@@ -33,24 +34,33 @@ const KEPT_PROBLEMS: usize = 100;
 /// The file header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Log profiler major version (3 in what Mono writes today, 0 in 2010).
     pub major: u8,
+    /// Log profiler minor version.
     pub minor: u8,
+    /// Version of the event data format (1 in 2010 files, 13–17 today).
     pub data_version: u8,
+    /// Pointer size of the profiled program, bytes (4 or 8).
     pub ptr_size: u8,
     /// Wall clock, ms since the Unix epoch (0 in data format 1).
     pub startup_ms: u64,
     /// CLOCK_MONOTONIC ns, the clock of event times (header 3.0+).
     pub startup_ns: Option<u64>,
+    /// Approximate cost of one timer read, ns (0 in data format 1).
     pub timer_overhead_ns: u32,
+    /// File format flags; always 0 (other values are rejected).
     pub flags: u32,
+    /// Process id of the profiled program (0 in data format 1).
     pub pid: u32,
     /// The command server port (header 0.x from 2011 on, 1.0+).
     pub port: u16,
     /// The `sysid` of header 0.x files.
     pub sysid: Option<u32>,
-    /// Profiler arguments, architecture and OS (header 1.0+).
+    /// The profiler's option string, such as `log:calls,output=FILE` (header 1.0+).
     pub args: String,
+    /// Architecture the program ran on, such as `x86_64` (header 1.0+).
     pub arch: String,
+    /// Operating system the program ran on, such as `linux` (header 1.0+).
     pub os: String,
     /// Header length in bytes: where the first buffer starts.
     pub len: usize,
@@ -174,11 +184,15 @@ pub struct BufferHeader {
     pub offset: usize,
     /// Bytes of events after the header.
     pub len: u32,
+    /// Start of the buffer's running event time, ns on the event clock.
     pub time_base: u64,
+    /// Base that pointer deltas in the buffer add to.
     pub ptr_base: u64,
+    /// Base of object address deltas, in 8-byte units (an address shifted right by 3).
     pub obj_base: u64,
     /// The writing thread's pthread_t (not the kernel TID).
     pub thread_id: u64,
+    /// First value of the buffer's running MonoMethod*, which method deltas update.
     pub method_base: u64,
 }
 
@@ -212,7 +226,9 @@ fn parse_buffer_header(data: &[u8], offset: usize) -> Result<BufferHeader, Parse
 /// What the decoder found wrong, and how many bytes it skipped because of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// What was wrong, and at which file offset.
     pub error: ParseError,
+    /// Bytes left undecoded because of it (the rest of its buffer, or up to the next buffer id).
     pub skipped_bytes: usize,
 }
 
@@ -220,6 +236,8 @@ pub struct Problem {
 pub trait Visitor {
     /// A complete buffer is about to be decoded.
     fn buffer(&mut self, _buffer: &BufferHeader) {}
+    /// An event of `buffer`; enter/leave events come here too unless the two methods below
+    /// are overridden.
     fn event(&mut self, buffer: &BufferHeader, event: &Event<'_>);
     /// A METHOD enter event. Calls-mode files are mostly enter/leave events, so the decoder
     /// hands them over without building an [`Event`]; override these two to skip it too.
@@ -257,21 +275,18 @@ pub struct Decoder {
     problems: Vec<Problem>,
     problem_count: u64,
     buffers: u64,
-    events: u64,
     scratch: Vec<u64>,
 }
 
 impl Decoder {
+    /// A decoder that has read nothing yet.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// The file header, once enough bytes have been fed.
     pub fn header(&self) -> Option<&Header> {
         self.header.as_ref()
-    }
-
-    pub fn layout(&self) -> Option<&Layout> {
-        self.layout.as_ref()
     }
 
     /// Bytes consumed: everything before this offset has been decoded.
@@ -279,12 +294,9 @@ impl Decoder {
         self.pos
     }
 
+    /// Complete buffers decoded so far.
     pub fn buffers(&self) -> u64 {
         self.buffers
-    }
-
-    pub fn events(&self) -> u64 {
-        self.events
     }
 
     /// The first problems (at most 100) with their offsets.
@@ -292,6 +304,7 @@ impl Decoder {
         &self.problems
     }
 
+    /// Every problem found, also those past the first 100 that are not kept.
     pub fn problem_count(&self) -> u64 {
         self.problem_count
     }
@@ -359,7 +372,6 @@ impl Decoder {
         let mut reader = Reader::new(events, start);
         let mut bases = Bases::of(buffer);
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut count = 0u64;
         while !reader.at_end() {
             let decoded = decode_event(
                 &mut reader,
@@ -375,9 +387,7 @@ impl Decoder {
                 self.problem(error, skipped);
                 break;
             }
-            count += 1;
         }
-        self.events += count;
         self.scratch = scratch;
     }
 }
@@ -396,6 +406,7 @@ fn find_buffer_id(data: &[u8], from: usize) -> Option<usize> {
 pub struct WholeUnits {
     /// Bytes that are whole units.
     pub len: usize,
+    /// Whole buffers among them.
     pub buffers: u64,
     /// What stopped the walk before the end, if it was not an incomplete last buffer.
     pub error: Option<ParseError>,

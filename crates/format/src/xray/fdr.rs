@@ -9,20 +9,32 @@
 use super::{BufferStart, Event, EventKind, Log, HEADER_LEN};
 use crate::{Cursor, Endian, ParseError};
 
-pub const METADATA_LEN: usize = 16;
-pub const FUNCTION_LEN: usize = 8;
+/// Size of a metadata record in bytes (payloads of event markers come after it).
+pub(crate) const METADATA_LEN: usize = 16;
+/// Size of a function record in bytes.
+const FUNCTION_LEN: usize = 8;
 
 /// Metadata record kinds (bits 1–7 of the first byte, little-endian).
 pub mod kind {
+    /// NewBuffer: a thread's buffer starts; the data is its thread id.
     pub const NEW_BUFFER: u8 = 0;
+    /// EndOfBuffer (v1 only): the rest of the fixed-size buffer is unused.
     pub const END_OF_BUFFER: u8 = 1;
+    /// NewCPUId: the CPU changed; the data also sets the absolute base timestamp.
     pub const NEW_CPU_ID: u8 = 2;
+    /// TSCWrap: a new absolute base timestamp, when a delta would not fit.
     pub const TSC_WRAP: u8 = 3;
+    /// WalltimeMarker: CLOCK_MONOTONIC seconds and µs when the buffer started.
     pub const WALLTIME_MARKER: u8 = 4;
+    /// CustomEventMarker: a custom event's size and time; its payload follows.
     pub const CUSTOM_EVENT_MARKER: u8 = 5;
+    /// CallArgument: an argument of the preceding EnterArg function record.
     pub const CALL_ARGUMENT: u8 = 6;
+    /// BufferExtents (v2+): how many bytes of buffer data follow.
     pub const BUFFER_EXTENTS: u8 = 7;
+    /// TypedEventMarker (v5): a typed event's size, time delta and type; its payload follows.
     pub const TYPED_EVENT_MARKER: u8 = 8;
+    /// Pid (v3+): the process id of the buffer's thread.
     pub const PID: u8 = 9;
 }
 

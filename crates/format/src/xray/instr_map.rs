@@ -20,12 +20,19 @@ pub const SECTION: &str = "xray_instr_map";
 /// What a sled instruments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SledKind {
+    /// Function entry.
     Entry,
+    /// Function return.
     Exit,
+    /// A tail call out of the function.
     TailCall,
+    /// Function entry that also logs arguments.
     LogArgsEntry,
+    /// A custom event call.
     CustomEvent,
+    /// A typed event call.
     TypedEvent,
+    /// A kind code this reader does not know.
     Unknown(u8),
 }
 
@@ -46,17 +53,24 @@ impl SledKind {
 /// One sled, with addresses already made absolute (file virtual addresses).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sled {
+    /// Id of the sled's function.
     pub id: u32,
+    /// Address of the sled's patchable instructions.
     pub address: u64,
+    /// Entry address of the function the sled belongs to.
     pub function: u64,
+    /// What the sled instruments.
     pub kind: SledKind,
+    /// The function is instrumented whatever the compiler's thresholds.
     pub always_instrument: bool,
+    /// Entry version: from 2 on the addresses were stored relative to their field.
     pub version: u8,
 }
 
 /// One instrumented function.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function {
+    /// The id logs name the function by (1-based).
     pub id: u32,
     /// Entry address in the file's virtual addresses (add the load bias for a running PIE).
     pub address: u64,
@@ -69,13 +83,16 @@ pub struct Function {
 /// The map: sleds in section order and functions by id (index = id - 1).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InstrMap {
+    /// Every sled, in section order.
     pub sleds: Vec<Sled>,
+    /// Every instrumented function, in id order.
     pub functions: Vec<Function>,
     /// Position-independent (ET_DYN): addresses need the load bias of the running image.
     pub position_independent: bool,
 }
 
 impl InstrMap {
+    /// The function with id `id`.
     pub fn function(&self, id: u32) -> Option<&Function> {
         let index = (id as usize).checked_sub(1)?;
         self.functions.get(index)

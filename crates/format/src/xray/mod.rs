@@ -25,8 +25,11 @@ pub enum LogMode {
 /// The `XRayFileHeader`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Log format version: 1–3 in basic mode, 1–5 in FDR mode.
     pub version: u16,
+    /// Which writer produced the log.
     pub mode: LogMode,
+    /// Byte order of the log, told by which order gives a valid version and type.
     pub endian: Endian,
     /// Bit 0 of the bitfield; the other bits hold junk in basic mode and are ignored.
     pub constant_tsc: bool,
@@ -57,7 +60,9 @@ impl Header {
 /// What a function record says happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventKind {
+    /// The function was entered.
     Enter,
+    /// The function returned.
     Exit,
     /// The function left through a tail call: it is popped before the callee is entered.
     TailExit,
@@ -77,6 +82,7 @@ impl EventKind {
         })
     }
 
+    /// Whether the event enters a function (`Enter` or `EnterArg`).
     pub fn is_entry(self) -> bool {
         matches!(self, Self::Enter | Self::EnterArg)
     }
@@ -85,12 +91,17 @@ impl EventKind {
 /// One function entry or exit, with its absolute timestamp in the log's ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// Kernel thread id.
     pub tid: u32,
+    /// Process id; 0 when the log does not record it (basic v1–2, FDR v1–2).
     pub pid: u32,
+    /// CPU the event was recorded on (FDR: the latest NewCPUId's).
     pub cpu: u16,
+    /// Entry or exit.
     pub kind: EventKind,
     /// The id from the instrumentation map (1-based; 28 bits in FDR logs).
     pub func_id: u32,
+    /// Absolute timestamp, in ticks of [`Header::cycle_frequency`].
     pub tsc: u64,
 }
 
@@ -98,8 +109,11 @@ pub struct Event {
 /// says, paired with the first timestamp after it (the coarse anchor of the log's clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferStart {
+    /// File offset of the buffer's NewBuffer record.
     pub offset: usize,
+    /// Kernel thread id of the thread that owns the buffer.
     pub tid: u32,
+    /// Process id from the buffer's Pid record; 0 when it has none (before v3).
     pub pid: u32,
     /// WalltimeMarker in ns (the runtime reads CLOCK_MONOTONIC despite the record's name).
     pub monotonic_ns: Option<u64>,
@@ -111,6 +125,7 @@ pub struct BufferStart {
 /// region is kept and each problem is listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Log {
+    /// The file header.
     pub header: Header,
     /// Function events in file order (per thread in time order; threads interleave in chunks).
     pub events: Vec<Event>,
@@ -118,7 +133,9 @@ pub struct Log {
     pub buffers: Vec<BufferStart>,
     /// Logged function arguments (CallArgument records, basic ARG_PAYLOAD records).
     pub call_arguments: usize,
+    /// Custom event records (their payloads are skipped).
     pub custom_events: usize,
+    /// Typed event records (their payloads are skipped).
     pub typed_events: usize,
     /// Regions that could not be decoded, each with its offset; the reader skipped them.
     pub problems: Vec<ParseError>,

@@ -151,6 +151,7 @@ impl FdrWriter {
         }
     }
 
+    /// NewCPUId: the thread is on `cpu`, and later deltas count from `tsc`.
     pub fn new_cpu(&mut self, cpu: u16, tsc: u64) {
         self.metadata(kind::NEW_CPU_ID, |o, e| {
             put_u16(o, cpu, e);
@@ -158,10 +159,12 @@ impl FdrWriter {
         });
     }
 
+    /// TSCWrap: later deltas count from `tsc`.
     pub fn tsc_wrap(&mut self, tsc: u64) {
         self.metadata(kind::TSC_WRAP, |o, e| put_u64(o, tsc, e));
     }
 
+    /// CallArgument carrying `arg` (follows an EnterArg function record).
     pub fn call_argument(&mut self, arg: u64) {
         self.metadata(kind::CALL_ARGUMENT, |o, e| put_u64(o, arg, e));
     }
@@ -229,6 +232,7 @@ impl FdrWriter {
         self.out[field..field + 8].copy_from_slice(&bytes);
     }
 
+    /// Closes the open buffer and returns the whole log.
     pub fn finish(mut self) -> Vec<u8> {
         self.end_buffer();
         self.out
