@@ -11,7 +11,7 @@ use std::process::Command;
 use j9_support::*;
 use jprof::format::jitdump::{self, RecordBody};
 use jprof::format::recording::{encode_chunk, encode_side_piece, ChunkKind, SideKind, SidePiece};
-use jprof::profile::FrameKind;
+use jprof::profile::{FrameKind, TierClass};
 use jprof::symbolize::{resolve, ResolveOptions};
 use symbolize_support as s;
 
@@ -160,12 +160,14 @@ fn openj9_perf_map_names_warm_and_cold_code_with_its_tier() {
     let map = b"0x7f3c2a400100 1A4 demo/Main.loop(I)J_scorching
 0x7f3c2a4f0000 3C demo/Main.loop(I)J_scorching
 0x7f3c2a400400 80 demo/Util.pad(I)V_warm_fsd
+0x7f3c2a400500 40 demo/Util.init()V_noOpt_fsd
 ";
     let records = vec![
         s::comm(pid, pid, "java", true, 1),
         s::sample(pid, pid, 1_000, 1, &[0x7f3c2a400110], &[], None, &[]),
         s::sample(pid, pid, 2_000, 1, &[0x7f3c2a4f0010], &[], None, &[]),
         s::sample(pid, pid, 3_000, 1, &[0x7f3c2a400410], &[], None, &[]),
+        s::sample(pid, pid, 4_000, 1, &[0x7f3c2a400510], &[], None, &[]),
     ];
     let bytes = recording_with(SideKind::PERF_MAP, "/tmp/perf-4242.map", map, &records);
     let profile = resolve(&s::open(bytes), &ResolveOptions::default()).unwrap();
@@ -174,21 +176,28 @@ fn openj9_perf_map_names_warm_and_cold_code_with_its_tier() {
         [
             "java;demo.Main.loop",
             "java;demo.Main.loop",
-            "java;demo.Util.pad"
+            "java;demo.Util.pad",
+            "java;demo.Util.init"
         ]
     );
-    let tiers: Vec<Option<&str>> = profile
+    let tiers: Vec<Option<(&str, TierClass)>> = profile
         .samples
         .iter()
         .map(|sample| {
             profile
                 .tier(*sample.stack.last().unwrap())
-                .map(|t| t.label.as_str())
+                .map(|t| (t.label.as_str(), t.class))
         })
         .collect();
+    // noOpt is compiled without the optimizer: baseline; every other hotness is optimized.
     assert_eq!(
         tiers,
-        [Some("scorching"), Some("scorching"), Some("warm, FSD")]
+        [
+            Some(("scorching", TierClass::Optimized)),
+            Some(("scorching", TierClass::Optimized)),
+            Some(("warm, FSD", TierClass::Optimized)),
+            Some(("noOpt, FSD", TierClass::Baseline))
+        ]
     );
 }
 

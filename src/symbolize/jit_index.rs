@@ -48,6 +48,18 @@ impl J9Body {
     }
 }
 
+/// The class of an OpenJ9 perf-map hotness level. `noOpt` bodies are compiled without
+/// optimization, like a baseline tier; `cold` and up run the optimizer. The label may carry
+/// `, FSD` (full-speed debug).
+fn openj9_tier_class(label: &str) -> TierClass {
+    let level = label.split(',').next().unwrap_or(label).trim();
+    if level.eq_ignore_ascii_case("noOpt") {
+        TierClass::Baseline
+    } else {
+        TierClass::Optimized
+    }
+}
+
 /// `pkg/Class.method(Sig)Ret` (OpenJ9) → `pkg.Class.method`, like the agent names bodies.
 pub fn java_readable(name: &str) -> String {
     if name.starts_with('[') {
@@ -612,11 +624,10 @@ impl JitIndex {
                 .find(|(off, _)| *off <= e.offset as u64)
                 .map_or(0, |s| s.1);
             let (name, tier) = match e.tier {
-                // OpenJ9's perfTool map: `pkg/Class.method(Sig)Ret` at a hotness (every
-                // level is compiled code).
+                // OpenJ9's perfTool map: `pkg/Class.method(Sig)Ret` at a hotness.
                 Some(tier) => (
                     java_readable(&e.name),
-                    Some(Tier::new(TierClass::Optimized, tier)),
+                    Some(Tier::new(openj9_tier_class(&tier), tier)),
                 ),
                 None => readable_name(&e.name),
             };

@@ -150,22 +150,17 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// Moves to `pos` bytes from the start of the slice (clamped to its end).
-    pub fn seek(&mut self, pos: usize) {
-        self.pos = pos.min(self.buf.len());
-    }
-
     pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
     /// The unread rest of the slice.
-    pub fn rest(&self) -> &'a [u8] {
+    pub(crate) fn rest(&self) -> &'a [u8] {
         &self.buf[self.pos..]
     }
 
     /// The part of the slice already read.
-    pub fn consumed(&self) -> &'a [u8] {
+    pub(crate) fn consumed(&self) -> &'a [u8] {
         &self.buf[..self.pos]
     }
 
@@ -218,7 +213,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// `n` u64 values, borrowed: read with one bounds check.
-    pub fn u64_view(&mut self, n: usize) -> Result<U64s<'a>, ParseError> {
+    pub(crate) fn u64_view(&mut self, n: usize) -> Result<U64s<'a>, ParseError> {
         let Some(len) = n.checked_mul(8) else {
             return Err(self.error(format!("{n} u64 values")));
         };
@@ -226,7 +221,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A NUL-terminated string; the NUL is consumed. Invalid UTF-8 is replaced, not fatal.
-    pub fn cstr(&mut self) -> Result<String, ParseError> {
+    pub(crate) fn cstr(&mut self) -> Result<String, ParseError> {
         let rest = self.rest();
         let Some(len) = rest.iter().position(|&b| b == 0) else {
             return Err(self.error("a NUL-terminated string"));
@@ -237,7 +232,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A NUL-padded string that runs up to `trailer` bytes before the end of the buffer.
-    pub fn cstr_padded(&mut self, trailer: usize) -> Result<String, ParseError> {
+    pub(crate) fn cstr_padded(&mut self, trailer: usize) -> Result<String, ParseError> {
         if self.remaining() < trailer {
             return Err(self.error("string followed by the sample_id trailer"));
         }
