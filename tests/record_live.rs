@@ -91,6 +91,23 @@ fn passes_the_exit_code_through() {
     assert_eq!(status.code(), Some(7));
 }
 
+/// A target that leaves nothing behind gets no "followed the rest of its tree" note (the
+/// tree test in robustness.rs checks the note is there when children outlive the target).
+#[test]
+fn a_lone_target_is_not_said_to_leave_a_tree() {
+    let (_dir, data) = temp_data("lone.data");
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "sleep", "0.2"])
+        .output()
+        .expect("run jprof");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("stopped by: target exited"), "{stderr}");
+    assert!(!stderr.contains("rest of its process tree"), "{stderr}");
+}
+
 #[test]
 fn exec_failure_is_a_clear_error() {
     let (_dir, data) = temp_data("missing.data");

@@ -185,7 +185,9 @@ impl Launched {
             if tree.settled() {
                 return Pass::Stop(tree.target_exit);
             }
-            self.following_since.get_or_insert(now);
+            if tree.others_were_running() {
+                self.following_since.get_or_insert(now);
+            }
         }
         if let Some(duration) = duration.filter(|&d| now >= started + d) {
             if self.term_sent_at.is_none() {

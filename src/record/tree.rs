@@ -122,6 +122,11 @@ impl Tree {
         self.empty_polls >= 2
     }
 
+    /// Whether the last `settled` poll found processes of the tree still running.
+    pub fn others_were_running(&self) -> bool {
+        self.target_exit.is_some() && self.empty_polls == 0
+    }
+
     /// Sends `signal` to the target and every process the recording follows.
     pub fn signal_all(&self, signal: i32) {
         if self.target_exit.is_none() {
