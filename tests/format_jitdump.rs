@@ -204,6 +204,50 @@ fn mono_short_header_and_version_2() {
     assert_eq!(jitdump::parse_records(&f, &h, 0).records.len(), 1);
 }
 
+/// Node 20's V8 sometimes writes a DEBUG_INFO file name from freed memory: the right length,
+/// with NULs inside (seen in a real `node --perf-prof` run: 24 bytes for `/work/…/hot.js`).
+/// The entries after it stay aligned and keep their lines; only the garbled names are dropped.
+#[test]
+fn debug_entries_with_garbled_file_names_stay_aligned() {
+    let code = 0x7f9b_f002_46c0_u64;
+    let garbled: &[u8] = b"\xe5\xb9\x03\0\0\0\0\0\xd3\xe1\x3e\x69\xd5\x6e\x96\xad/hot.js\0";
+    let mut body = Vec::new();
+    body.extend(code.to_le_bytes());
+    body.extend(4u64.to_le_bytes());
+    let entry = |body: &mut Vec<u8>, addr: u64, line: i32, col: i32, name: &[u8]| {
+        body.extend(addr.to_le_bytes());
+        body.extend(line.to_le_bytes());
+        body.extend(col.to_le_bytes());
+        body.extend(name);
+    };
+    entry(&mut body, code + 0x40, 1, 23, garbled);
+    entry(&mut body, code + 0x42, 1, 29, b"/srv/app.js\0");
+    entry(&mut body, code + 0x47, 2, 5, b"\xff\0");
+    entry(&mut body, code + 0x50, 3, 7, garbled);
+    body.extend([0; 4]); // padding to 8 bytes
+    let mut f = header_bytes(Endian::Little, 1, 40, 0);
+    f.extend(record(Endian::Little, 2, 1, &body));
+    let h = jitdump::parse_header(&f).unwrap();
+    let b = jitdump::parse_records(&f, &h, 0);
+    assert!(b.error.is_none(), "{:?}", b.error);
+    let RecordBody::DebugInfo { entries, .. } = &b.records[0].body else {
+        panic!("a DEBUG_INFO record: {:?}", b.records[0].body);
+    };
+    let got: Vec<(u64, i32, i32, &str)> = entries
+        .iter()
+        .map(|e| (e.addr - code, e.line, e.discrim, e.file.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0x40, 1, 23, ""),
+            (0x42, 1, 29, "/srv/app.js"),
+            (0x47, 2, 5, "/srv/app.js"),
+            (0x50, 3, 7, ""),
+        ]
+    );
+}
+
 #[test]
 fn unknown_ids_are_skipped_and_half_written_records_wait() {
     let mut f = header_bytes(Endian::Little, 1, 40, 0);

@@ -252,8 +252,13 @@ pub fn frame_label(frame: &Frame) -> String {
         .name
         .chars()
         .filter(|c| *c != '\n' && *c != '\r')
-        // `;` separates frames in the format, so it cannot appear inside one.
-        .map(|c| if c == ';' { ':' } else { c })
+        // `;` separates frames in the format, so it cannot appear inside one; other control
+        // characters (from damaged runtime files) would make the SVG invalid XML.
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_control() => '\u{fffd}',
+            c => c,
+        })
         .collect();
     if label.is_empty() {
         label.push_str("[unknown]");
@@ -316,5 +321,19 @@ pub(crate) mod testing {
             .into_iter()
             .map(|(s, w)| format!("{s} {w}"))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::frame;
+    use super::*;
+
+    /// Names come from runtime files that may be damaged: a label never carries a frame
+    /// separator, a line break or another control character (invalid in the SVG's XML).
+    #[test]
+    fn labels_are_one_clean_line() {
+        let f = frame("a;b\nc\u{3}d\te", FrameKind::Jit);
+        assert_eq!(frame_label(&f), "a:bc\u{fffd}d\u{fffd}e_[j]");
     }
 }

@@ -759,7 +759,9 @@ impl JitIndex {
                 }
                 outer_line = location;
             } else if let Some(e) = debug.lines.iter().take_while(|e| e.addr <= addr).last() {
-                outer_line = Some((Some(e.file.clone()), e.line.max(0) as u32));
+                // An empty file is one the producer garbled (see `format::jitdump`).
+                let file = Some(e.file.clone()).filter(|f| !f.is_empty());
+                outer_line = Some((file, e.line.max(0) as u32));
             }
         }
         frames.push(Frame {

@@ -197,6 +197,59 @@ pub struct DebugEntry {
     pub file: String,
 }
 
+/// The file name of a DEBUG_INFO entry, as read.
+enum EntryFile {
+    Repeat,
+    Name(String),
+    Garbled,
+}
+
+/// How far past `code_addr` a line-table address may lie and still be taken for one.
+const PLAUSIBLE_CODE_SPAN: u64 = 1 << 24;
+
+/// Reads an entry's NUL-terminated file name. Node 20's V8 sometimes writes the name from
+/// freed memory: the right length, but with NULs inside, which would make the rest of the
+/// entries misaligned. So the name ends at the first NUL after which the next entry's address
+/// is plausible for this code (or, for the last entry, after which only padding is left); a
+/// name that needed this, or is not clean UTF-8 text, is `Garbled`: its line stays, the file
+/// is dropped.
+fn debug_entry_file(
+    c: &mut Cursor<'_>,
+    code_addr: u64,
+    last: bool,
+) -> Result<EntryFile, ParseError> {
+    let (rest, endian) = (c.rest(), c.endian());
+    let nuls = || {
+        rest.iter()
+            .enumerate()
+            .filter(|(_, &b)| b == 0)
+            .map(|(i, _)| i)
+    };
+    let Some(first) = nuls().next() else {
+        return Err(c.error("a NUL-terminated string"));
+    };
+    let fits = |end: usize| -> bool {
+        let after = &rest[end + 1..];
+        if last {
+            return after.iter().all(|&b| b == 0);
+        }
+        after.get(..8).is_some_and(|b| {
+            let mut next = [0; 8];
+            next.copy_from_slice(b);
+            endian.u64(next).wrapping_sub(code_addr) < PLAUSIBLE_CODE_SPAN
+        })
+    };
+    let end = nuls().find(|&end| fits(end)).unwrap_or(first);
+    let raw = &c.bytes(end + 1)?[..end];
+    Ok(match std::str::from_utf8(raw) {
+        _ if raw == [0xff] => EntryFile::Repeat,
+        Ok(name) if end == first && !name.chars().any(char::is_control) => {
+            EntryFile::Name(name.to_string())
+        }
+        _ => EntryFile::Garbled,
+    })
+}
+
 /// One function of a DEBUG_INFO2 record (the first is the outer function).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function2 {
@@ -486,16 +539,15 @@ fn parse_body(id: RecordId, c: &mut Cursor<'_>) -> Result<RecordBody, ParseError
                 return Err(c.error(format!("{nr} debug entries to fit in the record")));
             }
             let mut entries: Vec<DebugEntry> = Vec::with_capacity(nr as usize);
-            for _ in 0..nr {
+            for i in 0..nr {
                 let addr = c.u64()?;
                 let line = c.i32()?;
                 let discrim = c.i32()?;
-                let raw = c.cstr()?;
-                // "\xff\0" means: the same file as the previous entry.
-                let file = if raw == "\u{fffd}" {
-                    entries.last().map(|e| e.file.clone()).unwrap_or_default()
-                } else {
-                    raw
+                let file = match debug_entry_file(c, code_addr, i + 1 == nr)? {
+                    // "\xff\0" means: the same file as the previous entry.
+                    EntryFile::Repeat => entries.last().map(|e| e.file.clone()).unwrap_or_default(),
+                    EntryFile::Name(name) => name,
+                    EntryFile::Garbled => String::new(),
                 };
                 entries.push(DebugEntry {
                     addr,

@@ -168,6 +168,10 @@ impl<'a> Cursor<'a> {
         self.base + self.pos
     }
 
+    pub(crate) fn endian(&self) -> Endian {
+        self.endian
+    }
+
     pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
