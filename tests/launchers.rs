@@ -189,6 +189,12 @@ fn a_jvm_whose_environment_was_cleared_gets_the_agent_attached() {
         "{}",
         text(&out)
     );
+    // The advice fits the case: not "use jprof record -- java", which is what was done.
+    assert!(
+        !text(&out).contains("or with `jprof record -- java"),
+        "{}",
+        text(&out)
+    );
     assert_named(&lines, &out, 500);
 }
 

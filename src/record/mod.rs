@@ -273,7 +273,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             let pid = *pid as u32;
             std::thread::Builder::new()
                 .name("jprof-attach".into())
-                .spawn(move || runtimes::attach_java(pid))
+                .spawn(move || runtimes::attach_java(pid, false))
                 .ok()
         }
         Profiled::Child(_) => None,

@@ -347,7 +347,9 @@ impl Attach {
     }
 }
 
-pub fn attach_java(pid: u32) -> Attach {
+/// `launched`: the JVM runs in a tree jprof launched, but its environment was cleared (so
+/// jprof's `JAVA_TOOL_OPTIONS` never reached it); otherwise it is a `-p` target.
+pub fn attach_java(pid: u32, launched: bool) -> Attach {
     if !is_hotspot(pid) {
         return Attach::default();
     }
@@ -433,7 +435,11 @@ pub fn attach_java(pid: u32) -> Attach {
     match loaded {
         Ok(reply) if load_succeeded(&reply) => {
             outcome.loaded = true;
-            notes.push(format!("HotSpot JVM {pid}: {LOADED}"));
+            let late = match launched {
+                true => " (it had started without the agent: its environment was cleared)",
+                false => "",
+            };
+            notes.push(format!("HotSpot JVM {pid}: {LOADED}{late}"));
         }
         Ok(reply) => notes.push(format!(
             "HotSpot JVM {pid}: loading {AGENT_FILE} failed: {}",
@@ -443,8 +449,13 @@ pub fn attach_java(pid: u32) -> Attach {
     }
     if let Ok(flags) = attach_request(&socket, ["jcmd", "VM.flags", "", ""]) {
         if !flags.contains("-XX:+PreserveFramePointer") {
+            let fix = if launched {
+                "its environment was cleared, so jprof's JAVA_TOOL_OPTIONS did not reach it: pass the flag on its command line"
+            } else {
+                "start it with that flag, or with `jprof record -- java ...`"
+            };
             notes.push(format!(
-                "HotSpot JVM {pid} runs without -XX:+PreserveFramePointer: stacks through compiled Java code may be truncated (start it with that flag, or with `jprof record -- java ...`)"
+                "HotSpot JVM {pid} runs without -XX:+PreserveFramePointer: stacks through compiled Java code may be truncated ({fix})"
             ));
         }
     }

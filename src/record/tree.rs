@@ -215,7 +215,7 @@ impl JvmWatch {
                 self.attached.insert(pid);
                 if let Ok(handle) = std::thread::Builder::new()
                     .name("jprof-attach".into())
-                    .spawn(move || super::runtimes::attach_java(pid as u32))
+                    .spawn(move || super::runtimes::attach_java(pid as u32, true))
                 {
                     self.attaching.push(handle);
                 }
@@ -228,11 +228,7 @@ impl JvmWatch {
         let mut all = super::runtimes::Attach::default();
         for done in self.attaching.into_iter().filter_map(|h| h.join().ok()) {
             all.loaded |= done.loaded;
-            all.notes.extend(
-                done.notes
-                    .into_iter()
-                    .map(|n| format!("{n} (it had started without the agent)")),
-            );
+            all.notes.extend(done.notes);
         }
         all
     }
