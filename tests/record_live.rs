@@ -91,6 +91,27 @@ fn passes_the_exit_code_through() {
     assert_eq!(status.code(), Some(7));
 }
 
+/// The target starts with default signal dispositions: jprof's own ignored SIGPIPE (Rust's
+/// runtime sets it) must not leak through exec, or `yes | head -1` prints "Broken pipe".
+#[test]
+fn the_target_does_not_inherit_an_ignored_sigpipe() {
+    let (_dir, data) = temp_data("sigpipe.data");
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "grep", "^SigIgn", "/proc/self/status"])
+        .output()
+        .expect("run jprof");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mask = u64::from_str_radix(line.trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_eq!(mask & (1 << (libc::SIGPIPE - 1)), 0, "{line}");
+}
+
 /// A target that leaves nothing behind gets no "followed the rest of its tree" note (the
 /// tree test in robustness.rs checks the note is there when children outlive the target).
 #[test]

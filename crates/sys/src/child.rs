@@ -87,7 +87,7 @@ pub fn spawn_suspended(argv: &[String], env: &[(String, String)]) -> io::Result<
     }
     if pid == 0 {
         let mut byte = 0u8;
-        // SAFETY: async-signal-safe calls only; `go_rx` is a valid fd; `byte` is a 1-byte buffer;
+        // SAFETY: async-signal-safe calls only (signal() included); `go_rx` is a valid fd; `byte` is a 1-byte buffer;
         // `ptrs` and `envp` are NUL-terminated arrays of pointers into CStrings that outlive exec.
         unsafe {
             libc::close(go_tx.as_raw_fd());
@@ -101,6 +101,9 @@ pub fn spawn_suspended(argv: &[String], env: &[(String, String)]) -> io::Result<
             {
                 libc::_exit(127);
             }
+            // Rust's runtime ignores SIGPIPE in jprof, and an ignored signal stays ignored
+            // across exec: give the target the default, as a shell would (`yes | head -1`).
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
             // Only reached when exec failed: report errno, then exit.
             let errno = *libc::__errno_location();
