@@ -148,3 +148,35 @@ fn mlpd_file_exists(pid: u32) -> bool {
         .exists()
         || Path::new(&format!("/tmp/perf-{pid}.map")).exists()
 }
+
+/// A user's own log profiler in MONO_ENV_OPTIONS stays theirs: jprof adds only `--jitmap`,
+/// names managed code from the perf map, says so once without contradicting itself, and
+/// removes the perf map it asked for (its lines are in the recording), leaving the user's .mlpd.
+#[test]
+fn a_users_own_log_profiler_is_left_alone_and_the_perf_map_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let data = dir.path().join("own.data");
+    let out = Command::new(JPROF)
+        .current_dir(dir.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "mono"])
+        .arg(&exe)
+        .arg("3000000")
+        .env("MONO_ENV_OPTIONS", "--profile=log:sample,output=own.mlpd")
+        .env_remove("MONO_DEBUG")
+        .output()
+        .expect("run jprof record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("jprof added only --jitmap"), "{stderr}");
+    assert!(!stderr.contains("overridden or cleared"), "{stderr}");
+    assert!(dir.path().join("own.mlpd").exists(), "the user's log stays");
+    let recording = Recording::open(&data).unwrap();
+    let pid = recording.meta.target_pid.expect("a launched target");
+    assert!(
+        !Path::new(&format!("/tmp/perf-{pid}.map")).exists(),
+        "the perf map jprof asked for is removed:\n{stderr}"
+    );
+}

@@ -414,11 +414,12 @@ fn runtime_notes_and_cleanup(
         );
     }
     if !config.keep_side_files && matches!(config.target, Target::Launch(_)) {
-        for (pid, files) in side.runtime_files() {
-            let Some(runtime) = runtimes.get(&pid) else {
-                continue;
-            };
-            for file in runtimes::created_files(runtime, pid, &files) {
+        // Every runtime process, also one whose files jprof did not find (e.g. Mono running
+        // the user's own log profiler still wrote the perf map jprof asked for).
+        let files = side.runtime_files();
+        for (&pid, runtime) in &runtimes {
+            let files = files.get(&pid).map_or(&[][..], Vec::as_slice);
+            for file in runtimes::created_files(runtime, pid, files) {
                 foreign_file::remove_runtime_file(&file, side.owner_of(pid));
             }
         }

@@ -29,11 +29,16 @@ pub fn mono_log_path(pid: u32) -> PathBuf {
     std::env::temp_dir().join(format!("jprof-mono-{pid}.mlpd"))
 }
 
+/// Whether the user's own `MONO_ENV_OPTIONS` (jprof's environment) holds `option`.
+fn user_mono_option(option: &str) -> bool {
+    std::env::var("MONO_ENV_OPTIONS").is_ok_and(|o| o.contains(option))
+}
+
 fn mono_setup() -> RuntimeSetup {
     let log = std::env::temp_dir().join("jprof-mono-%p.mlpd");
     let mut options = format!("{MONO_LOG}{} --jitmap", log.display());
     let mut notes = Vec::new();
-    if std::env::var("MONO_ENV_OPTIONS").is_ok_and(|o| o.contains("--profile=log")) {
+    if user_mono_option("--profile=log") {
         // Mono runs one log profiler: the user's stays, and names come from the perf map.
         options = "--jitmap".to_string();
         notes.push(
@@ -203,6 +208,7 @@ pub fn observed_notes(
             ("node", false) => format!("node (pid {pid}): no jitdump (NODE_OPTIONS was overridden or cleared before Node started): JavaScript frames are not named; run it with {NODE_FLAGS}"),
             ("mono", true) => format!("mono (pid {pid}): the log profiler and --jitmap named managed code"),
             ("mono", false) if !mono_log_profiler_installed() => format!("mono (pid {pid}): Mono's log profiler library is missing, so managed frames are named from --jitmap only: apt-get install libmono-profiler"),
+            ("mono", false) if user_mono_option("--profile=log") => format!("mono (pid {pid}): managed frames named from --jitmap (the log profiler in MONO_ENV_OPTIONS is the user's: jprof does not read its file)"),
             ("mono", false) => format!("mono (pid {pid}): no log profiler file (MONO_ENV_OPTIONS was overridden or cleared): managed frames named from --jitmap only"),
             _ => continue,
         };
@@ -216,8 +222,8 @@ pub fn observed_notes(
 /// `--perf-prof` opens as a side effect.
 pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf]) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = jitdumps.to_vec();
-    if runtime == "mono" {
-        // `--jitmap`'s map; its lines are in the recording.
+    if runtime == "mono" && !user_mono_option("--jitmap") {
+        // `--jitmap`'s map, which jprof asked for; its lines are in the recording.
         files.push(crate::format::perf_map::path_of(pid));
     }
     if runtime == "node" {
