@@ -295,3 +295,24 @@ fn reading_a_window_at_a_time_gives_the_order_of_sorting_everything() {
     assert!(sorted.windows(2).all(|w| w[0].0 <= w[1].0));
     assert_eq!(time_order(&windowed), sorted);
 }
+
+/// Options that would be silently ignored are refused before anything starts.
+#[test]
+fn options_that_would_do_nothing_are_refused() {
+    let (_dir, data) = temp_data("refused.data");
+    for (args, says) in [
+        (&["--off-cpu-min", "5ms", "--", "true"][..], "--off-cpu"),
+        (&["-p", "1", "--xray", "fdr"][..], "cannot be used with"),
+    ] {
+        let out = jprof()
+            .args(["record", "-o"])
+            .arg(&data)
+            .args(args)
+            .output()
+            .expect("run jprof");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!data.exists(), "{args:?}: nothing recorded");
+    }
+}

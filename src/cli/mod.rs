@@ -221,14 +221,14 @@ pub struct RecordArgs {
     pub(crate) keep_side_files: bool,
     /// XRay logging mode for an XRay-instrumented target: `basic` logs every call; `fdr` is
     /// for programs that start and flush FDR logging themselves.
-    #[arg(long, value_enum, default_value_t = XrayModeArg::Basic)]
+    #[arg(long, value_enum, default_value_t = XrayModeArg::Basic, conflicts_with = "pid")]
     pub(crate) xray: XrayModeArg,
     /// Also record where threads wait: every switch off the CPU with its stack, and how long
     /// the thread stayed off (`report --weight off-cpu` or `--weight wall`).
     #[arg(long)]
     pub(crate) off_cpu: bool,
     /// With --off-cpu: switches shorter than this are counted, not stored with their stack.
-    #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_off_cpu_min)]
+    #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_off_cpu_min, requires = "off_cpu")]
     pub(crate) off_cpu_min: u64,
     /// Attach to this running process (all its threads) instead of launching a command.
     #[arg(short, long, conflicts_with = "command")]
