@@ -23,15 +23,20 @@ fn temp_data(name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// `jprof record -o DATA ARGS...`, its output collected.
+fn record_to(data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    jprof()
+        .args(["record", "-o"])
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run jprof")
+}
+
 #[test]
 fn records_a_shell_loop_completely() {
     let (_dir, data) = temp_data("run.data");
-    let out = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args(["--", "sh", "-c", BUSY])
-        .output()
-        .expect("run jprof");
+    let out = record_to(&data, &["--", "sh", "-c", BUSY]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "jprof failed: {stderr}");
     assert!(stderr.contains("recorded"), "no summary: {stderr}");
@@ -96,12 +101,7 @@ fn passes_the_exit_code_through() {
 #[test]
 fn the_target_does_not_inherit_an_ignored_sigpipe() {
     let (_dir, data) = temp_data("sigpipe.data");
-    let out = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args(["--", "grep", "^SigIgn", "/proc/self/status"])
-        .output()
-        .expect("run jprof");
+    let out = record_to(&data, &["--", "grep", "^SigIgn", "/proc/self/status"]);
     assert!(
         out.status.success(),
         "{}",
@@ -117,12 +117,7 @@ fn the_target_does_not_inherit_an_ignored_sigpipe() {
 #[test]
 fn a_lone_target_is_not_said_to_leave_a_tree() {
     let (_dir, data) = temp_data("lone.data");
-    let out = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args(["--", "sleep", "0.2"])
-        .output()
-        .expect("run jprof");
+    let out = record_to(&data, &["--", "sleep", "0.2"]);
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("stopped by: target exited"), "{stderr}");
@@ -132,12 +127,7 @@ fn a_lone_target_is_not_said_to_leave_a_tree() {
 #[test]
 fn exec_failure_is_a_clear_error() {
     let (_dir, data) = temp_data("missing.data");
-    let out = jprof()
-        .args(["record", "-o"])
-        .arg(&data)
-        .args(["--", "/definitely/not/a/program"])
-        .output()
-        .expect("run jprof");
+    let out = record_to(&data, &["--", "/definitely/not/a/program"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -304,12 +294,7 @@ fn options_that_would_do_nothing_are_refused() {
         (&["--off-cpu-min", "5ms", "--", "true"][..], "--off-cpu"),
         (&["-p", "1", "--xray", "fdr"][..], "cannot be used with"),
     ] {
-        let out = jprof()
-            .args(["record", "-o"])
-            .arg(&data)
-            .args(args)
-            .output()
-            .expect("run jprof");
+        let out = record_to(&data, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
