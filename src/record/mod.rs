@@ -5,6 +5,7 @@
 mod attach;
 mod events;
 mod host;
+mod jvm_attach;
 mod leftovers;
 mod off_cpu;
 mod reader;
@@ -273,7 +274,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             let pid = *pid as u32;
             std::thread::Builder::new()
                 .name("jprof-attach".into())
-                .spawn(move || runtimes::attach_java(pid, false))
+                .spawn(move || jvm_attach::attach_java(pid, false))
                 .ok()
         }
         Profiled::Child(_) => None,

@@ -179,7 +179,7 @@ pub struct JvmWatch {
     /// When each JVM was first seen without the agent.
     seen: HashMap<i32, Instant>,
     attached: std::collections::HashSet<i32>,
-    attaching: Vec<std::thread::JoinHandle<super::runtimes::Attach>>,
+    attaching: Vec<std::thread::JoinHandle<super::jvm_attach::Attach>>,
     last_look: Option<Instant>,
 }
 
@@ -215,7 +215,7 @@ impl JvmWatch {
                 self.attached.insert(pid);
                 if let Ok(handle) = std::thread::Builder::new()
                     .name("jprof-attach".into())
-                    .spawn(move || super::runtimes::attach_java(pid as u32, true))
+                    .spawn(move || super::jvm_attach::attach_java(pid as u32, true))
                 {
                     self.attaching.push(handle);
                 }
@@ -224,8 +224,8 @@ impl JvmWatch {
     }
 
     /// What the attaches made did: loaded if any loaded the agent, and their notes.
-    pub fn finish(self) -> super::runtimes::Attach {
-        let mut all = super::runtimes::Attach::default();
+    pub fn finish(self) -> super::jvm_attach::Attach {
+        let mut all = super::jvm_attach::Attach::default();
         for done in self.attaching.into_iter().filter_map(|h| h.join().ok()) {
             all.loaded |= done.loaded;
             all.notes.extend(done.notes);
