@@ -194,8 +194,8 @@ fn walk(
                         stack: s.stack_user,
                     };
                     if dwarf {
-                        let walked = unwinders.unwind(&model, binaries, jit, &at);
-                        stack.user = unwind::extend_with_chain(walked, &callchain_user);
+                        let walk = unwinders.unwind(&model, binaries, jit, &at);
+                        stack.user = unwind::continue_walk(walk, &callchain_user);
                     } else if stack.user.first() == Some(&regs.ip) {
                         if let Some(fixed) =
                             unwinders.fix_frameless_top(&model, binaries, jit, &at, &stack.user)
