@@ -2,16 +2,15 @@
 //! before attaching are named, jitdumps already being written are found through
 //! /proc/PID/maps, and the target keeps running when recording stops.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use jprof::recording::Recording;
 use jprof::symbolize::{resolve, ResolveOptions};
-
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
 
 /// Kills the target when the test ends, pass or fail.
 struct Target(Child);

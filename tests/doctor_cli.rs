@@ -2,11 +2,14 @@
 //! with a locked-memory limit too small for the rings (prlimit: exit 1), and with a stand-in
 //! `java` whose agent is missing.
 
+mod cli_support;
+use cli_support::JPROF;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn doctor(wrapper: &[&str], path_prefix: Option<&Path>, agent: Option<&str>) -> (String, i32) {
-    let jprof = env!("CARGO_BIN_EXE_jprof");
+    let jprof = JPROF;
     let mut cmd = match wrapper.split_first() {
         Some((program, args)) => {
             let mut c = Command::new(program);
@@ -158,7 +161,7 @@ fn java_without_the_agent_is_a_warning_with_the_fix() {
 
 #[test]
 fn completions_and_help() {
-    let jprof = env!("CARGO_BIN_EXE_jprof");
+    let jprof = JPROF;
     for (shell, marker) in [
         ("bash", "complete -F"),
         ("zsh", "#compdef jprof"),

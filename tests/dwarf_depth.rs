@@ -4,6 +4,9 @@
 //! frames by default, as perf's does.) A walk that reaches `_start` takes nothing from that
 //! chain: past a frame without a frame pointer it holds garbage.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -43,7 +46,7 @@ fn a_stack_deeper_than_the_copy_reaches_main() {
         .expect("cc");
     assert!(status.success());
     let data = dir.path().join("deep.data");
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let out = jprof()
         .args(["record", "--call-graph", "dwarf", "-o"])
         .arg(&data)
         .arg("--")
@@ -55,7 +58,7 @@ fn a_stack_deeper_than_the_copy_reaches_main() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let folded = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let folded = jprof()
         .args(["report", "-f", "collapsed", "-i"])
         .arg(&data)
         .output()

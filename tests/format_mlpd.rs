@@ -398,19 +398,6 @@ fn feeding_a_growing_file_decodes_the_same_events_as_the_whole() {
     }
 }
 
-/// A small deterministic generator (no dev-dependency needed).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) as usize) % n.max(1)
-    }
-}
-
 #[test]
 fn truncations_and_bit_flips_never_panic_and_keep_what_came_before() {
     let format1 = write_format1(&format1_events(), &[1, 2, 3]);
@@ -422,12 +409,12 @@ fn truncations_and_bit_flips_never_panic_and_keep_what_came_before() {
             assert_eq!(&whole[..prefix.len()], &prefix[..], "cut at {cut}");
             assert!(decoder.is_none_or(|d| d.consumed() <= cut));
         }
-        let mut rng = Lcg(data.len() as u64);
+        let mut rng = fastrand::Rng::with_seed(data.len() as u64);
         for _ in 0..400 {
             let mut damaged = data.clone();
-            for _ in 0..1 + rng.below(4) {
-                let i = rng.below(damaged.len());
-                damaged[i] ^= 1 << rng.below(8);
+            for _ in 0..rng.usize(1..=4) {
+                let i = rng.usize(..damaged.len());
+                damaged[i] ^= 1 << rng.u8(..8);
             }
             if let Ok(decoder) =
                 mlpd::decode_all(&damaged, &mut |_: &BufferHeader, _: &Event<'_>| {})

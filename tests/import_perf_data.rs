@@ -3,6 +3,9 @@
 //! `inferno-collapse-perf` on ≥ 99% of the period-weighted samples perf names; missing side
 //! files and damaged files give clear notes or errors, never a panic.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -356,7 +359,7 @@ fn truncated_perf_data_keeps_what_was_read_and_names_the_offset() {
 #[test]
 fn report_command_reads_perf_data() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let out = jprof()
         .args(["report", "--format", "collapsed", "-o", "-", "-i"])
         .arg(fixture("node/perf.data"))
         .arg("--search-dir")
@@ -373,7 +376,7 @@ fn report_command_reads_perf_data() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("JS:*tokenize /tmp/jprof-fixtures-work/node/tokens.js:29:18_[j]"));
     // And as a text report, with the import's provenance.
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let out = jprof()
         .args(["report", "--format", "text", "-i"])
         .arg(fixture("java/perf-jvmti.data"))
         .arg("--search-dir")
@@ -403,7 +406,7 @@ fn weight_samples_counts_what_perf_script_lists() {
             "{fixture_path}: perf script listed {perf_samples}"
         );
         let total = |extra: &[&str]| -> u64 {
-            let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+            let out = jprof()
                 .args(["report", "-f", "collapsed", "-o", "-", "-i"])
                 .arg(&data)
                 .args(extra)

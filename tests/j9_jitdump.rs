@@ -3,10 +3,11 @@
 //! every section, and `report`'s profile getting `_[i]` frames for samples in OpenJ9 bodies
 //! (warm and cold code, leaf IPs and return addresses); OpenJ9's own perf map with its tiers.
 
+mod cli_support;
+use cli_support::stdout_ok;
+
 mod j9_support;
 mod symbolize_support;
-
-use std::process::Command;
 
 use j9_support::*;
 use jprof::format::jitdump::{self, RecordBody};
@@ -14,8 +15,6 @@ use jprof::format::recording::{encode_chunk, encode_side_piece, ChunkKind, SideK
 use jprof::profile::{FrameKind, TierClass};
 use jprof::symbolize::{resolve, ResolveOptions};
 use symbolize_support as s;
-
-const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
 
 fn both_bodies(pid: u32) -> (Body, Body, Vec<u8>) {
     let (a, b) = (three_levels(), wide_body_elsewhere());
@@ -66,12 +65,6 @@ fn a_cut_or_inflated_record_is_an_error_not_a_panic() {
     }
 }
 
-fn jprof(args: &[&str]) -> String {
-    let out = Command::new(JPROF).args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn symbolize_prints_the_inline_chain_with_bytecode_indexes() {
     let (a, b, dump) = both_bodies(9);
@@ -81,12 +74,12 @@ fn symbolize_prints_the_inline_chain_with_bytecode_indexes() {
     let p = path.to_str().unwrap();
     let hex = |v: u64| format!("{v:#x}");
     assert_eq!(
-        jprof(&["symbolize", "--jitdump", p, &hex(a.start_pc + 0x15)]),
+        stdout_ok(&["symbolize", "--jitdump", p, &hex(a.start_pc + 0x15)]),
         "java/lang/Math.sqrt(D)D bci=2\napp/Shape.area()D bci=4\napp/Main.run()V bci=10\n"
     );
     // Cold code (not in the CODE_LOAD's range) and a body with 4-byte offsets.
     assert_eq!(
-        jprof(&[
+        stdout_ok(&[
             "symbolize",
             "--jitdump",
             p,
@@ -96,7 +89,10 @@ fn symbolize_prints_the_inline_chain_with_bytecode_indexes() {
         "app/Main.run()V bci=30\napp/Shape.area()D bci=9\napp/Main.run()V bci=40\n"
     );
     // Outside both bodies.
-    assert_eq!(jprof(&["symbolize", "--jitdump", p, "0x10"]), "?? (0x10)\n");
+    assert_eq!(
+        stdout_ok(&["symbolize", "--jitdump", p, "0x10"]),
+        "?? (0x10)\n"
+    );
 }
 
 #[test]
@@ -105,7 +101,7 @@ fn dump_prints_every_section() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jit-9.dump");
     std::fs::write(&path, &dump).unwrap();
-    let text = jprof(&["dump", path.to_str().unwrap()]);
+    let text = stdout_ok(&["dump", path.to_str().unwrap()]);
     for want in [
         "JPROF_J9_METADATA ts=10",
         "method 0xc000 java/lang/Math.sqrt(D)D",
@@ -233,7 +229,7 @@ fn report_gets_inline_frames_for_samples_in_openj9_bodies() {
     let file = dir.path().join("jprof.data");
     std::fs::write(&file, &bytes).unwrap();
     assert_eq!(
-        jprof(&[
+        stdout_ok(&[
             "symbolize",
             "-i",
             file.to_str().unwrap(),

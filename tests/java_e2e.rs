@@ -9,6 +9,9 @@
 //! runs `cargo build -p jprof-agent` with the profile of the jprof binary under test (same
 //! target directory); jprof then finds `libjprof_agent.so` next to itself.
 
+mod cli_support;
+use cli_support::{jprof, JPROF};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
@@ -33,7 +36,7 @@ fn javac() -> PathBuf {
 fn agent() -> &'static Path {
     static AGENT: OnceLock<PathBuf> = OnceLock::new();
     AGENT.get_or_init(|| {
-        let bin_dir = Path::new(env!("CARGO_BIN_EXE_jprof"))
+        let bin_dir = Path::new(JPROF)
             .parent()
             .expect("jprof has a directory")
             .to_path_buf();
@@ -106,7 +109,7 @@ fn record(work: &Path, args: &[&str], command: &[&str]) -> (Output, Vec<(Vec<Str
 fn record_only(work: &Path, args: &[&str], command: &[&str]) -> Output {
     agent();
     let data = work.join("java.data");
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let out = jprof()
         .current_dir(work)
         .env_remove("JPROF_AGENT")
         .args(["record", "-o"])
@@ -125,7 +128,7 @@ fn record_only(work: &Path, args: &[&str], command: &[&str]) -> Output {
 fn folded(work: &Path) -> Vec<(Vec<String>, u64)> {
     let data = work.join("java.data");
     let folded = work.join("java.folded");
-    let report = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let report = jprof()
         .args(["report", "-f", "collapsed", "-i"])
         .arg(&data)
         .arg("-o")
@@ -656,7 +659,7 @@ fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
             "500",
         ],
     );
-    let report = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let report = jprof()
         .args([
             "report",
             "-f",
@@ -739,7 +742,7 @@ fn jdk17_overloads_are_two_frames_and_the_rest_is_short() {
             .any(|f| f.starts_with("Overloads.mix_") || f.starts_with("Overloads.main(")),
         "a short overload or a long unique name: {stacks:?}"
     );
-    let full = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let full = jprof()
         .args(["report", "-f", "collapsed", "--signatures", "-i"])
         .arg(work.path().join("java.data"))
         .output()

@@ -10,6 +10,9 @@
 //! test builds it with `cargo build -p minijit` in the profile this test binary was built with
 //! (the directory `CARGO_BIN_EXE_jprof` is in), into the same target directory.
 
+mod cli_support;
+use cli_support::{jprof, JPROF};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +22,6 @@ use jprof::profile::{FrameKind, Profile};
 use jprof::recording::Recording;
 use jprof::symbolize::{resolve, ResolveOptions};
 
-const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
 /// Per phase; at 999 Hz about 300 samples each.
 const PHASE_MILLIS: &str = "300";
 
@@ -79,7 +81,7 @@ fn parse_phases(stdout: &str) -> Vec<Phase> {
 fn record(arch_timestamp: bool) -> (tempfile::TempDir, PathBuf, Vec<Phase>) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("minijit.data");
-    let mut cmd = Command::new(JPROF);
+    let mut cmd = jprof();
     cmd.current_dir(dir.path())
         .args(["record", "-o"])
         .arg(&data)
@@ -112,7 +114,7 @@ fn record(arch_timestamp: bool) -> (tempfile::TempDir, PathBuf, Vec<Phase>) {
 }
 
 fn report(data: &Path, format: &str) -> String {
-    let out = Command::new(JPROF)
+    let out = jprof()
         .args(["report", "-i"])
         .arg(data)
         .args(["--format", format, "-o", "-"])
@@ -289,7 +291,7 @@ fn minijit_tsc_timestamps() {
 fn frameless_leaf_stacks(mode: &str, extra: &[&str]) -> Vec<(String, u64)> {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("frameless.data");
-    let out = Command::new(JPROF)
+    let out = jprof()
         .current_dir(dir.path())
         .args(["record", "--call-graph", mode, "-o"])
         .arg(&data)

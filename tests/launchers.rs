@@ -3,6 +3,9 @@
 //! cleared the environment (`env -i`: the agent is attached while recording). Each names
 //! ≥ 95% of its samples in JIT code, as the report's coverage line says.
 
+mod cli_support;
+use cli_support::{jprof, text};
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -11,23 +14,11 @@ use std::sync::Mutex;
 /// JVM runs are CPU-heavy on two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
-
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 #[path = "jdk_support/mod.rs"]
 mod jdk_support;
 use jdk_support::java;
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// Records `command` in `dir` with no flags; returns the recorder's output and the report's
 /// coverage lines as (comm, percent, samples).
@@ -284,7 +275,7 @@ fn mcs_stacks_reach_main_through_aot_images_in_dwarf_mode() {
     )
     .unwrap();
     let data = dir.path().join("mcs.data");
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let out = jprof()
         .args(["record", "--call-graph", "dwarf", "-o"])
         .arg(&data)
         .args(["--", "mcs", "-out:Shapes.exe", "Shapes.cs"])
@@ -292,7 +283,7 @@ fn mcs_stacks_reach_main_through_aot_images_in_dwarf_mode() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let folded = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let folded = jprof()
         .args(["report", "-f", "collapsed", "--comm", "mono", "-i"])
         .arg(&data)
         .output()

@@ -2,23 +2,14 @@
 //! (issue 15, docs/robustness.md). A test binary of its own: any other jprof starting
 //! meanwhile (tests of the same binary run in parallel) would clean them first.
 
-use std::process::{Command, Output, Stdio};
+mod cli_support;
+use cli_support::{jprof, text};
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 #[test]
 fn side_files_of_a_killed_recorder_are_removed_by_the_next_run() {

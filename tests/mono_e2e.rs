@@ -5,6 +5,9 @@
 //! from the .mlpd kept in the recording. Needs mono, mcs, libmono-profiler and perf_event_open
 //! (root in CI).
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -13,7 +16,6 @@ use jprof::format::recording::{parse_side_piece, ChunkKind, SideKind};
 use jprof::recording::Recording;
 use jprof::symbolize::jit_index::JitIndex;
 
-const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mono/Hot.cs");
 
 fn compile(dir: &Path) -> PathBuf {
@@ -30,7 +32,7 @@ fn compile(dir: &Path) -> PathBuf {
 
 fn record(dir: &Path, exe: &Path) -> PathBuf {
     let data = dir.join("mono.data");
-    let out = Command::new(JPROF)
+    let out = jprof()
         .current_dir(dir)
         .args(["record", "-o"])
         .arg(&data)
@@ -79,7 +81,7 @@ fn managed_frames_are_named_from_the_mono_log() {
     let exe = compile(dir.path());
     let data = record(dir.path(), &exe);
 
-    let folded = Command::new(JPROF)
+    let folded = jprof()
         .args(["report", "--format", "collapsed", "-o", "-", "-i"])
         .arg(&data)
         .output()
@@ -157,7 +159,7 @@ fn a_users_own_log_profiler_is_left_alone_and_the_perf_map_removed() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let data = dir.path().join("own.data");
-    let out = Command::new(JPROF)
+    let out = jprof()
         .current_dir(dir.path())
         .args(["record", "-o"])
         .arg(&data)

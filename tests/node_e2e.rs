@@ -4,10 +4,10 @@
 //! jprof asked (jit-PID.dump, isolate-*-v8.log) must be gone afterwards — or kept with
 //! `--keep-side-files`. Needs `node` on PATH and perf_event_open (root in CI).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod cli_support;
+use cli_support::jprof;
 
-const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
+use std::path::{Path, PathBuf};
 
 /// About 1.5 s of CPU: recursive fib (JIT-compiled, optimized by Turbofan) and string work.
 const SCRIPT: &str = r#"
@@ -29,7 +29,7 @@ fn record_node(keep_side_files: bool) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("script.js"), SCRIPT).unwrap();
     let data = dir.path().join("node.data");
-    let mut cmd = Command::new(JPROF);
+    let mut cmd = jprof();
     cmd.current_dir(dir.path())
         .args(["record", "-o"])
         .arg(&data);
@@ -89,7 +89,7 @@ fn node_without_flags_names_js_functions() {
         "side files left behind"
     );
 
-    let out = Command::new(JPROF)
+    let out = jprof()
         .args(["report", "-i"])
         .arg(&data)
         .args(["--format", "collapsed", "-o", "-"])

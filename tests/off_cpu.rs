@@ -2,16 +2,15 @@
 //! thread sleeps 8 × 125 ms in `wait_in_sleeper`, a second thread spins for 1 s in
 //! `spin_in_spinner`. Every output format carries the off-CPU and wall weights.
 
+mod cli_support;
+use cli_support::{jprof, JPROF};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
 /// The tests measure time: one at a time, so they do not preempt each other's threads.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
 
 /// examples/offcpu/waits, built once (frame pointers kept, as the README asks of native code).
 fn waits() -> &'static Path {
@@ -321,7 +320,7 @@ fn unprivileged_off_cpu_says_why_it_recorded_cpu_samples_only() {
     let data = dir.path().join("user.data");
     let out = Command::new("setpriv")
         .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_jprof"))
+        .arg(JPROF)
         .args(["record", "--off-cpu", "-o"])
         .arg(&data)
         .arg("--")

@@ -2,6 +2,9 @@
 //! complete and parseable, the target's exit code is passed through, exec failures are clear
 //! errors, and a SIGKILLed recorder leaves a readable file.
 
+mod cli_support;
+use cli_support::jprof;
+
 mod live_support;
 
 use std::path::PathBuf;
@@ -12,10 +15,6 @@ use jprof::format::perf::{Record, RecordKind};
 use jprof::recording::Recording;
 
 const BUSY: &str = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done";
-
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
 
 fn temp_data(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,16 +1,15 @@
 //! `jprof report` as a command, on hand-built recordings: where each format writes, what the
 //! summary says, and that bad input gives a clear error instead of a panic or an empty SVG.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use jprof::format::perf::sample_type;
 use jprof::format::recording::{encode_chunk, file_header, ChunkKind};
 use jprof::recording::{EventConfig, HostFacts, Meta, Summary};
-
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
 
 fn meta() -> Meta {
     Meta {

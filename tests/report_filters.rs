@@ -3,6 +3,9 @@
 //! recording of a program that spends its time in an inlined function, and on folded files;
 //! and the progress bars, drawn on a pseudo-terminal only.
 
+mod cli_support;
+use cli_support::{run, JPROF};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -12,11 +15,9 @@ fn java(file: &str) -> PathBuf {
     Path::new(FIXTURES).join("java").join(file)
 }
 
-fn jprof(args: &[&str]) -> (String, String, bool) {
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
-        .args(args)
-        .output()
-        .expect("run jprof");
+/// Runs `jprof ARGS`: (stdout, stderr, whether it succeeded).
+fn outcome(args: &[&str]) -> (String, String, bool) {
+    let out = run(args);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -36,7 +37,7 @@ fn java_report(extra: &[&str]) -> (String, String) {
         dir.to_str().unwrap(),
     ];
     args.extend(extra);
-    let (out, err, ok) = jprof(&args);
+    let (out, err, ok) = outcome(&args);
     assert!(ok, "{extra:?}: {err}");
     (out, err)
 }
@@ -139,7 +140,7 @@ fn record_inlined(dir: &Path) -> PathBuf {
         .expect("cc");
     assert!(status.success());
     let data = dir.join("spin.data");
-    let (_, err, ok) = jprof(&[
+    let (_, err, ok) = outcome(&[
         "record",
         "-o",
         data.to_str().unwrap(),
@@ -168,7 +169,7 @@ fn no_inline_and_lines_on_a_live_recording() {
     let report = |extra: &[&str]| {
         let mut args = vec!["report", "-i", data, "--format", "collapsed", "-o", "-"];
         args.extend(extra);
-        let (out, err, ok) = jprof(&args);
+        let (out, err, ok) = outcome(&args);
         assert!(ok, "{err}");
         out
     };
@@ -218,7 +219,7 @@ fn flame_graph_look_options() {
     // inferno marks icicle graphs in the script's settings.
     assert!(styled.contains("inverted = true"), "icicle setting");
     assert!(plain.contains("inverted = false"));
-    let (_, err, ok) = jprof(&["report", "--min-width", "150"]);
+    let (_, err, ok) = outcome(&["report", "--min-width", "150"]);
     assert!(!ok && err.contains("percentage"), "{err}");
 }
 
@@ -240,7 +241,7 @@ fn diff_of_folded_files_colours_growth_and_shrinkage() {
     std::fs::write(&a, "app;main;parse 50\napp;main;render 50\n").unwrap();
     std::fs::write(&b, "app;main;parse 20\napp;main;render 80\n").unwrap();
     let svg = dir.path().join("diff.svg");
-    let (out, err, ok) = jprof(&[
+    let (out, err, ok) = outcome(&[
         "diff",
         a.to_str().unwrap(),
         b.to_str().unwrap(),
@@ -269,7 +270,7 @@ fn diff_of_a_recording_with_itself_is_all_white() {
     let folded = dir.path().join("same.folded");
     std::fs::write(&folded, java_folded(&["--comm", "kernel-0"])).unwrap();
     let svg = dir.path().join("diff.svg");
-    let (_, err, ok) = jprof(&[
+    let (_, err, ok) = outcome(&[
         "diff",
         data.to_str().unwrap(),
         folded.to_str().unwrap(),
@@ -297,14 +298,14 @@ fn diff_of_a_recording_with_itself_is_all_white() {
         "JIT frames drawn"
     );
     // A missing input is a clear error, not a panic.
-    let (_, err, ok) = jprof(&["diff", "/nonexistent/a", folded.to_str().unwrap()]);
+    let (_, err, ok) = outcome(&["diff", "/nonexistent/a", folded.to_str().unwrap()]);
     assert!(!ok && err.contains("/nonexistent/a"), "{err}");
 }
 
 /// `jprof report` of the Java fixture to an SVG, under `script` (a pseudo-terminal) or with
 /// plain pipes, bars allowed from the first moment: (stdout, stderr) as bytes turned text.
 fn report_with_progress(svg: &Path, on_terminal: bool) -> (String, String) {
-    let mut report = vec![env!("CARGO_BIN_EXE_jprof").to_string()];
+    let mut report = vec![JPROF.to_string()];
     report.extend(
         [
             "report",

@@ -5,6 +5,9 @@
 //! difference reads as a diff. `JPROF_BLESS=1 cargo test --test report_formats` rewrites them.
 //! pprof is also read back by Go's own reader (`go tool pprof -top`) when `go` is installed.
 
+mod cli_support;
+use cli_support::jprof;
+
 mod golden_support;
 mod symbolize_support;
 
@@ -143,7 +146,7 @@ fn report(format: &str, out_name: &str) -> (tempfile::TempDir, PathBuf) {
     let input = dir.path().join("golden.data");
     std::fs::write(&input, recording()).unwrap();
     let out = dir.path().join(out_name);
-    let result = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let result = jprof()
         .current_dir(dir.path())
         .args(["report", "--format", format, "-i"])
         .arg(&input)
@@ -292,7 +295,7 @@ fn default_output_files() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("jprof.data"), recording()).unwrap();
-        let result = Command::new(env!("CARGO_BIN_EXE_jprof"))
+        let result = jprof()
             .current_dir(dir.path())
             .args(["report", "--format", format])
             .output()

@@ -2,6 +2,9 @@
 //! with g++, `jprof record` it for real, and check `jprof report`'s folded stacks against the
 //! known 50/30/20 split, the demangled names, and the frameless leaf's caller.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,13 +54,13 @@ fn folded(call_graph: &str) -> BTreeMap<Vec<String>, u64> {
     let dir = tempfile::tempdir().unwrap();
     let binary = build_hotspots(dir.path());
     let data = dir.path().join("jprof.data");
-    run(Command::new(env!("CARGO_BIN_EXE_jprof"))
+    run(jprof()
         .args(["record", "--call-graph", call_graph, "-o"])
         .arg(&data)
         .arg("--")
         .arg(&binary)
         .arg("0.5"));
-    let text = run(Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let text = run(jprof()
         .args(["report", "--format", "collapsed", "-i"])
         .arg(&data));
     let mut stacks = BTreeMap::new();

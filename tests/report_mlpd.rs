@@ -4,6 +4,9 @@
 //! Flame-graph inputs (folded stacks) are checked for their totals and filters, and the calls
 //! fixture's folded stacks against a golden file (`JPROF_BLESS=1` rewrites it).
 
+mod cli_support;
+use cli_support::stdout_ok;
+
 mod golden_support;
 mod mlpd_support;
 
@@ -21,23 +24,10 @@ fn sample_file() -> PathBuf {
     PathBuf::from(format!("{FIXTURES}/mono/shapes-sample.mlpd"))
 }
 
-fn jprof(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
-        .args(args)
-        .output()
-        .expect("run jprof");
-    assert!(
-        out.status.success(),
-        "jprof {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
 fn report(file: &Path, extra: &[&str]) -> String {
     let mut args = vec!["report", "-i", file.to_str().expect("utf-8 path")];
     args.extend_from_slice(extra);
-    jprof(&args)
+    stdout_ok(&args)
 }
 
 /// mprof-report's output split into sections: title line → lines. Lines before the first

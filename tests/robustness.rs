@@ -1,6 +1,9 @@
 //! Faults, signals and bad input (issue 15): one regression test per way jprof used to hang,
 //! crash or lose data silently. Real recordings throughout.
 
+mod cli_support;
+use cli_support::{jprof, text};
+
 mod live_support;
 
 use std::process::{Command, Output, Stdio};
@@ -11,19 +14,7 @@ use jprof::recording::Recording;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
-
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// Waits for `child` up to `limit`; kills it and fails when it is still running.
 fn wait_within(mut child: std::process::Child, limit: Duration, what: &str) -> Output {
@@ -434,13 +425,13 @@ fn losses_show_in_the_flame_graph_and_exports() {
         s.lost_samples + s.lost_records + s.dropped_batches > 0,
         "a 4 s stop at 10 kHz lost nothing?"
     );
-    let svg = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let svg = jprof()
         .args(["report", "-o", "-", "-i"])
         .arg(&data)
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&svg.stdout).contains("incomplete:"));
-    let speedscope = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let speedscope = jprof()
         .args(["report", "-f", "speedscope", "-o", "-", "-i"])
         .arg(&data)
         .output()

@@ -4,6 +4,9 @@
 //! are refused with a note. The tests create the user `jprofsec` and run its side as that user;
 //! they need root (CI runs as root) and say so otherwise.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -20,10 +23,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
 }
 
 /// The unprivileged user's uid and gid (created once).

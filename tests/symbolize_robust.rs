@@ -7,17 +7,6 @@ use jprof::format::recording::{encode_chunk, ChunkKind};
 use jprof::symbolize::{embedded_symbols, resolve, ResolveOptions};
 use symbolize_support::*;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn valid_records() -> Vec<u8> {
     let mut stack = 0x5555_5555_1000u64.to_le_bytes().to_vec();
     stack.resize(256, 0xaa);
@@ -71,17 +60,17 @@ fn open_bytes_with_symbols(rec: &jprof::recording::Recording, symbols: &[u8]) ->
 
 #[test]
 fn garbage_records_never_panic() {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = fastrand::Rng::with_seed(1);
     let valid = valid_records();
     for mode in ["fp", "dwarf"] {
         let meta = meta(mode);
         for round in 0..200 {
             let records = if round % 3 == 0 {
-                let len = (rng.next() % 600) as usize;
-                let mut buf: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let len = rng.usize(..600);
+                let mut buf: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
                 // Plausible headers make the decoder go deeper.
                 if buf.len() >= 8 {
-                    buf[0] = [1, 3, 4, 7, 9, 10][(rng.next() % 6) as usize];
+                    buf[0] = [1, 3, 4, 7, 9, 10][rng.usize(..6)];
                     buf[1..4].fill(0);
                     let size = (buf.len() as u16).to_le_bytes();
                     buf[6..8].copy_from_slice(&size);
@@ -89,9 +78,9 @@ fn garbage_records_never_panic() {
                 buf
             } else {
                 let mut buf = valid.clone();
-                for _ in 0..1 + rng.next() % 8 {
-                    let i = (rng.next() as usize) % buf.len();
-                    buf[i] = rng.next() as u8;
+                for _ in 0..rng.usize(1..=8) {
+                    let i = rng.usize(..buf.len());
+                    buf[i] = rng.u8(..);
                 }
                 buf
             };

@@ -1,20 +1,16 @@
 //! `jprof dump` and `jprof symbolize` as commands, on the real jitdumps in the shared fixtures
 //! (Node, HotSpot + perf's JVMTI agent), cut-off and damaged copies of them, and a recording.
 
+mod cli_support;
+use cli_support::run;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
 fn fixture(path: &str) -> String {
     format!("{FIXTURES}/{path}")
-}
-
-fn jprof(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-        .args(args)
-        .output()
-        .expect("jprof runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -27,7 +23,7 @@ fn lines_starting(text: &str, prefix: &str) -> usize {
 
 #[test]
 fn dump_lists_every_record_of_the_node_jitdump() {
-    let out = jprof(&["dump", &fixture("node/jit-13228.dump")]);
+    let out = run(&["dump", &fixture("node/jit-13228.dump")]);
     assert!(out.status.success(), "{out:?}");
     let text = stdout(&out);
     assert!(text.contains("  version     1\n"), "{text:.400}");
@@ -57,7 +53,7 @@ fn dump_lists_every_record_of_the_node_jitdump() {
 
 #[test]
 fn dump_lists_the_java_jitdump_with_names_and_lines() {
-    let out = jprof(&["dump", &fixture("java/jit-13732.dump")]);
+    let out = run(&["dump", &fixture("java/jit-13732.dump")]);
     assert!(out.status.success(), "{out:?}");
     let text = stdout(&out);
     assert!(text.contains("768 records (CODE_CLOSE 1, CODE_LOAD 654, DEBUG_INFO 113)"));
@@ -85,7 +81,7 @@ fn dump_of_a_cut_off_jitdump_notes_where_it_ends_and_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jit-1.dump");
     std::fs::write(&path, &full[..100_000]).unwrap();
-    let out = jprof(&["dump", path.to_str().unwrap()]);
+    let out = run(&["dump", path.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
     let text = stdout(&out);
     assert!(
@@ -104,7 +100,7 @@ fn dump_of_a_damaged_jitdump_lists_what_was_read_then_fails_with_the_offset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jit-2.dump");
     std::fs::write(&path, &bytes).unwrap();
-    let out = jprof(&["dump", path.to_str().unwrap()]);
+    let out = run(&["dump", path.to_str().unwrap()]);
     assert!(!out.status.success());
     let text = stdout(&out);
     assert_eq!(lines_starting(&text, "@0x"), 1, "{text}");
@@ -116,7 +112,7 @@ fn dump_of_a_damaged_jitdump_lists_what_was_read_then_fails_with_the_offset() {
 
     // Not a jitdump at all: the magic is named.
     std::fs::write(&path, b"not a jitdump, not a recording, just text........").unwrap();
-    let out = jprof(&["dump", path.to_str().unwrap()]);
+    let out = run(&["dump", path.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("jitdump magic"));
 }
@@ -143,7 +139,7 @@ fn dump_lists_a_recordings_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.data");
     std::fs::write(&path, &file).unwrap();
-    let out = jprof(&["dump", path.to_str().unwrap()]);
+    let out = run(&["dump", path.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
     let text = stdout(&out);
     assert!(text.starts_with("jprof recording, "), "{text}");
@@ -159,14 +155,14 @@ fn dump_lists_a_recordings_chunks() {
 
     // Cut inside the last chunk: a note, not a failure.
     std::fs::write(&path, &file[..file.len() - 30]).unwrap();
-    let out = jprof(&["dump", path.to_str().unwrap()]);
+    let out = run(&["dump", path.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
     assert!(stdout(&out).contains("note: the file is truncated"));
     // A flipped payload byte: the CRC fails, which is corruption.
     let mut bad = file.clone();
     bad[0x40] ^= 1;
     std::fs::write(&path, &bad).unwrap();
-    let out = jprof(&["dump", path.to_str().unwrap()]);
+    let out = run(&["dump", path.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("CRC"));
 }
@@ -175,7 +171,7 @@ fn dump_lists_a_recordings_chunks() {
 fn symbolize_names_java_code_with_its_line_from_the_jitdump() {
     let dump = fixture("java/jit-13732.dump");
     // Inside Matrix.dot (code_addr 0x7f029541e440, size 496), at a DEBUG_INFO entry.
-    let out = jprof(&["symbolize", "--jitdump", &dump, "0x7f029541e590"]);
+    let out = run(&["symbolize", "--jitdump", &dump, "0x7f029541e590"]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         stdout(&out),
@@ -183,7 +179,7 @@ fn symbolize_names_java_code_with_its_line_from_the_jitdump() {
     );
     // Without 0x, several addresses, with -a: one block per address; before the first DEBUG_INFO
     // entry there is no line; an address in no code is unknown.
-    let out = jprof(&[
+    let out = run(&[
         "symbolize",
         "--jitdump",
         &dump,
@@ -200,20 +196,20 @@ fn symbolize_names_java_code_with_its_line_from_the_jitdump() {
          0x1234\n?? (0x1234)\n"
     );
     // Just past the end of the 496-byte body.
-    let out = jprof(&["symbolize", "--jitdump", &dump, "0x7f029541e630"]);
+    let out = run(&["symbolize", "--jitdump", &dump, "0x7f029541e630"]);
     assert_eq!(stdout(&out), "?? (0x7f029541e630)\n");
 }
 
 #[test]
 fn symbolize_rejects_bad_arguments() {
     let dump = fixture("java/jit-13732.dump");
-    let out = jprof(&["symbolize", "--jitdump", &dump, "0xnothex"]);
+    let out = run(&["symbolize", "--jitdump", &dump, "0xnothex"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a hexadecimal address"));
-    let out = jprof(&["symbolize", "0x1234"]);
+    let out = run(&["symbolize", "0x1234"]);
     assert!(!out.status.success(), "a source is required");
     let missing = Path::new(FIXTURES).join("no-such.dump");
-    let out = jprof(&["symbolize", "--jitdump", missing.to_str().unwrap(), "0x1"]);
+    let out = run(&["symbolize", "--jitdump", missing.to_str().unwrap(), "0x1"]);
     assert!(!out.status.success());
 }
 
@@ -266,13 +262,13 @@ fn symbolize_reads_jit_code_from_a_recordings_side_files() {
     std::fs::write(&path, &file).unwrap();
     let input = path.to_str().unwrap();
     // The pid comes from META.
-    let out = jprof(&["symbolize", "-i", input, "0x7f029541e590", "0x10"]);
+    let out = run(&["symbolize", "-i", input, "0x7f029541e590", "0x10"]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         stdout(&out),
         "demo.matrix.Matrix.dot at demo/matrix/Matrix.java:29\n?? (0x10)\n"
     );
     // Another process has no such code.
-    let out = jprof(&["symbolize", "-i", input, "--pid", "1", "0x7f029541e590"]);
+    let out = run(&["symbolize", "-i", input, "--pid", "1", "0x7f029541e590"]);
     assert_eq!(stdout(&out), "?? (0x7f029541e590)\n");
 }

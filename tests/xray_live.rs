@@ -4,15 +4,14 @@
 //! in FDR mode. Checks the function names and exact call counts, the completed stacks, and the
 //! printed `timeline agreement` figure.
 
+mod cli_support;
+use cli_support::{jprof, JPROF};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared/xray");
 const ROUNDS: u32 = 200;
-
-fn jprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
-}
 
 fn check(out: Output, what: &str) -> String {
     assert!(
@@ -76,7 +75,7 @@ fn record_demo(wrap: &[&str]) -> String {
     let mut cmd = match wrap.split_first() {
         Some((first, rest)) => {
             let mut c = Command::new(first);
-            c.args(rest).arg(env!("CARGO_BIN_EXE_jprof"));
+            c.args(rest).arg(JPROF);
             c
         }
         None => jprof(),

@@ -3,9 +3,11 @@
 //! the account table equal to `llvm-xray account` (on the sorted log; jprof reads the raw one),
 //! self-time weights, filters, and logs with broken stacks.
 
+mod cli_support;
+use cli_support::{run, stdout_ok};
+
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use jprof::format::xray::{self, write, EventKind};
 use jprof::format::Endian;
@@ -13,24 +15,6 @@ use jprof::input::xray::replay::Replay;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared/xray");
 const LOGS: [&str; 3] = ["fdr-tsc", "fdr-emulated", "basic-emulated"];
-
-fn jprof(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
-        .args(args)
-        .output()
-        .unwrap();
-    out
-}
-
-fn stdout_ok(args: &[&str]) -> String {
-    let out = jprof(args);
-    assert!(
-        out.status.success(),
-        "jprof {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn log(name: &str) -> String {
     format!("{FIXTURES}/{name}.xray")
@@ -187,7 +171,7 @@ fn time_range_and_missing_binary() {
         "calls",
     ]);
     assert!(out.contains("#8;#3;#2;#1 768"), "{out}");
-    let out = jprof(&["report", "-i", &log, "--weight", "samples"]);
+    let out = run(&["report", "-i", &log, "--weight", "samples"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--weight calls"));
 }

@@ -812,17 +812,11 @@ mod tests {
 
     #[test]
     fn truncated_and_garbage_never_panic() {
-        let mut seed = 0x1234_5678_9abc_def0u64;
+        let mut rng = fastrand::Rng::with_seed(1);
         for len in 0..300 {
-            let mut buf = Vec::with_capacity(len);
-            for _ in 0..len {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                buf.push(seed as u8);
-            }
+            let mut buf: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
             if len >= 8 {
-                buf[0] = (seed % 12) as u8;
+                buf[0] = rng.u8(..12);
                 buf[1..4].fill(0);
             }
             for raw in RecordIter::new(&buf).flatten() {

@@ -228,16 +228,9 @@ mod tests {
     /// The nested selections pick the same elements as indexing the sorted list.
     #[test]
     fn order_stats_match_the_sorted_list() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = fastrand::Rng::with_seed(1);
         for n in 1..300 {
-            let mut d: Vec<u64> = (0..n)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    seed % 50
-                })
-                .collect();
+            let mut d: Vec<u64> = (0..n).map(|_| rng.u64(..50)).collect();
             let mut sorted = d.clone();
             sorted.sort_unstable();
             let at = |p: f64| sorted[((n as f64 * p).floor() as usize).min(n - 1)];
