@@ -133,7 +133,7 @@ fn a_walk_that_reaches_start_gets_no_root_frame_from_the_chain() {
         .expect("cc");
     assert!(status.success());
     let data = dir.path().join("garbage.data");
-    let out = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let out = jprof()
         .args(["record", "--call-graph", "dwarf", "-o"])
         .arg(&data)
         .arg("--")
@@ -145,7 +145,7 @@ fn a_walk_that_reaches_start_gets_no_root_frame_from_the_chain() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let folded = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let folded = jprof()
         .args(["report", "-f", "collapsed", "-i"])
         .arg(&data)
         .output()
