@@ -262,65 +262,328 @@ pub(crate) fn process_uid(pid: u32) -> Option<u32> {
         .map(|m| m.uid())
 }
 
+/// Whether a link or an existing file at an output path may be trusted: it belongs to the user
+/// running jprof or to root (as `fs.protected_symlinks` would allow, but in every directory).
+fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == nix::unistd::geteuid().as_raw()
+}
+
+/// The most links followed while resolving an output path (the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+/// Where an output goes, once its path has been resolved safely (see [`resolve_output`]).
+enum Resolved {
+    /// Written to a new file in `dir` and renamed to `name`: nothing is there yet, or a
+    /// regular file, or a link jprof does not follow (another user's).
+    Replace {
+        dir: OwnedFd,
+        dir_path: PathBuf,
+        name: std::ffi::OsString,
+    },
+    /// An existing character device, FIFO (or, through a `/proc` fd link, whatever that fd
+    /// is) of the user or root, written in place: `-o /dev/null`, `-o /dev/stdout`.
+    InPlace { file: OwnedFd, kind: &'static str },
+}
+
+fn stat_kind(mode: u32) -> u32 {
+    mode & libc::S_IFMT
+}
+
+/// Resolves an output path component by component from `/` or the working directory, with
+/// each directory held open, so nothing another user does to a name changes where it goes:
+///
+/// - a link among the directories (or at the end) is followed only when it belongs to the
+///   user or root; another user's link among the directories is an error, at the end it is
+///   replaced by the output (never followed);
+/// - an existing regular file is replaced by rename, a directory, socket or block device is
+///   refused, a character device or FIFO is written in place when it belongs to the user or
+///   root (else refused), and a `/proc/…/fd/N` link (what `/dev/stdout` leads to) is written
+///   in place.
+fn resolve_output(dest: &Path) -> Result<Resolved, Error> {
+    use nix::fcntl::AtFlags;
+    use nix::sys::stat::{fstatat, FileStat};
+    use std::collections::VecDeque;
+
+    let fail = |what: String| Error::Other(format!("{}: {what}", dest.display()));
+    let to_io = |e: nix::Error| Error::io(dest, std::io::Error::from_raw_os_error(e as i32));
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let open_root = || nix::fcntl::open("/", dir_flags, Mode::empty()).map_err(to_io);
+    let mut names: VecDeque<std::ffi::OsString> = VecDeque::new();
+    let push_front = |names: &mut VecDeque<std::ffi::OsString>, path: &Path| {
+        for c in path.components().rev() {
+            match c {
+                Component::Normal(n) => names.push_front(n.to_os_string()),
+                Component::ParentDir => names.push_front("..".into()),
+                Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            }
+        }
+    };
+    push_front(&mut names, dest);
+    if dest.file_name().is_none() || names.back().is_some_and(|n| n == "..") {
+        return Err(fail("an output must name a file".into()));
+    }
+    let (mut dir, mut dir_path) = if dest.is_absolute() {
+        (open_root()?, PathBuf::from("/"))
+    } else {
+        let cwd = nix::fcntl::open(".", dir_flags, Mode::empty()).map_err(to_io)?;
+        (cwd, PathBuf::new())
+    };
+    let mut links = 0;
+    while let Some(name) = names.pop_front() {
+        let last = names.is_empty();
+        if name == ".." {
+            dir = openat(&dir, "..", dir_flags, Mode::empty()).map_err(to_io)?;
+            if !dir_path.pop() || dir_path.as_os_str().is_empty() {
+                dir_path.push("..");
+            }
+            continue;
+        }
+        let stat: Option<FileStat> =
+            match fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => Some(st),
+                Err(nix::Error::ENOENT) if last => None,
+                Err(e) => return Err(to_io(e)),
+            };
+        let kind = stat.map(|st| stat_kind(st.st_mode));
+        if kind == Some(libc::S_IFLNK) {
+            let st = stat.expect("a link was stat'ed");
+            let link = dir_path.join(&name);
+            if !trusted_owner(st.st_uid) {
+                if last {
+                    // Replaced by the output, never followed.
+                    return Ok(Resolved::Replace {
+                        dir,
+                        dir_path,
+                        name,
+                    });
+                }
+                return Err(fail(format!(
+                    "{} is a symbolic link owned by uid {}; jprof follows links on an output \
+                     path only when they belong to you or root (name the real directory)",
+                    link.display(),
+                    st.st_uid
+                )));
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(to_io(nix::Error::ELOOP));
+            }
+            let on_proc = nix::sys::statfs::fstatfs(&dir)
+                .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+            if on_proc && last {
+                // A `/proc/…/fd/N` link names an open file, not a path: open what it is.
+                let file = openat(
+                    &dir,
+                    name.as_os_str(),
+                    OFlag::O_PATH | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(to_io)?;
+                let st = nix::sys::stat::fstat(&file).map_err(to_io)?;
+                return match stat_kind(st.st_mode) {
+                    libc::S_IFDIR => Err(fail("is a directory, not an output file".into())),
+                    libc::S_IFSOCK => Err(fail(
+                        "is a socket; jprof cannot open a socket as an output file".into(),
+                    )),
+                    k => Ok(Resolved::InPlace {
+                        file,
+                        kind: if k == libc::S_IFREG {
+                            "a regular file"
+                        } else {
+                            file_kind(st.st_mode)
+                        },
+                    }),
+                };
+            }
+            let target = nix::fcntl::readlinkat(&dir, name.as_os_str()).map_err(to_io)?;
+            let target = Path::new(&target);
+            if target.is_absolute() {
+                dir = open_root()?;
+                dir_path = PathBuf::from("/");
+            }
+            push_front(&mut names, target);
+            if names.back().is_some_and(|n| n == "..") || names.is_empty() {
+                return Err(fail(format!("{} does not lead to a file", link.display())));
+            }
+            continue;
+        }
+        if !last {
+            dir = openat(
+                &dir,
+                name.as_os_str(),
+                dir_flags | OFlag::O_NOFOLLOW,
+                Mode::empty(),
+            )
+            .map_err(to_io)?;
+            dir_path.push(&name);
+            continue;
+        }
+        let Some(st) = stat else {
+            return Ok(Resolved::Replace {
+                dir,
+                dir_path,
+                name,
+            });
+        };
+        return match stat_kind(st.st_mode) {
+            libc::S_IFREG => Ok(Resolved::Replace {
+                dir,
+                dir_path,
+                name,
+            }),
+            libc::S_IFDIR => Err(fail("is a directory, not an output file".into())),
+            libc::S_IFCHR | libc::S_IFIFO => {
+                // Checked again on the descriptor: the name may have changed since.
+                let file = openat(
+                    &dir,
+                    name.as_os_str(),
+                    OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(to_io)?;
+                let st = nix::sys::stat::fstat(&file).map_err(to_io)?;
+                let kind = stat_kind(st.st_mode);
+                if kind != libc::S_IFCHR && kind != libc::S_IFIFO {
+                    return Err(fail("changed while it was opened".into()));
+                }
+                if !trusted_owner(st.st_uid) {
+                    return Err(fail(format!(
+                        "is {} owned by uid {}; jprof writes into an existing device or FIFO \
+                         only when it belongs to you or root",
+                        file_kind(st.st_mode),
+                        st.st_uid
+                    )));
+                }
+                Ok(Resolved::InPlace {
+                    file,
+                    kind: file_kind(st.st_mode),
+                })
+            }
+            _ => Err(fail(format!(
+                "is {}; jprof writes only to a regular file, a character device or a FIFO",
+                file_kind(st.st_mode)
+            ))),
+        };
+    }
+    Err(fail("an output must name a file".into()))
+}
+
+/// Checks an output path before the work that fills it is done (a report of a large recording
+/// should not be computed to find that `-o` names a directory). The path is resolved again when
+/// the output is written.
+pub(crate) fn check_output(dest: &Path) -> Result<(), Error> {
+    resolve_output(dest).map(drop)
+}
+
+/// Opens an in-place destination for writing: through its descriptor, so it is the file that
+/// was checked. A FIFO blocks until a reader opens it, as a shell's `>` does; a regular file
+/// reached through a `/proc` fd link is appended to, as `>>` would.
+fn open_in_place(dest: &Path, file: &OwnedFd, kind: &str) -> Result<File, Error> {
+    use std::os::fd::AsRawFd;
+    let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    if kind == "a regular file" {
+        flags |= OFlag::O_APPEND;
+    }
+    nix::fcntl::open(
+        format!("/proc/self/fd/{}", file.as_raw_fd()).as_str(),
+        flags,
+        Mode::empty(),
+    )
+    .map(File::from)
+    .map_err(|e| Error::io(dest, std::io::Error::from_raw_os_error(e as i32)))
+}
+
 /// An output file written beside its destination and renamed into place by [`Self::commit`];
 /// dropped uncommitted, the temporary file is removed and the destination never touched.
 pub(crate) struct AtomicOutput {
     created: Option<Created>,
+    dir: OwnedFd,
+    name: std::ffi::OsString,
     dest: PathBuf,
     keep_if_dropped: bool,
 }
 
-/// The temporary name of `dest` while it is written: `NAME.partial-PID` in the same directory
-/// (a rename never crosses file systems), with a counter when that name is taken.
-fn partial_names(dest: &Path) -> impl Iterator<Item = PathBuf> + '_ {
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+/// The temporary names of an output `name` while it is written: `NAME.partial-PID` in the same
+/// directory (a rename never crosses file systems), with a counter when that name is taken.
+fn partial_names(name: &OsStr) -> impl Iterator<Item = std::ffi::OsString> + '_ {
     let pid = std::process::id();
     (0..100u32).map(move |i| {
-        let suffix = if i == 0 {
-            format!("{name}.partial-{pid}")
+        let mut tmp = name.to_os_string();
+        if i == 0 {
+            tmp.push(format!(".partial-{pid}"));
         } else {
-            format!("{name}.partial-{pid}-{i}")
-        };
-        dest.with_file_name(suffix)
+            tmp.push(format!(".partial-{pid}-{i}"));
+        }
+        tmp
     })
 }
 
 impl AtomicOutput {
-    /// Creates the temporary file (mode 0600) for `dest`.
+    /// Creates the temporary file (mode 0600) for a recording at `dest`, which must be (or
+    /// become) a regular file: a recording is read back to embed symbols, so a device or FIFO
+    /// is refused.
     pub fn create(dest: &Path) -> Result<Self, Error> {
-        if dest.file_name().is_none() {
-            return Err(Error::Other(format!(
-                "{}: an output must name a file",
+        match resolve_output(dest)? {
+            Resolved::Replace {
+                dir,
+                dir_path,
+                name,
+            } => Self::create_in(dest, dir, dir_path, name),
+            Resolved::InPlace { kind, .. } => Err(Error::Other(format!(
+                "{}: is {kind}; a recording must be a regular file (it is read back to embed \
+                 symbols), so jprof does not write one there",
                 dest.display()
-            )));
+            ))),
         }
-        if std::fs::metadata(dest).is_ok_and(|m| m.is_dir()) {
-            return Err(Error::Other(format!(
-                "{}: is a directory, not an output file",
-                dest.display()
-            )));
-        }
+    }
+
+    fn create_in(
+        dest: &Path,
+        dir: OwnedFd,
+        dir_path: PathBuf,
+        name: std::ffi::OsString,
+    ) -> Result<Self, Error> {
+        let flags = OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_EXCL
+            | OFlag::O_NOCTTY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC;
         let mut last = None;
-        for tmp in partial_names(dest) {
-            match create_new(&tmp, 0o600) {
-                Ok(created) => {
+        let tmps: Vec<_> = partial_names(&name).collect();
+        for tmp in tmps {
+            match openat(
+                &dir,
+                tmp.as_os_str(),
+                flags,
+                Mode::from_bits_truncate(0o600),
+            ) {
+                Ok(fd) => {
+                    let file = File::from(fd);
+                    let meta = file.metadata().map_err(|e| Error::io(dest, e))?;
+                    let created = Created {
+                        file,
+                        path: dir_path.join(&tmp),
+                        dev: meta.dev(),
+                        ino: meta.ino(),
+                    };
                     return Ok(Self {
                         created: Some(created),
+                        dir,
+                        name,
                         dest: dest.to_path_buf(),
                         keep_if_dropped: false,
-                    })
+                    });
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(Error::io(dest, e)),
+                Err(nix::Error::EEXIST) => last = Some(nix::Error::EEXIST),
+                Err(e) => return Err(Error::io(dest, std::io::Error::from_raw_os_error(e as i32))),
             }
         }
-        Err(Error::io(
-            dest,
-            last.unwrap_or_else(|| std::io::Error::other("no free temporary name")),
-        ))
+        let e = last.map_or_else(
+            || std::io::Error::other("no free temporary name"),
+            |e| std::io::Error::from_raw_os_error(e as i32),
+        );
+        Err(Error::io(dest, e))
     }
 
     /// From now on an uncommitted file is left in place when dropped (a recording interrupted
@@ -351,17 +614,37 @@ impl AtomicOutput {
         }
     }
 
+    /// Removes the temporary file if it is still the one created.
+    fn remove_partial(&self, created: &Created) {
+        let Some(tmp) = created.path.file_name() else {
+            return;
+        };
+        let same =
+            nix::sys::stat::fstatat(&self.dir, tmp, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| {
+                    stat_kind(st.st_mode) == libc::S_IFREG
+                        && st.st_dev == created.dev
+                        && st.st_ino == created.ino
+                });
+        if same {
+            let _ = nix::unistd::unlinkat(&self.dir, tmp, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        }
+    }
+
     /// Flushes the file and renames it over the destination (replacing a link there, never
-    /// following it).
+    /// following it), in the directory resolved when it was created.
     pub fn commit(mut self) -> Result<(), Error> {
         let Some(mut created) = self.created.take() else {
             return Ok(());
         };
         created.file.flush().map_err(|e| Error::io(&self.dest, e))?;
-        std::fs::rename(&created.path, &self.dest).map_err(|e| {
-            let _ = remove_if_same(&created.path, created.dev, created.ino);
-            Error::io(&self.dest, e)
-        })
+        let tmp = created.path.file_name().unwrap_or_default().to_os_string();
+        nix::fcntl::renameat(&self.dir, tmp.as_os_str(), &self.dir, self.name.as_os_str()).map_err(
+            |e| {
+                self.remove_partial(&created);
+                Error::io(&self.dest, std::io::Error::from_raw_os_error(e as i32))
+            },
+        )
     }
 }
 
@@ -369,25 +652,42 @@ impl Drop for AtomicOutput {
     fn drop(&mut self) {
         if let Some(c) = self.created.take() {
             if !self.keep_if_dropped {
-                remove_if_same(&c.path, c.dev, c.ino);
+                self.remove_partial(&c);
             }
         }
     }
 }
 
-/// Writes an output file through `write` (buffered) and renames it into place when `write`
-/// succeeded; on failure the destination is untouched. Errors name `dest`.
-pub(crate) fn write_atomically(
+/// Writes an output file through `write` (buffered). A new or regular file is written beside
+/// the destination and renamed into place when `write` succeeded (on failure the destination
+/// is untouched); a device or FIFO of the user's is written in place (see [`resolve_output`]).
+/// Errors name `dest`.
+pub(crate) fn write_output(
     dest: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), Error> {
-    let mut out = AtomicOutput::create(dest)?;
-    let mut w = std::io::BufWriter::new(out.file());
-    write(&mut w)
-        .and_then(|()| w.flush())
-        .map_err(|e| Error::io(dest, e))?;
-    drop(w);
-    out.commit()
+    match resolve_output(dest)? {
+        Resolved::Replace {
+            dir,
+            dir_path,
+            name,
+        } => {
+            let mut out = AtomicOutput::create_in(dest, dir, dir_path, name)?;
+            let mut w = std::io::BufWriter::new(out.file());
+            write(&mut w)
+                .and_then(|()| w.flush())
+                .map_err(|e| Error::io(dest, e))?;
+            drop(w);
+            out.commit()
+        }
+        Resolved::InPlace { file, kind } => {
+            let file = open_in_place(dest, &file, kind)?;
+            let mut w = std::io::BufWriter::new(file);
+            write(&mut w)
+                .and_then(|()| w.flush())
+                .map_err(|e| Error::io(dest, e))
+        }
+    }
 }
 
 /// Partial outputs of `dest` left by a writer that was killed (`NAME.partial-PID`), newest
@@ -524,20 +824,109 @@ mod tests {
         }
         assert_eq!(std::fs::read(&dest).unwrap(), b"old");
         assert!(leftover_partials(&dest).is_empty());
-        // A planted link at the destination is replaced, not followed.
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, b"secret").unwrap();
-        std::fs::remove_file(&dest).unwrap();
-        std::os::unix::fs::symlink(&victim, &dest).unwrap();
+        // An existing file is replaced by a new inode: a reader of the old one keeps it.
+        let old_reader = File::open(&dest).unwrap();
         let mut out = AtomicOutput::create(&dest).unwrap();
         out.file().write_all(b"new").unwrap();
         out.commit().unwrap();
-        assert_eq!(std::fs::read(&victim).unwrap(), b"secret");
+        let mut kept = String::new();
+        std::io::Read::read_to_string(&mut &old_reader, &mut kept).unwrap();
+        assert_eq!(kept, "old");
         assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+        // (Another user's link at the destination is replaced, not followed:
+        // tests/security_root.rs, planted_output_links_are_not_followed.)
         let mode = std::fs::symlink_metadata(&dest)
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn devices_fifos_and_fd_links_are_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        // A null device stays the device (/dev/null was once replaced by a regular file). Our
+        // own node when we may make one, so a test never puts the machine's /dev/null at risk.
+        let null = if nix::unistd::geteuid().is_root() {
+            let null = dir.path().join("null");
+            nix::sys::stat::mknod(
+                &null,
+                nix::sys::stat::SFlag::S_IFCHR,
+                Mode::from_bits_truncate(0o666),
+                nix::sys::stat::makedev(1, 3),
+            )
+            .unwrap();
+            null
+        } else {
+            PathBuf::from("/dev/null")
+        };
+        write_output(&null, |w| w.write_all(b"gone")).unwrap();
+        let meta = std::fs::symlink_metadata(&null).unwrap();
+        assert_eq!(stat_kind(meta.mode()), libc::S_IFCHR);
+        assert_eq!(meta.rdev(), nix::sys::stat::makedev(1, 3));
+        // A recording is refused there, before anything is written.
+        let refused = AtomicOutput::create(&null).err().unwrap();
+        assert!(
+            refused.to_string().contains("must be a regular file"),
+            "{refused}"
+        );
+
+        // The user's own FIFO: written in place, read by another thread.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_output(&fifo, |w| w.write_all(b"through the fifo")).unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the fifo");
+        assert_eq!(
+            stat_kind(std::fs::symlink_metadata(&fifo).unwrap().mode()),
+            libc::S_IFIFO
+        );
+
+        // A link to /proc/self/fd/N (what /dev/stdout is): the open file itself is written.
+        use std::os::fd::AsRawFd;
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        let link = dir.path().join("stdout-like");
+        std::os::unix::fs::symlink(format!("/proc/self/fd/{}", write_end.as_raw_fd()), &link)
+            .unwrap();
+        write_output(&link, |w| w.write_all(b"piped")).unwrap();
+        drop(write_end);
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut File::from(read_end), &mut got).unwrap();
+        assert_eq!(got, b"piped");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
+    fn directories_are_refused_before_and_own_links_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_output(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("is a directory"), "{err}");
+        assert!(write_output(dir.path(), |w| w.write_all(b"x")).is_err());
+        // Our own link (to a directory, then to a file) is followed: the file it leads to is
+        // replaced, the link stays.
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink("real", dir.path().join("via")).unwrap();
+        std::fs::write(real.join("out.svg"), b"old").unwrap();
+        std::os::unix::fs::symlink("via/out.svg", dir.path().join("out.svg")).unwrap();
+        write_output(&dir.path().join("out.svg"), |w| w.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read(real.join("out.svg")).unwrap(), b"new");
+        assert!(std::fs::symlink_metadata(dir.path().join("out.svg"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // A relative output through `..`.
+        let sub = dir.path().join("real/sub");
+        std::fs::create_dir(&sub).unwrap();
+        let out = AtomicOutput::create(&sub.join("../rec.data")).unwrap();
+        assert_eq!(out.partial_path().parent(), Some(sub.parent().unwrap()));
+        out.commit().unwrap();
+        assert!(real.join("rec.data").is_file());
     }
 }

@@ -7,7 +7,7 @@
 mod cli_support;
 use cli_support::jprof;
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -622,4 +622,160 @@ fn existing_recordings_survive_failures_and_concurrent_runs() {
     let new = Recording::open(&keep).expect("the replaced recording is whole");
     assert!(new.finished, "{}", new.completeness());
     assert!(jprof::foreign_file::leftover_partials(&keep).is_empty());
+}
+
+/// Runs jprof under `timeout`, so a test of a hang fails instead of hanging (exit 124).
+fn jprof_within(secs: u32) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["-s", "KILL", &secs.to_string()])
+        .arg(cli_support::JPROF);
+    c
+}
+
+/// A small recording of root's, to report from.
+fn small_recording(dir: &Path) -> PathBuf {
+    let data = dir.join("small.data");
+    succeeds(jprof().args(["record", "-o"]).arg(&data).args([
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+    ]));
+    data
+}
+
+/// Issue 24: `report -o /dev/null` as root replaced the machine's /dev/null with a 0600 file.
+/// A character device (a null device made for the test, so the machine's own is never at
+/// risk) and a link to `/proc/self/fd/1` (what `/dev/stdout` is) are written in place; a
+/// recording is refused at a device before the command runs; `-o DIR` is refused before the
+/// input is read.
+#[test]
+fn devices_and_fd_links_at_outputs_are_written_in_place() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = small_recording(dir.path());
+    let null = dir.path().join("null");
+    nix::sys::stat::mknod(
+        &null,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .unwrap();
+    let is_null = |p: &Path| {
+        let m = p.symlink_metadata().unwrap();
+        m.file_type().is_char_device() && m.rdev() == nix::sys::stat::makedev(1, 3)
+    };
+    for format in ["text", "collapsed", "flamegraph", "pprof"] {
+        succeeds(
+            jprof()
+                .args(["report", "-f", format, "-i"])
+                .arg(&data)
+                .arg("-o")
+                .arg(&null),
+        );
+        assert!(is_null(&null), "-f {format} replaced the device");
+    }
+    let marker = dir.path().join("ran");
+    let refused = jprof()
+        .args(["record", "-o"])
+        .arg(&null)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("a recording must be a regular file"), "{err}");
+    assert!(is_null(&null));
+    assert!(
+        !marker.exists(),
+        "the target ran though the output was refused"
+    );
+
+    // The user's own link to an fd: the report reaches our stdout, the link stays.
+    let link = dir.path().join("stdout-link");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+    let out = succeeds(
+        jprof()
+            .args(["report", "-f", "collapsed", "-i"])
+            .arg(&data)
+            .arg("-o")
+            .arg(&link),
+    );
+    assert!(
+        contains(&out.stdout, b"sh"),
+        "the folded stacks went to stdout"
+    );
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+
+    // A directory: refused before the (here missing) input is even opened.
+    let err = jprof()
+        .args(["report", "-i", "/nonexistent/input.data", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&err.stderr);
+    assert!(text.contains("is a directory"), "{text}");
+}
+
+/// Issue 24: another user's FIFO or device at an output path is refused with a clear error and
+/// left as it is (never written into, never replaced), with no hang; another user's link among
+/// the output's directories is not followed, so nothing is created where it leads.
+#[test]
+fn other_users_fifos_and_directory_links_at_outputs_are_refused() {
+    let _g = serial();
+    let mine = tempfile::tempdir().unwrap();
+    let data = small_recording(mine.path());
+    let shared = user_dir();
+    let fifo = shared.path().join("flamegraph.svg");
+    assert!(as_user("mkfifo")
+        .arg("-m")
+        .arg("666")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = jprof_within(60)
+        .args(["report", "-i"])
+        .arg(&data)
+        .arg("-o")
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(124), "jprof hung on the FIFO");
+    assert!(!out.status.success());
+    assert!(err.contains("a FIFO owned by uid"), "{err}");
+    assert!(fifo.symlink_metadata().unwrap().file_type().is_fifo());
+
+    // shared/sub -> a root directory: root's report must not create a file there.
+    let root_dir = tempfile::tempdir().unwrap();
+    let sub = shared.path().join("sub");
+    assert!(as_user("ln")
+        .arg("-s")
+        .arg(root_dir.path())
+        .arg(&sub)
+        .status()
+        .unwrap()
+        .success());
+    let out = jprof()
+        .args(["report", "-f", "collapsed", "-i"])
+        .arg(&data)
+        .arg("-o")
+        .arg(sub.join("out.txt"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is a symbolic link owned by uid"), "{err}");
+    assert_eq!(std::fs::read_dir(root_dir.path()).unwrap().count(), 0);
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(sub.join("x.data"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(root_dir.path()).unwrap().count(), 0);
 }

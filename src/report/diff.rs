@@ -128,6 +128,11 @@ fn differential_lines(before: &[String], after: &[String], normalize: bool) -> V
 
 /// Runs `jprof diff`.
 pub fn run(config: &DiffConfig) -> Result<()> {
+    // A bad destination is found before both inputs are read.
+    match config.output.as_deref() {
+        Some(p) if p == Path::new("-") => {}
+        output => crate::foreign_file::check_output(output.unwrap_or(Path::new(DEFAULT_DIFF_SVG)))?,
+    }
     let before = read_side(&config.before, &config.report)?;
     let after = read_side(&config.after, &config.report)?;
     if after.folded.is_empty() && before.folded.is_empty() {
@@ -161,7 +166,7 @@ pub fn run(config: &DiffConfig) -> Result<()> {
         }
         output => {
             let path = output.unwrap_or(Path::new(DEFAULT_DIFF_SVG));
-            crate::foreign_file::write_atomically(path, draw)?;
+            crate::foreign_file::write_output(path, draw)?;
             println!("Differential flame graph: {}", path.display());
             Ok(())
         }

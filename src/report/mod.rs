@@ -78,7 +78,7 @@ impl Destination {
                     .and_then(|()| w.flush())
                     .map_err(|e| Error::io(Path::new("<stdout>"), e))
             }
-            Self::File(path) => crate::foreign_file::write_atomically(path, write),
+            Self::File(path) => crate::foreign_file::write_output(path, write),
         }
     }
 }
@@ -86,6 +86,14 @@ impl Destination {
 /// Runs `jprof report`: the input gives its text report, or a profile that is written in the
 /// chosen format.
 pub fn run(config: &ReportConfig) -> Result<()> {
+    // A bad destination is found before the report is computed.
+    let default_file = match config.format {
+        Format::Flamegraph => Some(DEFAULT_SVG),
+        other => export::default_file(other),
+    };
+    if let Destination::File(path) = Destination::of(config.output.as_deref(), default_file) {
+        crate::foreign_file::check_output(&path)?;
+    }
     if config.format == Format::Text {
         let text = input::text(&config.input)?;
         return Destination::of(config.output.as_deref(), None).write_with(|w| w.write_all(&text));
