@@ -7,6 +7,7 @@
 mod cli_support;
 use cli_support::{jprof, JPROF};
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -195,4 +196,60 @@ fn fdr_mode_for_a_program_that_starts_fdr_itself() {
         assert_eq!(calls(&text, name), n, "{name}:\n{text}");
     }
     assert!(text.contains("timeline agreement: "), "{text}");
+}
+
+/// The entries of `dir` whose names start with `jprof-xray-` (XRay log directories).
+fn xray_log_dirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("jprof-xray-"))
+        .collect()
+}
+
+#[test]
+fn a_recording_that_fails_leaves_no_xray_log_directory() {
+    let work = tempfile::tempdir().unwrap();
+    // jprof makes the log directory in $TMPDIR: a private one shows what it leaves behind.
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = format!("{FIXTURES}/xray_rows");
+    // Readable but not executable: XRay is set up, the launch fails at exec.
+    let not_executable = work.path().join("xray_rows");
+    std::fs::copy(&fixture, &not_executable).unwrap();
+    std::fs::set_permissions(&not_executable, PermissionsExt::from_mode(0o644)).unwrap();
+    let cases = [
+        // The output cannot be created (after the target was launched held).
+        (work.path().join("missing/x.data"), fixture.clone()),
+        (
+            work.path().join("x.data"),
+            not_executable.display().to_string(),
+        ),
+    ];
+    for (data, binary) in cases {
+        let out = jprof()
+            .env("TMPDIR", tmp.path())
+            .args(["record", "-o"])
+            .arg(&data)
+            .args(["--", &binary])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{binary} -o {data:?}: {text}");
+        assert_eq!(
+            xray_log_dirs(tmp.path()),
+            Vec::<String>::new(),
+            "{binary} -o {data:?} left its XRay log directory: {text}"
+        );
+    }
+    // A recording that succeeds removes it too, and `--keep-side-files` keeps it.
+    for (keep, left) in [(false, 0), (true, 1)] {
+        let mut cmd = jprof();
+        cmd.env("TMPDIR", tmp.path()).args(["record", "-o"]);
+        cmd.arg(work.path().join("ok.data"));
+        if keep {
+            cmd.arg("--keep-side-files");
+        }
+        check(cmd.args(["--", &fixture]).output().unwrap(), "record");
+        assert_eq!(xray_log_dirs(tmp.path()).len(), left, "keep: {keep}");
+    }
 }

@@ -101,12 +101,6 @@ impl Profiled {
             Profiled::Attached(pid) => *pid,
         }
     }
-
-    fn abandon(self) {
-        if let Profiled::Child(c) = self {
-            c.abandon();
-        }
-    }
 }
 
 /// Records as configured; returns the exit code to give the shell (the target's).
@@ -126,7 +120,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     };
 
     let xray = match &config.target {
-        Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr),
+        Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr, config.keep_side_files),
         Target::Pid(_) => None,
     };
     if let Some(x) = &xray {
@@ -166,14 +160,9 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             (Profiled::Attached(pid), opened)
         }
     };
-    let mut events = match opened {
-        Ok(ev) => ev,
-        Err(e) => {
-            profiled.abandon();
-            xray.iter().for_each(xray_logs::discard);
-            return Err(e);
-        }
-    };
+    // On any error from here on, dropping what was set up undoes it: a held child is killed,
+    // the XRay log directory and the partial output are removed.
+    let mut events = opened?;
     let attached = matches!(profiled, Profiled::Attached(_));
     let meta = Meta {
         jprof_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -192,22 +181,8 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         let out = writer::ChunkWriter::create(file, &partial, &meta)?;
         Ok((output, partial, out))
     });
-    let (mut output, partial, out) = match created {
-        Ok(created) => created,
-        Err(e) => {
-            profiled.abandon();
-            return Err(e);
-        }
-    };
-
-    let stop = match reader::StopFlags::install() {
-        Ok(stop) => stop,
-        Err(e) => {
-            // Nothing ran yet: the held child is killed, the partial file removed.
-            profiled.abandon();
-            return Err(e);
-        }
-    };
+    let (mut output, partial, out) = created?;
+    let stop = reader::StopFlags::install()?;
 
     let (tx, rx) = crossbeam_channel::bounded::<writer::Batch>(CHANNEL_BATCHES);
     let layout = events.config.layout();
@@ -226,18 +201,13 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         (Some(list), _, _) => list.finish(),
         (None, _, _) => {}
     }
-    let writer_thread = match std::thread::Builder::new()
+    let writer_thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
             let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side);
             (result, calibration, side)
-        }) {
-        Ok(thread) => thread,
-        Err(e) => {
-            profiled.abandon();
-            return Err(Error::Other(format!("cannot start the writer thread: {e}")));
-        }
-    };
+        })
+        .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
 
     let started = match &mut profiled {
         Profiled::Child(child) => child.release().map_err(|source| Error::Spawn {
@@ -257,11 +227,8 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         }
     };
     if let Err(e) = started {
-        xray.iter().for_each(xray_logs::discard);
         drop(tx);
         let _ = writer_thread.join();
-        // Dropping `output` removes the partial file; the destination was never touched.
-        drop(output);
         return Err(e);
     }
     // From here on, whatever stops jprof leaves the partial recording readable.
@@ -316,9 +283,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     summary.notes.extend(side.notes());
     if let Some(x) = &xray {
         let pid = profiled.pid() as u32;
-        summary
-            .notes
-            .extend(xray_logs::store(x, pid, &mut out, config.keep_side_files)?);
+        summary.notes.extend(xray_logs::store(x, pid, &mut out)?);
     }
     summary.notes.extend(setup.notes.iter().cloned());
     summary.notes.extend(tree_notes);

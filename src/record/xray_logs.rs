@@ -1,11 +1,12 @@
 //! XRay during `jprof record -- ./instrumented-binary`: notices the launched binary's
 //! `xray_instr_map` section, makes the XRay runtime log every call into a directory jprof owns
 //! (`XRAY_OPTIONS`: patch_premain, basic mode or FDR, `func_duration_threshold_us=0`), and after
-//! the run stores the logs and the binary's path in the recording as SIDE_FILE pieces, then
-//! removes the directory. The report correlates them with the samples (`xray/live.rs`).
+//! the run stores the logs and the binary's path in the recording as SIDE_FILE pieces. The
+//! directory is removed when the set-up is dropped, however the recording ended (unless the user
+//! asked to keep side files). The report correlates the logs with the samples (`xray/live.rs`).
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::Result;
 use crate::foreign_file::{self, Owner};
@@ -21,7 +22,7 @@ const PIECE_BYTES: usize = 8 << 20;
 /// The largest XRay log stored (basic mode logs every call: a long run can write gigabytes).
 const MAX_LOG_BYTES: u64 = 4 << 30;
 
-/// XRay logging set up for one launch.
+/// XRay logging set up for one launch. Dropping it removes the log directory unless `keep`.
 #[derive(Debug)]
 pub struct XraySetup {
     /// The instrumented binary (absolute).
@@ -30,6 +31,16 @@ pub struct XraySetup {
     pub dir: PathBuf,
     pub fdr: bool,
     pub env: Vec<(String, String)>,
+    /// `--keep-side-files`: the directory outlives the recording.
+    keep: bool,
+}
+
+impl Drop for XraySetup {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
 }
 
 /// The executable `argv[0]` names: a path, or the first match on `$PATH`.
@@ -54,8 +65,9 @@ fn extend_var(name: &str, extra: &str) -> (String, String) {
     (name.to_string(), value)
 }
 
-/// The set-up when `argv[0]` is an XRay-instrumented ELF file; None otherwise.
-pub fn prepare(argv: &[String], fdr: bool) -> Option<XraySetup> {
+/// The set-up when `argv[0]` is an XRay-instrumented ELF file; None otherwise. `keep`: the log
+/// directory stays after the recording.
+pub fn prepare(argv: &[String], fdr: bool, keep: bool) -> Option<XraySetup> {
     let binary = resolve_program(argv.first()?)?;
     let image = MappedFile::open(&binary).ok()?;
     if !instr_map::has_instr_map(&image) {
@@ -81,17 +93,13 @@ pub fn prepare(argv: &[String], fdr: bool) -> Option<XraySetup> {
         dir,
         fdr,
         env,
+        keep,
     })
 }
 
-/// Stores every log in the directory (and the binary's path) into the recording, then removes
-/// the directory unless `keep`. Returns notes for the summary.
-pub fn store(
-    setup: &XraySetup,
-    pid: u32,
-    out: &mut ChunkWriter,
-    keep: bool,
-) -> Result<Vec<String>> {
+/// Stores every log in the directory (and the binary's path) into the recording. Returns notes
+/// for the summary.
+pub fn store(setup: &XraySetup, pid: u32, out: &mut ChunkWriter) -> Result<Vec<String>> {
     let now = clock::clock_ns(clock::CLOCK_MONOTONIC).unwrap_or(0);
     let binary = setup.binary.to_string_lossy().into_owned();
     let piece = |kind, path: &str, offset: usize, data: &[u8]| {
@@ -141,15 +149,8 @@ pub fn store(
         0 => format!("XRay ({mode} mode) wrote no log"),
         n => format!("XRay ({mode} mode): {n} log(s), {bytes_total} bytes stored"),
     });
-    if keep {
+    if setup.keep {
         notes.push(format!("XRay logs kept in {}", setup.dir.display()));
-    } else {
-        let _ = std::fs::remove_dir_all(&setup.dir);
     }
     Ok(notes)
-}
-
-/// Removes the log directory of a launch that failed.
-pub fn discard(setup: &XraySetup) {
-    let _ = std::fs::remove_dir_all(Path::new(&setup.dir));
 }

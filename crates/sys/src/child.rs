@@ -9,7 +9,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{pipe2, Pid};
 
-/// A forked child that waits for [`SuspendedChild::release`] before it execs.
+/// A forked child that waits for [`SuspendedChild::release`] before it execs. Dropped before
+/// it was released (set-up failed), it is killed and reaped: it never runs.
 pub struct SuspendedChild {
     /// Process id of the forked child (the profiling target once it execs).
     pub pid: i32,
@@ -145,11 +146,17 @@ impl SuspendedChild {
         Ok(())
     }
 
-    /// Kills and reaps a child that was never released (setup failed).
-    pub fn abandon(mut self) {
-        self.go_tx = None;
-        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
-        let _ = waitpid(Pid::from_raw(self.pid), None);
+    /// Kills and reaps a child that was never released (set-up failed); the same as dropping it.
+    pub fn abandon(self) {}
+}
+
+impl Drop for SuspendedChild {
+    fn drop(&mut self) {
+        // Released: the target is running and is the user's, not jprof's, to stop.
+        if self.go_tx.take().is_some() {
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(self.pid), None);
+        }
     }
 }
 
