@@ -63,12 +63,21 @@ pub fn run(args: &[String]) -> Result<()> {
     for target in TARGETS {
         if libfuzzer {
             eprintln!("== {target}: cargo-fuzz (libFuzzer, nightly) for {seconds} s");
-            run_command(
-                Command::new("cargo")
-                    .current_dir(&fuzz_dir)
-                    .args(["+nightly", "fuzz", "run", target, "--"])
-                    .arg(format!("-max_total_time={seconds}")),
-            )?;
+            // libFuzzer adds what it finds to the first directory (`corpus/`, not committed)
+            // and starts from every one given: `seeds/TARGET` holds the small committed
+            // inputs, among them the crashes fixed so far.
+            let mut command = Command::new("cargo");
+            command
+                .current_dir(&fuzz_dir)
+                // jprof's parsers are safe Rust: without AddressSanitizer libFuzzer runs about
+                // three times the inputs; overflow checks and debug assertions stay on.
+                .args(["+nightly", "fuzz", "run", "--sanitizer", "none", target])
+                .arg(format!("corpus/{target}"));
+            if fuzz_dir.join("seeds").join(target).is_dir() {
+                command.arg(format!("seeds/{target}"));
+            }
+            std::fs::create_dir_all(fuzz_dir.join("corpus").join(target))?;
+            run_command(command.arg("--").arg(format!("-max_total_time={seconds}")))?;
         } else {
             eprintln!(
                 "== {target}: STABLE FALLBACK (no coverage guidance, deterministic seed) for \

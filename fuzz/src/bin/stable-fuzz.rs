@@ -279,6 +279,9 @@ const PERF_DATA: &[u8] = include_bytes!("../../../tests/fixtures/shared/java/per
 /// and some generated ones, with the header's sizes patched to fit; then, sometimes, header
 /// bytes flipped (section offsets and sizes, feature bits) or the file cut short.
 fn perf_data_input(rng: &mut Rng) -> Vec<u8> {
+    if rng.below(4) == 0 {
+        return perf_data_features_input(rng);
+    }
     let word = |at: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&PERF_DATA[at..at + 8]);
@@ -329,6 +332,28 @@ fn perf_data_input(rng: &mut Rng) -> Vec<u8> {
         }
         2 => out[72 + rng.below(32)] = rng.next() as u8,
         _ => {}
+    }
+    out
+}
+
+/// A small whole perf.data (header, records and 16 feature sections), from the seeds.
+const PERF_DATA_SMALL: &[u8] = include_bytes!("../../seeds/perf_data/sleep.data");
+
+/// The small perf.data with a few words of its feature sections (after the records) set to
+/// counts and sizes the fuzzer likes: all ones, large, small.
+fn perf_data_features_input(rng: &mut Rng) -> Vec<u8> {
+    let mut out = PERF_DATA_SMALL.to_vec();
+    let word = |at: usize| u64::from_le_bytes(out[at..at + 8].try_into().unwrap_or_default());
+    let data_end = (word(40) + word(48)) as usize;
+    for _ in 0..=rng.below(3) {
+        let at = data_end + (rng.below(out.len() - data_end - 4) & !3);
+        let word: u32 = match rng.below(4) {
+            0 => u32::MAX,
+            1 => 1 << rng.below(32),
+            2 => small_byte(rng).into(),
+            _ => rng.next() as u32,
+        };
+        out[at..at + 4].copy_from_slice(&word.to_le_bytes());
     }
     out
 }

@@ -128,17 +128,18 @@ pub fn import_bytes_unguarded(
 fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<Recording> {
     let data = perf_header::check(file).map_err(|e| Error::parse(path, e))?;
     let mut notes = Vec::new();
-    let features_damaged =
-        perf_header::check_sections(file, &data).map_err(|e| Error::parse(path, e))?;
+    perf_header::check_sections(file).map_err(|e| Error::parse(path, e))?;
+    let features_damaged = perf_header::check_features(file, &data);
     let stripped;
     let file: &[u8] = match features_damaged {
-        Some(why) => {
+        Some(damaged) => {
             notes.push(format!(
-                "{}: the feature sections are damaged ({why}); the records were read without them \
-                 (no host facts, no event name)",
-                path.display()
+                "{}: the feature sections are damaged ({}); the records were read without the \
+                 damaged ones",
+                path.display(),
+                damaged.why
             ));
-            stripped = perf_header::without_features(file);
+            stripped = perf_header::without_features(file, &data, &damaged.dropped);
             &stripped
         }
         None => file,
@@ -475,5 +476,57 @@ fn zero_jitdump_times(bytes: &mut [u8]) {
         }
         bytes[pos + 8..pos + 16].fill(0);
         pos += total;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `perf record -g -o sleep.data -- sleep 0.1` (perf 6.1): 3 samples, 16 feature sections.
+    const SLEEP: &[u8] = include_bytes!("../../../fuzz/seeds/perf_data/sleep.data");
+
+    fn import_in_memory(file: &[u8]) -> Result<Recording> {
+        import_bytes_unguarded(Path::new("bad.data"), file, &ImportOptions::default())
+    }
+
+    #[test]
+    fn every_header_and_feature_section_word_set_to_all_ones_is_read_or_refused() {
+        let data = perf_header::check(SLEEP).unwrap();
+        let features_at = data.offset + data.declared_size as usize;
+        // Counts of u32::MAX made linux-perf-data ask for 64 GB and abort the process; any
+        // such allocation would end this test the same way.
+        let header = (8..104).step_by(4);
+        for at in header.chain((features_at..SLEEP.len() - 3).step_by(4)) {
+            let mut file = SLEEP.to_vec();
+            file[at..at + 4].fill(0xff);
+            match import_in_memory(&file) {
+                Ok(recording) => assert!(recording.summary.is_some(), "offset {at}"),
+                Err(e) => assert!(e.to_string().contains("bad.data"), "offset {at}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_command_line_count_drops_the_features_with_a_note() {
+        let cmdline_count_at = 2524;
+        let mut file = SLEEP.to_vec();
+        file[cmdline_count_at..cmdline_count_at + 4].fill(0xff);
+        let recording = import_in_memory(&file).unwrap();
+        let summary = recording.summary.unwrap();
+        assert_eq!(summary.samples, 3);
+        // Only the damaged section is left out: the host facts after it are still read.
+        assert!(recording.meta.command.is_empty());
+        assert_eq!(recording.meta.host.arch, "x86_64");
+        assert!(
+            summary.notes.iter().any(|n| n.contains(
+                "feature section 11 (command line) at byte offset 2524: 4294967295 strings, more than the section can hold"
+            )),
+            "{:?}",
+            summary.notes
+        );
+        let intact = import_in_memory(SLEEP).unwrap();
+        assert_eq!(intact.meta.command, ["sleep", "0.1"]);
+        assert_eq!(intact.summary.unwrap().samples, 3);
     }
 }

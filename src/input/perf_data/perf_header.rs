@@ -103,78 +103,224 @@ pub fn check(file: &[u8]) -> Result<DataSection, ParseError> {
     })
 }
 
-/// A copy of the file whose header declares only the readable records and no feature sections
-/// (those live after the declared data section, which is exactly what is missing), so the
-/// crate reads what is there.
 /// The largest `perf_event_attr` entry accepted (the kernel's is 136 bytes today).
 const MAX_ATTR_SIZE: u64 = 4096;
+/// The smallest `perf_event_attr` (PERF_ATTR_SIZE_VER0).
+const MIN_ATTR_SIZE: u64 = 64;
 
-/// Checks every section the header declares against the file, before `linux-perf-data` sizes
-/// allocations from them: the attributes (and each one's id list) must lie inside the file, or
-/// the file is refused with the offset of the bad field. A damaged feature-section table (after
-/// the data section) is not fatal: the returned note says so and the caller reads the records
-/// without the features ([`without_features`]).
-pub fn check_sections(file: &[u8], data: &DataSection) -> Result<Option<String>, ParseError> {
-    let len = file.len() as u64;
-    let in_file = |at: usize, what: &str| -> Result<(u64, u64), ParseError> {
-        let mut c = Cursor::new(&file[at..], at);
-        let (offset, size) = (c.u64()?, c.u64()?);
-        if offset.checked_add(size).is_none_or(|end| end > len) {
-            return Err(ParseError::new(
-                at,
-                format!(
-                    "{what} inside the file (it says {size} bytes at offset {offset}, the file has {len} bytes)"
-                ),
-            ));
-        }
-        Ok((offset, size))
-    };
+/// Checks every header section `linux-perf-data` sizes allocations from, before it does: the
+/// attributes and the old event-type table (and each entry's id list) must lie inside the
+/// file, or the file is refused with the offset of the bad field. The feature sections are
+/// checked by [`check_features`].
+pub fn check_sections(file: &[u8]) -> Result<(), ParseError> {
     let attr_size = Cursor::new(&file[ATTR_SIZE_AT..], ATTR_SIZE_AT).u64()?;
-    let (attrs_at, attrs_size) = in_file(ATTRS_AT, "an attribute section")?;
-    if attrs_size > 0 && (attr_size <= 16 || attr_size > MAX_ATTR_SIZE) {
+    let entry_size_ok = (17..=MAX_ATTR_SIZE).contains(&attr_size);
+    let (attrs_at, attrs_size) = section_in_file(file, ATTRS_AT, "an attribute section")?;
+    let (types_at, types_size) = section_in_file(file, EVENT_TYPES_AT, "an event-type section")?;
+    if (attrs_size > 0 || types_size > 0) && !entry_size_ok {
         return Err(ParseError::new(
             ATTR_SIZE_AT,
             format!("an attribute entry size of 17 to {MAX_ATTR_SIZE} bytes (it says {attr_size})"),
         ));
     }
-    if attrs_size > 0 {
-        // Each entry is a perf_event_attr followed by the (offset, size) of its id list.
-        let mut entry = attrs_at;
-        while entry + attr_size <= attrs_at + attrs_size {
-            in_file((entry + attr_size - 16) as usize, "an event's id list")?;
-            entry += attr_size;
+    // Attribute entries are a perf_event_attr whose last 16 bytes are the (offset, size) of
+    // its id list; event-type entries are a perf_event_attr followed by those 16 bytes.
+    for (at, size, entry, ids_at) in [
+        (
+            attrs_at,
+            attrs_size,
+            attr_size,
+            attr_size.saturating_sub(16),
+        ),
+        (types_at, types_size, attr_size + 16, attr_size),
+    ] {
+        let mut pos = at;
+        while size > 0 && pos + entry <= at + size {
+            section_in_file(file, (pos + ids_at) as usize, "an event's id list")?;
+            pos += entry;
         }
     }
-    in_file(EVENT_TYPES_AT, "an event-type section")?;
-    let bits = &file[FEATURES_AT..FEATURES_AT + FEATURES_LEN];
-    let features = bits.iter().map(|b| b.count_ones() as u64).sum::<u64>();
-    let table = data.offset as u64 + data.declared_size;
-    let damaged = |why: String| Ok(Some(why));
-    if features == 0 {
-        return Ok(None);
-    }
-    if table.checked_add(features * 16).is_none_or(|end| end > len) {
-        return damaged(format!(
-            "{features} feature sections declared, but their table at byte offset {table} runs past the end of the file"
-        ));
-    }
-    for i in 0..features {
-        let at = (table + i * 16) as usize;
-        if let Err(e) = in_file(at, "a feature section") {
-            return damaged(e.to_string());
-        }
-    }
-    Ok(None)
+    Ok(())
 }
 
-/// The file with its feature bitmap cleared: the records alone, for a file whose feature
-/// sections are damaged.
-pub fn without_features(file: &[u8]) -> Vec<u8> {
+/// The `(offset, size)` pair at `at`, if the section it names lies inside the file.
+fn section_in_file(file: &[u8], at: usize, what: &str) -> Result<(u64, u64), ParseError> {
+    let len = file.len() as u64;
+    let mut c = Cursor::new(file.get(at..).unwrap_or_default(), at);
+    let (offset, size) = (c.u64()?, c.u64()?);
+    if offset.checked_add(size).is_none_or(|end| end > len) {
+        return Err(ParseError::new(
+            at,
+            format!(
+                "{what} inside the file (it says {size} bytes at offset {offset}, the file has {len} bytes)"
+            ),
+        ));
+    }
+    Ok((offset, size))
+}
+
+/// perf's feature numbers (`HEADER_*` in perf's `util/header.h`) of the sections whose counts
+/// `linux-perf-data` allocates from when jprof reads them: the command line and the event
+/// descriptions. jprof reads no other counted feature; one it starts reading belongs here.
+const FEATURE_CMDLINE: usize = 11;
+const FEATURE_EVENT_DESC: usize = 12;
+
+/// Feature sections jprof leaves out, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedFeatures {
+    /// What is wrong, with byte offsets.
+    pub why: String,
+    /// The feature numbers left out (every one present when the table itself is damaged).
+    pub dropped: Vec<usize>,
+}
+
+/// Checks the feature-section table that follows the data section, and the contents of the
+/// counted sections jprof reads. `None`: all good; otherwise the damaged sections, to be left
+/// out by [`without_features`].
+pub fn check_features(file: &[u8], data: &DataSection) -> Option<DamagedFeatures> {
+    let bits = &file[FEATURES_AT..FEATURES_AT + FEATURES_LEN];
+    let present: Vec<usize> = (0..FEATURES_LEN * 8)
+        .filter(|i| bits[i / 8] & (1 << (i % 8)) != 0)
+        .collect();
+    if present.is_empty() {
+        return None;
+    }
+    let table = data.offset as u64 + data.declared_size;
+    let len = file.len() as u64;
+    let all = |why: String| {
+        Some(DamagedFeatures {
+            why,
+            dropped: present.clone(),
+        })
+    };
+    if table
+        .checked_add(present.len() as u64 * 16)
+        .is_none_or(|end| end > len)
+    {
+        return all(format!(
+            "{} feature sections declared, but their table at byte offset {table} runs past the end of the file",
+            present.len()
+        ));
+    }
+    let mut damaged = Vec::new();
+    let mut dropped = Vec::new();
+    for (i, &feature) in present.iter().enumerate() {
+        let at = (table + i as u64 * 16) as usize;
+        let (offset, size) = match section_in_file(file, at, "a feature section") {
+            Ok(section) => section,
+            Err(e) => return all(e.to_string()),
+        };
+        let section = &file[offset as usize..(offset + size) as usize];
+        let checked = match feature {
+            FEATURE_CMDLINE => check_string_list(section).map_err(|e| ("command line", e)),
+            FEATURE_EVENT_DESC => check_event_desc(section).map_err(|e| ("event descriptions", e)),
+            _ => Ok(()),
+        };
+        if let Err((name, why)) = checked {
+            damaged.push(format!(
+                "feature section {feature} ({name}) at byte offset {offset}: {why}"
+            ));
+            dropped.push(feature);
+        }
+    }
+    (!dropped.is_empty()).then(|| DamagedFeatures {
+        why: damaged.join("; "),
+        dropped,
+    })
+}
+
+/// Reads the `u32` count at the start of `rest` and moves past it.
+fn take_u32(rest: &mut &[u8], what: &str) -> Result<u32, String> {
+    let (word, tail) = rest
+        .split_first_chunk::<4>()
+        .ok_or_else(|| format!("{what}, but the section ends"))?;
+    *rest = tail;
+    Ok(u32::from_le_bytes(*word))
+}
+
+/// Moves past `n` bytes of `rest`, if it holds them.
+fn skip(rest: &mut &[u8], n: u64, what: &str) -> Result<(), String> {
+    if n > rest.len() as u64 {
+        return Err(format!(
+            "{what} of {n} bytes, but only {} remain in the section",
+            rest.len()
+        ));
+    }
+    *rest = &rest[n as usize..];
+    Ok(())
+}
+
+/// `perf_header_string`: `u32 len; char str[len]`.
+fn skip_string(rest: &mut &[u8]) -> Result<(), String> {
+    let len = take_u32(rest, "a string length")?;
+    skip(rest, len.into(), "a string")
+}
+
+/// `perf_header_string_list`: `u32 nr; perf_header_string strings[nr]`. Each string takes at
+/// least 4 bytes, so a count the section cannot hold is refused before anything is sized
+/// from it.
+fn check_string_list(section: &[u8]) -> Result<(), String> {
+    let mut rest = section;
+    let nr = take_u32(&mut rest, "a string count")?;
+    if u64::from(nr) * 4 > rest.len() as u64 {
+        return Err(format!("{nr} strings, more than the section can hold"));
+    }
+    for _ in 0..nr {
+        skip_string(&mut rest)?;
+    }
+    Ok(())
+}
+
+/// HEADER_EVENT_DESC: `u32 nr; u32 attr_size;` then `nr` times `perf_event_attr (attr_size
+/// bytes); u32 nr_ids; perf_header_string name; u64 ids[nr_ids]`.
+fn check_event_desc(section: &[u8]) -> Result<(), String> {
+    let mut rest = section;
+    let nr = take_u32(&mut rest, "an event count")?;
+    let attr_size = u64::from(take_u32(&mut rest, "an attribute size")?);
+    if !(MIN_ATTR_SIZE..=MAX_ATTR_SIZE).contains(&attr_size) {
+        return Err(format!(
+            "an attribute size of {MIN_ATTR_SIZE} to {MAX_ATTR_SIZE} bytes (it says {attr_size})"
+        ));
+    }
+    if u64::from(nr) * (attr_size + 8) > rest.len() as u64 {
+        return Err(format!("{nr} events, more than the section can hold"));
+    }
+    for _ in 0..nr {
+        skip(&mut rest, attr_size, "an event attribute")?;
+        let ids = take_u32(&mut rest, "an id count")?;
+        skip_string(&mut rest)?;
+        skip(&mut rest, u64::from(ids) * 8, "an id list")?;
+    }
+    Ok(())
+}
+
+/// The file without the `dropped` feature sections: their bits cleared and the table of the
+/// others closed up (it lists the present features' sections in bit order).
+pub fn without_features(file: &[u8], data: &DataSection, dropped: &[usize]) -> Vec<u8> {
     let mut out = file.to_vec();
-    out[FEATURES_AT..FEATURES_AT + FEATURES_LEN].fill(0);
+    let table = data.offset + data.declared_size as usize;
+    // Where the feature's entry is in the table as written, and where it goes.
+    let (mut entry, mut kept) = (table, table);
+    for feature in 0..FEATURES_LEN * 8 {
+        let (byte, bit) = (FEATURES_AT + feature / 8, 1 << (feature % 8));
+        if out[byte] & bit == 0 {
+            continue;
+        }
+        if dropped.contains(&feature) {
+            out[byte] &= !bit;
+        } else {
+            // Only reached for a table check_features found inside the file.
+            out.copy_within(entry..entry + 16, kept);
+            kept += 16;
+        }
+        entry += 16;
+    }
     out
 }
 
+/// A copy of the file whose header declares only the readable records and no feature sections
+/// (those live after the declared data section, which is exactly what is missing), so the
+/// crate reads what is there.
 pub fn readable_prefix(file: &[u8], data: &DataSection) -> Vec<u8> {
     let end = data.offset + data.readable_size;
     let mut out = file[..end].to_vec();
