@@ -4,10 +4,12 @@
 
 mod cli_support;
 use cli_support::{jprof, JPROF};
+mod live_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 /// The tests measure time: one at a time, so they do not preempt each other's threads.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -278,7 +280,11 @@ fn attach_records_off_cpu_time_of_a_running_process() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Attached once both threads exist (before, only the pinger could be seen waiting).
+    let tasks = format!("/proc/{}/task", target.id());
+    live_support::wait_for("the ponger thread", Duration::from_secs(20), || {
+        (std::fs::read_dir(&tasks).map_or(0, Iterator::count) >= 2).then_some(())
+    });
     let data = dir.path().join("attach.data");
     let out = jprof()
         .args(["record", "--off-cpu", "--duration", "1", "-o"])

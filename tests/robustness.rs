@@ -10,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use jprof::format::jitdump_write;
+use jprof::format::perf::RecordKind;
 use jprof::recording::Recording;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -173,10 +174,15 @@ fn a_target_that_ignores_signals_is_killed_on_the_second_ctrl_c() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    live_support::wait_until_target_runs(child.id(), "sh");
+    let target = live_support::wait_until_target_runs(child.id(), "sh");
+    live_support::wait_for("the target's trap", Duration::from_secs(20), || {
+        (live_support::ignores(target, libc::SIGINT)
+            && live_support::ignores(target, libc::SIGTERM))
+        .then_some(())
+    });
+    // Two different signals, so they cannot merge into one pending signal.
     let jprof_pid = Pid::from_raw(child.id() as i32);
     kill(jprof_pid, Signal::SIGINT).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
     kill(jprof_pid, Signal::SIGTERM).unwrap();
     let out = wait_within(
         child,
@@ -222,14 +228,14 @@ fn duration_stops_the_whole_tree_not_just_the_shell() {
         .output()
         .unwrap();
     assert!(Recording::open(&data).unwrap().finished, "{}", text(&out));
-    std::thread::sleep(Duration::from_millis(200));
+    // jprof stops recording only once the whole tree has exited (it reaps it as subreaper).
     let left = Command::new("pgrep")
         .args(["-f", &marker])
         .output()
         .unwrap();
     assert!(
         left.stdout.is_empty(),
-        "orphans still running: {}",
+        "orphans still running after jprof exited: {}",
         String::from_utf8_lossy(&left.stdout)
     );
 }
@@ -443,14 +449,31 @@ fn losses_show_in_the_flame_graph_and_exports() {
         .spawn()
         .unwrap();
     let pid = Pid::from_raw(child.id() as i32);
-    std::thread::sleep(Duration::from_millis(500));
+    live_support::wait_until_target_runs(child.id(), "sh");
+    // jprof stopped while its target runs: the rings fill and the kernel loses what follows.
+    let target_cpu_ns = || {
+        live_support::descendants(child.id())
+            .into_iter()
+            .map(live_support::cpu_ns)
+            .sum::<u64>()
+    };
     kill(pid, Signal::SIGSTOP).unwrap();
-    std::thread::sleep(Duration::from_secs(4));
+    let before = target_cpu_ns();
+    // 2 CPU-seconds at 10 kHz: about 20,000 samples, several times what the rings hold.
+    live_support::wait_for(
+        "2 CPU-seconds of the target while jprof is stopped",
+        Duration::from_secs(120),
+        || (target_cpu_ns() >= before + 2_000_000_000).then_some(()),
+    );
     kill(pid, Signal::SIGCONT).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The kernel writes its LOST record once the reader has made room again.
+    live_support::wait_for("a LOST record in the file", Duration::from_secs(60), || {
+        (live_support::records_in_partial(&data, RecordKind::LOST) > 0).then_some(())
+    });
+    // SIGINT ends the shell; the background loop ignores it, so the second stop signal
+    // (another signal, so the two cannot merge) kills it.
     kill(pid, Signal::SIGINT).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    kill(pid, Signal::SIGINT).unwrap();
+    kill(pid, Signal::SIGTERM).unwrap();
     let out = wait_within(child, Duration::from_secs(20), "jprof");
     let rec = Recording::open(&data).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
     let s = rec.summary.clone().unwrap();

@@ -272,11 +272,15 @@ fn perf_map_swapped_with_a_link_never_leaks_a_root_file() {
         .spawn()
         .expect("swapper");
     let mut swapper = Running(swapper);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        swapper.0.try_wait().unwrap().is_none(),
-        "the swapper must be running as the user"
-    );
+    // Recording starts once the swapper is at work (the map exists).
+    let start = Instant::now();
+    while map.symlink_metadata().is_err() {
+        assert!(
+            swapper.0.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(20),
+            "the swapper must be running as the user"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let home = user_dir();
     let data = home.path().join("root.data");
     let out = record_attached(target.pid(), &data, "3");

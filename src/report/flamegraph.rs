@@ -187,11 +187,6 @@ mod tests {
     }
 
     #[test]
-    fn svg_is_deterministic() {
-        assert_eq!(svg(), svg());
-    }
-
-    #[test]
     fn no_stacks_is_an_error_not_a_panic() {
         let labels = Labels {
             title: "t".into(),
