@@ -283,6 +283,10 @@ pub struct Recording {
     pub skipped: Vec<std::ops::Range<usize>>,
     /// Whether the recorder finished cleanly (END chunk present).
     pub finished: bool,
+    /// Build ids of mapped files known apart from their MMAP2 records, by path: a perf.data's
+    /// build-id table (perf writes it at the end of `perf record`). Used for mappings whose
+    /// record carries none.
+    pub build_ids: std::collections::BTreeMap<String, Vec<u8>>,
 }
 
 /// Where a chunk is: its kind, its payload's file offset and length, and for perf records the
@@ -370,6 +374,7 @@ impl Recording {
             skipped: Vec::new(),
             finished: true,
             bytes: Bytes::Owned(bytes),
+            build_ids: Default::default(),
         }
     }
 
@@ -447,6 +452,7 @@ impl Recording {
             skipped,
             finished,
             bytes,
+            build_ids: Default::default(),
         })
     }
 

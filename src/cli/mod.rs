@@ -244,7 +244,8 @@ pub struct ReportArgs {
     /// Input recording: a jprof.data, or a perf.data from `perf record -k 1 -g`.
     #[arg(short, long, default_value = "jprof.data", value_parser = parse_input_path)]
     pub(crate) input: PathBuf,
-    /// For a perf.data: also look for its jitdumps and perf-PID.map files in DIR (repeatable).
+    /// Also look in DIR (repeatable) for binaries whose file on disk is another build than the
+    /// recording's (by build id), and for a perf.data's jitdumps and perf-PID.map files.
     #[arg(long = "search-dir", value_name = "DIR")]
     pub(crate) search_dirs: Vec<PathBuf>,
     /// Also read lines and inlined frames from separate debug files (/usr/lib/debug/.build-id)
@@ -362,7 +363,8 @@ pub struct DiffArgs {
     /// much there was.
     #[arg(long)]
     pub(crate) normalize: bool,
-    /// For perf.data inputs: also look for their jitdumps and perf maps in DIR (repeatable).
+    /// Also look in DIR (repeatable) for binaries by build id, and for a perf.data's jitdumps
+    /// and perf maps.
     #[arg(long = "search-dir", value_name = "DIR")]
     pub(crate) search_dirs: Vec<PathBuf>,
     /// Also read separate debug files (/usr/lib/debug/.build-id) for lines and inlined frames.

@@ -60,7 +60,8 @@ pub struct Request {
     pub(crate) weight: Option<Weight>,
     /// `--tid`, `--pid`, `--comm`, `--time` and the other filters.
     pub(crate) filters: Filters,
-    /// Where the side files of an imported perf.data are looked for by file name.
+    /// Where the side files of an imported perf.data are looked for by file name, and copies
+    /// of binaries by build id.
     pub(crate) search_dirs: Vec<PathBuf>,
     /// Lines and inlined frames from separate debug files (`--debug-files`).
     pub(crate) debug_files: bool,
@@ -105,7 +106,8 @@ pub struct Accepts {
     pub comm: bool,
     /// `--binary`: the instrumented binary that names an XRay log's functions.
     pub binary: bool,
-    /// `--search-dir`: where a perf.data's side files are looked for.
+    /// `--search-dir`: where a perf.data's side files, and binaries by build id, are looked
+    /// for.
     pub search_dirs: bool,
     /// `--debug-files`: native code symbolized from separate debug files.
     pub debug_files: bool,
@@ -175,6 +177,7 @@ impl Kind {
             Self::Recording => Accepts {
                 weights: &[Samples, OffCpu, Wall],
                 comm: true,
+                search_dirs: true,
                 debug_files: true,
                 ..none
             },
@@ -247,7 +250,8 @@ impl Kind {
         if !request.search_dirs.is_empty() && !accepts.search_dirs {
             return refuse(
                 "--search-dir",
-                "it is where the jitdumps and perf maps of a perf.data are looked for",
+                "it is where the binaries, jitdumps and perf maps of a recording or perf.data \
+                 are looked for",
             );
         }
         if request.debug_files && !accepts.debug_files {
@@ -365,7 +369,8 @@ mod tests {
             search_dirs: vec!["/tmp".into()],
             ..request()
         };
-        refusal(Kind::Recording, &dirs);
+        refusal(Kind::Mlpd, &dirs);
+        Kind::Recording.check(&dirs).unwrap();
         Kind::PerfData.check(&dirs).unwrap();
 
         let debug = Request {

@@ -2,6 +2,8 @@
 //! threads created later), and the COMM/MMAP2 records the kernel will never send for what
 //! existed before (threads, names, executable mappings, including jitdump marker mappings).
 
+use std::path::Path;
+
 use crate::error::Error;
 use crate::format::perf::SampleLayout;
 use crate::format::{perf_write, procfs};
@@ -139,11 +141,21 @@ pub fn synthesize(pid: u32, layout: &SampleLayout) -> Vec<u8> {
     let maps = std::fs::read(format!("/proc/{pid}/maps")).unwrap_or_default();
     // A line that cannot be read ends the list; the mappings before it are still reported.
     let entries = procfs::parse_maps(&maps).unwrap_or_default();
+    let mut root = None;
     for m in entries {
         let executable = m.perms.as_bytes().get(2) == Some(&b'x');
         let named = m.path.starts_with('/') || m.path == "[vdso]";
         if executable && named && !m.path.ends_with(" (deleted)") {
             let prot = libc::PROT_READ as u32 | libc::PROT_EXEC as u32;
+            // The build id of the file as it is now, as the kernel would have read it at
+            // mmap time (a report then knows whether the file on disk is still this build).
+            let build_id = if m.path.starts_with('/') {
+                let root = root.get_or_insert_with(|| crate::process_root::foreign_root(pid));
+                let file = crate::process_root::host_path(root.as_deref(), Path::new(m.path));
+                crate::symbolize::build_id::of_file(&file)
+            } else {
+                None
+            };
             out.extend(perf_write::mmap2(
                 layout,
                 pid,
@@ -152,6 +164,7 @@ pub fn synthesize(pid: u32, layout: &SampleLayout) -> Vec<u8> {
                 m.offset,
                 prot,
                 m.path,
+                build_id.as_deref(),
                 now,
             ));
         }

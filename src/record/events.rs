@@ -172,12 +172,16 @@ pub fn open(
     let mut notes = Vec::new();
     let mut chosen = event;
     let mut kernel = true;
+    // MMAP2 records with the mapped file's build id (Linux 5.12+), so a report knows whether
+    // the file on disk is still the build that ran; older kernels refuse the bit.
+    let mut build_ids = true;
     // The first thread that still exists owns the rings (an attached process's threads come
     // and go while jprof opens its events).
     let mut owner = 0;
     let (probe, pid) = loop {
         let pid = tids[owner];
         let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+        attr.set_build_id(u64::from(build_ids));
         identify(&mut attr, off_cpu_min_ns.is_some());
         match perf_event::open(&mut attr, pid, cpus[0]) {
             Ok(fd) => break (fd, pid),
@@ -185,6 +189,8 @@ pub fn open(
                 let code = e.raw_os_error();
                 if code == Some(libc::ESRCH) && owner + 1 < tids.len() {
                     owner += 1;
+                } else if build_ids && code == Some(libc::EINVAL) {
+                    build_ids = false;
                 } else if chosen == EventChoice::Cycles
                     && matches!(
                         code,
@@ -225,6 +231,7 @@ pub fn open(
     };
     let mut rings = vec![map(probe)?];
     let mut main_attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+    main_attr.set_build_id(u64::from(build_ids));
     identify(&mut main_attr, off_cpu_min_ns.is_some());
     for &cpu in &cpus[1..] {
         let mut attr = main_attr;
@@ -318,6 +325,7 @@ fn switch_attr_for(main: &abi::perf_event_attr) -> abi::perf_event_attr {
     attr.sample_period = 1;
     attr.set_mmap(0);
     attr.set_mmap2(0);
+    attr.set_build_id(0);
     attr.set_comm(0);
     attr.set_comm_exec(0);
     attr.set_task(0);

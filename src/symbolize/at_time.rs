@@ -54,7 +54,7 @@ impl AddressNamer {
         in_time_order(recording, |r| {
             past |= r.time > time;
             if !past {
-                update_model(&mut model, &r.record);
+                update_model(&mut model, &r.record, &recording.build_ids);
             }
         });
         let same_kernel = same_kernel(recording);

@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use super::embedded::EmbeddedIndex;
 use super::kernel::{self, KernelSymbols};
 use super::native::{hex, BinaryCache, NativeFrame};
-use super::process::ProcessModel;
+use super::process::{Mapping, ProcessModel};
 
 /// What one user address resolved to.
 #[derive(Clone, Debug)]
@@ -36,19 +36,19 @@ pub struct UnknownCounts {
     pub unmapped: u64,
     /// Kernel frames without a symbol.
     pub kernel: u64,
-    /// Paths whose file on disk has another build id than the recording says.
-    pub changed: BTreeMap<String, String>,
 }
 
 /// A binary's build id (hex) and the frames at one offset.
 type Named = (Option<Arc<str>>, Arc<[NativeFrame]>);
+/// What [`Named`] is cached by: path, recorded build id, file offset.
+type NamedKey = (Arc<str>, Option<Arc<[u8]>>, u64);
 
 pub struct Symbolizer<'e> {
     embedded: Option<&'e EmbeddedIndex>,
     /// Whether this machine's kallsyms and binaries may be used (same kernel release).
     kernel_from_disk: bool,
     kernel: Option<Arc<KernelSymbols>>,
-    cache: FxHashMap<(Arc<str>, u64), Named>,
+    cache: FxHashMap<NamedKey, Named>,
     pub unknown: UnknownCounts,
 }
 
@@ -85,12 +85,11 @@ impl<'e> Symbolizer<'e> {
             };
         };
         let offset = mapping.file_offset(probe);
-        let key = (mapping.path.clone(), offset);
+        let key = (mapping.path.clone(), mapping.build_id.clone(), offset);
         let (build_id, frames) = match self.cache.get(&key) {
             Some(hit) => hit.clone(),
             None => {
-                let record_id = mapping.build_id.as_deref().map(hex);
-                let (id, frames) = self.native(binaries, pid, &mapping.path, record_id, offset);
+                let (id, frames) = self.native(binaries, pid, mapping, offset);
                 let found: Named = (id.map(Arc::from), frames);
                 self.cache.insert(key, found.clone());
                 found
@@ -116,10 +115,11 @@ impl<'e> Symbolizer<'e> {
         &mut self,
         binaries: &mut BinaryCache,
         pid: u32,
-        path: &Arc<str>,
-        record_id: Option<String>,
+        mapping: &Mapping,
         offset: u64,
     ) -> (Option<String>, Arc<[NativeFrame]>) {
+        let path = &mapping.path;
+        let record_id = mapping.build_id.as_deref().map(hex);
         if let Some(e) = self.embedded {
             if let Some(b) = e.binary(path, record_id.as_deref()) {
                 if let Some(frames) = b.frames.get(&offset) {
@@ -128,17 +128,12 @@ impl<'e> Symbolizer<'e> {
                 }
             }
         }
-        let Ok(binary) = binaries.get(pid, path) else {
+        // Only the recorded build names the address (build_id.rs).
+        let Ok(binary) = binaries.get_built(pid, path, mapping.build_id.as_deref()) else {
             return (record_id, Arc::from([]));
         };
         let disk_id = binary.build_id.as_deref().map(hex);
-        if let (Some(rec), Some(disk)) = (&record_id, &disk_id) {
-            if rec != disk {
-                self.unknown.changed.insert(path.to_string(), rec.clone());
-                return (record_id, Arc::from([]));
-            }
-        }
-        let frames = match binary.svma_of_offset(offset) {
+        let frames = match binary.svma_in_mapping(offset, mapping.pgoff) {
             Some(svma) => binary.frames(svma),
             None => Vec::new(),
         };

@@ -5,6 +5,7 @@
 //! `docs/symbolization.md`.
 
 pub(crate) mod at_time;
+pub(crate) mod build_id;
 pub(crate) mod embedded;
 pub(crate) mod frame_cache;
 mod interpreted;
@@ -44,6 +45,9 @@ pub struct ResolveOptions {
     pub comm: Option<String>,
     /// Read lines and inlined frames from separate debug files (`/usr/lib/debug`) too.
     pub debug_files: bool,
+    /// Where copies of binaries are looked for by build id (`--search-dir`), when the file
+    /// at a mapped path is another build than the recording's.
+    pub search_dirs: Vec<std::path::PathBuf>,
     /// Counts symbolized samples (a bar on a terminal, else nothing).
     pub progress: crate::progress::Progress,
 }
@@ -73,26 +77,33 @@ struct SampleStack {
     stack: AddressStack,
 }
 
-/// The mapping an MMAP or MMAP2 record describes.
+/// The mapping an MMAP or MMAP2 record describes. A record without a build id takes the one
+/// the recording knows for the path apart from the records (`Recording::build_ids`).
 fn file_mapping(
     addr: u64,
     len: u64,
     pgoff: u64,
     filename: &str,
     build_id: Option<&[u8]>,
+    known: &BTreeMap<String, Vec<u8>>,
 ) -> Mapping {
+    let known = || known.get(filename).map(Vec::as_slice);
     Mapping {
         start: addr,
         end: addr.saturating_add(len),
         pgoff,
         path: filename.into(),
-        build_id: build_id.map(Into::into),
+        build_id: build_id.or_else(known).map(Into::into),
     }
 }
 
 /// Applies a record that changes the process model (mappings, names, forks); false for
-/// any other record.
-fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
+/// any other record. `known`: build ids by path, for records without one.
+fn update_model(
+    model: &mut ProcessModel,
+    record: &Record<'_>,
+    known: &BTreeMap<String, Vec<u8>>,
+) -> bool {
     match record {
         Record::Mmap2 {
             pid,
@@ -104,7 +115,7 @@ fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
             ..
         } => model.add_mapping(
             *pid,
-            file_mapping(*addr, *len, *pgoff, filename, build_id.as_deref()),
+            file_mapping(*addr, *len, *pgoff, filename, build_id.as_deref(), known),
         ),
         Record::Mmap {
             pid,
@@ -113,7 +124,10 @@ fn update_model(model: &mut ProcessModel, record: &Record<'_>) -> bool {
             pgoff,
             filename,
             ..
-        } => model.add_mapping(*pid, file_mapping(*addr, *len, *pgoff, filename, None)),
+        } => model.add_mapping(
+            *pid,
+            file_mapping(*addr, *len, *pgoff, filename, None, known),
+        ),
         Record::Comm {
             pid,
             tid,
@@ -162,7 +176,7 @@ fn walk(
         )
     });
     let mut errors = in_time_order(recording, |timed| {
-        if update_model(&mut model, &timed.record) {
+        if update_model(&mut model, &timed.record, &recording.build_ids) {
             return;
         }
         let Record::Sample(s) = &timed.record else {
@@ -290,6 +304,7 @@ pub fn resolve_with_jit(
     let embedded = load_embedded(recording, &mut profile.notes);
     let same_kernel = same_kernel(recording);
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
+    binaries.by_build_id.search_dirs = options.search_dirs.clone();
     let jit = jit_index::JitIndex::from_recording(recording);
     let mut stacks = stacks::StackBuilder::new(
         profile,
@@ -404,11 +419,8 @@ fn notes(
         let why = if anonymous {
             "anonymous memory no runtime named (JIT code without a jitdump or perf map entry)"
                 .to_string()
-        } else if let Some(id) = unknown.changed.get(path) {
-            format!(
-                "{path} changed since recording (the recording says build id {id}); \
-                 record with embedded symbols (the default) to keep the names"
-            )
+        } else if let Some(mismatch) = binaries.by_build_id.mismatches.get(path) {
+            mismatch.why(path)
         } else if let Some(reason) = failures.get(path.as_str()) {
             format!("cannot read {path} ({reason}) and the recording has no symbols for it")
         } else {

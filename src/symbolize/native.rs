@@ -50,6 +50,8 @@ struct Segment {
     file_offset: u64,
     file_size: u64,
     address: u64,
+    /// PF_X: the segment a text mapping (the only kind recordings have) comes from.
+    executable: bool,
 }
 
 /// The sections framehop needs, as shared bytes and their addresses in the ELF.
@@ -124,6 +126,10 @@ impl Binary {
                     file_offset,
                     file_size,
                     address: s.address(),
+                    executable: matches!(
+                        s.flags(),
+                        object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0
+                    ),
                 }
             })
             .collect();
@@ -133,8 +139,11 @@ impl Binary {
         if obj.section_by_name(".debug_info").is_none() {
             if let Some(debug) = build_id.as_deref().and_then(open_debug_file) {
                 if let Ok(dobj) = object::File::parse(&*debug) {
-                    collect_symbols(&dobj, &debug, true, &mut symbols);
-                    debug_image = Some(debug);
+                    // The file at the build id's path must be that build.
+                    if dobj.build_id().ok().flatten() == build_id.as_deref() {
+                        collect_symbols(&dobj, &debug, true, &mut symbols);
+                        debug_image = Some(debug);
+                    }
                 }
             }
         }
@@ -190,6 +199,26 @@ impl Binary {
             .as_ref()
     }
 
+    /// Whether this is a separate debug file (`objcopy --only-keep-debug`): symbols and DWARF
+    /// at the original addresses, but no code, and file offsets that are not the original's.
+    pub(crate) fn is_debug_only(&self) -> bool {
+        let mut code = self.segments.iter().filter(|s| s.executable).peekable();
+        code.peek().is_some() && code.all(|s| s.file_size == 0)
+    }
+
+    /// The ELF address of file offset `file_offset` of a text mapping at file offset `pgoff`.
+    /// A separate debug file's offsets are not the original's, but its text segment keeps its
+    /// address, which the mapping starts at the page of (p_offset and p_vaddr agree modulo
+    /// the page size).
+    pub(crate) fn svma_in_mapping(&self, file_offset: u64, pgoff: u64) -> Option<u64> {
+        if self.is_debug_only() {
+            return self
+                .svma_of_mapping(pgoff)
+                .map(|base| base.wrapping_add(file_offset.wrapping_sub(pgoff)));
+        }
+        self.svma_of_offset(file_offset)
+    }
+
     /// The ELF virtual address (SVMA) of a file offset, through the PT_LOAD segments.
     pub fn svma_of_offset(&self, file_offset: u64) -> Option<u64> {
         self.segments
@@ -207,6 +236,13 @@ impl Binary {
     /// that starts in that page, not the first one covering `pgoff`.
     pub fn svma_of_mapping(&self, pgoff: u64) -> Option<u64> {
         const PAGE: u64 = 4096;
+        if self.is_debug_only() {
+            return self
+                .segments
+                .iter()
+                .find(|s| s.executable)
+                .map(|s| s.address & !(PAGE - 1));
+        }
         self.segments
             .iter()
             .find(|s| s.file_offset & !(PAGE - 1) == pgoff)
@@ -420,6 +456,8 @@ pub struct BinaryCache {
     /// through `/proc/PID/root` (while recording), with each process's answer kept.
     pub live_roots: bool,
     roots: HashMap<u32, Option<std::path::PathBuf>>,
+    /// Where copies of binaries are looked for by build id (see `build_id.rs`).
+    pub(super) by_build_id: super::build_id::Lookup,
 }
 
 impl BinaryCache {
@@ -430,6 +468,7 @@ impl BinaryCache {
             debug_files,
             live_roots: false,
             roots: HashMap::new(),
+            by_build_id: super::build_id::Lookup::new(),
         }
     }
 

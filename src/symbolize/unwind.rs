@@ -432,7 +432,8 @@ fn register(p: &mut ProcessUnwinder, pid: u32, mapping: &Mapping, binaries: &mut
     if !p.registered.insert(mapping.start) {
         return;
     }
-    let Ok(binary) = binaries.get(pid, &mapping.path) else {
+    // Another build's CFI would unwind wrongly: only the recorded build is used.
+    let Ok(binary) = binaries.get_built(pid, &mapping.path, mapping.build_id.as_deref()) else {
         return;
     };
     let Some(svma) = binary.svma_of_mapping(mapping.pgoff) else {

@@ -82,6 +82,8 @@ pub mod misc {
     pub const SWITCH_OUT: u16 = 1 << 13;
     /// SWITCH out record: the thread was preempted while runnable.
     pub const SWITCH_OUT_PREEMPT: u16 = 1 << 14;
+    /// MMAP2 record: it carries the file's build id instead of device and inode numbers.
+    pub const MMAP_BUILD_ID: u16 = 1 << 14;
 }
 
 /// Callchain context markers (`enum perf_callchain_context`), stored as u64 in `ips[]`.
@@ -387,7 +389,7 @@ impl SampleLayout {
                 let len = c.u64()?;
                 let pgoff = c.u64()?;
                 let union = c.bytes(24)?;
-                let build_id = if raw.misc & (1 << 14) != 0 {
+                let build_id = if raw.misc & misc::MMAP_BUILD_ID != 0 {
                     let n = (union[0] as usize).min(20);
                     Some(union[4..4 + n].to_vec())
                 } else {

@@ -64,7 +64,9 @@ pub fn comm(layout: &SampleLayout, pid: u32, tid: u32, name: &str, time: u64) ->
     record(RecordKind::COMM, misc::USER, &b)
 }
 
-/// An MMAP2 of a file mapping (no device/inode information: jprof opens files by path).
+/// An MMAP2 of a file mapping, with the file's build id when known (as the kernel writes it
+/// with the `build_id` attribute bit), else without device/inode information (jprof opens
+/// files by path).
 #[allow(clippy::too_many_arguments)]
 pub fn mmap2(
     layout: &SampleLayout,
@@ -74,6 +76,7 @@ pub fn mmap2(
     pgoff: u64,
     prot: u32,
     filename: &str,
+    build_id: Option<&[u8]>,
     time: u64,
 ) -> Vec<u8> {
     let mut b = Vec::new();
@@ -82,7 +85,17 @@ pub fn mmap2(
     for v in [addr, len, pgoff] {
         b.extend(v.to_le_bytes());
     }
-    b.extend([0u8; 24]); // maj, min, ino, ino_generation
+    let build_id = build_id.filter(|id| !id.is_empty() && id.len() <= 20);
+    match build_id {
+        // u8 size, 3 bytes of padding, 20 bytes of id.
+        Some(id) => {
+            let mut union = [0u8; 24];
+            union[0] = id.len() as u8;
+            union[4..4 + id.len()].copy_from_slice(id);
+            b.extend(union);
+        }
+        None => b.extend([0u8; 24]), // maj, min, ino, ino_generation
+    }
     b.extend(prot.to_le_bytes());
     b.extend(2u32.to_le_bytes()); // MAP_PRIVATE
     padded_str(&mut b, filename);
@@ -93,7 +106,12 @@ pub fn mmap2(
         cpu: None,
     };
     trailer(&mut b, layout, &id);
-    record(RecordKind::MMAP2, misc::USER, &b)
+    let with_id = if build_id.is_some() {
+        misc::MMAP_BUILD_ID
+    } else {
+        0
+    };
+    record(RecordKind::MMAP2, misc::USER | with_id, &b)
 }
 
 #[cfg(test)]
@@ -118,7 +136,19 @@ mod tests {
             0x2000,
             5,
             "/usr/bin/x",
+            None,
             600,
+        ));
+        buf.extend(mmap2(
+            &LAYOUT,
+            10,
+            0x8000,
+            0x1000,
+            0,
+            5,
+            "/usr/lib/y.so",
+            Some(&[0xab; 20]),
+            700,
         ));
         let records: Vec<_> = RecordIter::new(&buf)
             .map(|r| LAYOUT.parse(&r.unwrap()).unwrap())
@@ -130,6 +160,11 @@ mod tests {
         assert!(
             matches!(&records[1], Record::Mmap2 { addr: 0x4000, len: 0x1000, pgoff: 0x2000, filename, id, .. }
             if filename == "/usr/bin/x" && id.time == Some(600))
+        );
+        assert!(matches!(&records[1], Record::Mmap2 { build_id: None, .. }));
+        assert!(
+            matches!(&records[2], Record::Mmap2 { build_id: Some(b), filename, .. }
+            if b == &[0xab; 20] && filename == "/usr/lib/y.so")
         );
     }
 }

@@ -274,6 +274,7 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
         }
     }
 
+    let build_ids = build_ids(&perf_file);
     let meta = meta(&perf_file, event);
     let summary = Summary {
         samples: scan.samples,
@@ -297,7 +298,29 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
     );
     // The in-memory recording is whole; the perf.data it came from may not be.
     recording.stopped = data.stopped;
+    recording.build_ids = build_ids;
     Ok(recording)
+}
+
+/// perf's build-id table (HEADER_BUILD_ID): the build id of every file the samples hit, read
+/// from the files at the end of `perf record` (the MMAP2 records carry none unless recorded
+/// with `--buildid-mmap`). The kernel's own entry is left out (kernel names follow the
+/// kernel release). An unreadable table is no table.
+fn build_ids(perf_file: &linux_perf_data::PerfFile) -> BTreeMap<String, Vec<u8>> {
+    let Ok(table) = perf_file.build_ids() else {
+        return BTreeMap::new();
+    };
+    table
+        .into_values()
+        .filter(|dso| !dso.build_id.is_empty())
+        .map(|dso| {
+            (
+                String::from_utf8_lossy(&dso.path).into_owned(),
+                dso.build_id,
+            )
+        })
+        .filter(|(path, _)| !path.starts_with("[kernel"))
+        .collect()
 }
 
 /// The jitdumps the records name and the perf maps of the processes seen.

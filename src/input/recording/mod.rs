@@ -84,6 +84,7 @@ pub fn symbolized(request: &Request, kind: Kind) -> Result<(Recording, Profile, 
         tid: request.filters.tid,
         comm: request.filters.comm.clone(),
         debug_files: request.debug_files,
+        search_dirs: request.search_dirs.clone(),
         progress: crate::progress::Progress::bar("symbolizing"),
     };
     let (mut profile, jit) = symbolize::resolve_with_jit(&recording, &options)?;

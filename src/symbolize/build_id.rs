@@ -1,0 +1,253 @@
+//! Build ids: whether the file on disk is the binary a recording mapped, and where else the
+//! right one may be. A recording knows the build id of a mapped file from its MMAP2 record
+//! (the kernel reads it when the file is mapped) or, for a perf.data, from perf's build-id
+//! table; the file at that path today may be another build (a package update), whose symbols
+//! would give false names. Such a file is never used: a copy with the recorded build id is
+//! looked for (`--search-dir`, perf's build-id cache in `~/.debug`, `/usr/lib/debug`), else
+//! the addresses stay `[unknown]` with a note. Rules: docs/symbolization.md.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::native::{hex, Binary, BinaryCache};
+
+/// The build-id side of a [`BinaryCache`]: where copies are looked for, what was found, and
+/// which files were another build with no copy found.
+#[derive(Default)]
+pub struct Lookup {
+    /// `--search-dir`, in order.
+    pub(crate) search_dirs: Vec<PathBuf>,
+    /// Whose `~/.debug` is perf's build-id cache (None: not looked in).
+    pub(crate) home: Option<PathBuf>,
+    /// The copy found for each build id looked for (None: none found).
+    copies: HashMap<Vec<u8>, Option<Arc<Binary>>>,
+    /// Mapped path → the mismatch, for the notes.
+    pub(crate) mismatches: BTreeMap<String, Mismatch>,
+}
+
+impl Lookup {
+    /// No search directories; perf's cache in `$HOME/.debug`.
+    pub(crate) fn new() -> Self {
+        Self {
+            home: home(),
+            ..Self::default()
+        }
+    }
+}
+
+impl BinaryCache {
+    /// The binary for a mapping of `path` in process `pid` that the recording says has build
+    /// id `recorded`: the file at the path when it is that build (or either build id is
+    /// unknown), else a copy of that build found elsewhere ([`places`]). The file at the path
+    /// being another build with no copy found is an error, and remembered for the notes.
+    pub fn get_built(
+        &mut self,
+        pid: u32,
+        path: &Arc<str>,
+        recorded: Option<&[u8]>,
+    ) -> Result<Arc<Binary>, String> {
+        let at_path = self.get(pid, path);
+        let Some(recorded) = recorded.filter(|id| !id.is_empty()) else {
+            return at_path;
+        };
+        let on_disk = match &at_path {
+            Ok(binary) => match binary.build_id.as_deref() {
+                Some(id) if id != recorded => Some(hex(id)),
+                // The same build, or a file without a build id (nothing to compare).
+                _ => return at_path,
+            },
+            Err(_) => None,
+        };
+        // Pseudo files ([vdso]) have no copies elsewhere.
+        if path.starts_with('/') {
+            if let Some(copy) = self.copy_of(path, recorded) {
+                return Ok(copy);
+            }
+        }
+        let Some(on_disk) = on_disk else {
+            return at_path;
+        };
+        let mismatch = Mismatch {
+            recorded: hex(recorded),
+            on_disk,
+        };
+        let why = format!(
+            "the file is build {}, the recording's is {}",
+            mismatch.on_disk, mismatch.recorded
+        );
+        self.by_build_id
+            .mismatches
+            .entry(path.to_string())
+            .or_insert(mismatch);
+        Err(why)
+    }
+
+    /// A copy of the binary mapped from `path` with build id `id`, looked for once per id.
+    fn copy_of(&mut self, path: &str, id: &[u8]) -> Option<Arc<Binary>> {
+        if let Some(found) = self.by_build_id.copies.get(id) {
+            return found.clone();
+        }
+        let lookup = &self.by_build_id;
+        let found = places(path, id, &lookup.search_dirs, lookup.home.as_deref())
+            .into_iter()
+            .find_map(|place| {
+                let binary = Binary::open(&place, self.debug_files).ok()?;
+                let same = binary.build_id.as_deref() == Some(id);
+                same.then_some(binary).map(Arc::new)
+            });
+        self.by_build_id.copies.insert(id.to_vec(), found.clone());
+        found
+    }
+}
+
+/// Where a copy of the binary mapped from `path` with build id `id` may be, in the order
+/// they are tried: each search directory (by file name, then by the whole path under it),
+/// perf's build-id cache under `home` (`~/.debug/.build-id/xx/rest/elf`, and its older layout
+/// `~/.debug/.build-id/xx/rest`, then `~/.debug/PATH/ID/elf`), then the separate debug file
+/// `/usr/lib/debug/.build-id/xx/rest.debug`. Each must still show the build id when opened.
+pub(crate) fn places(
+    path: &str,
+    id: &[u8],
+    search_dirs: &[PathBuf],
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if id.len() < 2 {
+        return out;
+    }
+    let hex = hex(id);
+    let (head, rest) = hex.split_at(2);
+    let relative = path.trim_start_matches('/');
+    let name = Path::new(path).file_name();
+    for dir in search_dirs {
+        if let Some(name) = name {
+            out.push(dir.join(name));
+        }
+        if !relative.is_empty() && Path::new(relative).components().count() > 1 {
+            out.push(dir.join(relative));
+        }
+    }
+    if let Some(home) = home {
+        let cache = home.join(".debug");
+        out.push(cache.join(".build-id").join(head).join(rest).join("elf"));
+        out.push(cache.join(".build-id").join(head).join(rest));
+        if !relative.is_empty() {
+            out.push(cache.join(relative).join(&hex).join("elf"));
+        }
+    }
+    out.push(
+        Path::new("/usr/lib/debug/.build-id")
+            .join(head)
+            .join(format!("{rest}.debug")),
+    );
+    out
+}
+
+/// How much of a file's start is read for its build id: the ELF header, the program headers
+/// and the notes segment come first in every linker's layout.
+const HEAD_BYTES: usize = 64 * 1024;
+
+/// The build id of the ELF file at `path` (a binary another process mapped, opened with the
+/// foreign-file rules), read from the notes in its first [`HEAD_BYTES`]; None when it has
+/// none there or cannot be read.
+pub(crate) fn of_file(path: &Path) -> Option<Vec<u8>> {
+    use crate::foreign_file::{ForeignFile, Owner};
+    let file = ForeignFile::open(path, Owner::Anyone).ok()?;
+    of_elf_head(&file.read_at(0, HEAD_BYTES).ok()?)
+}
+
+/// The GNU build id note of a 64-bit ELF image's PT_NOTE segments that lie in `head`.
+fn of_elf_head(head: &[u8]) -> Option<Vec<u8>> {
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(head).ok()?;
+    let endian = header.endian().ok()?;
+    for segment in header.program_headers(endian, head).ok()? {
+        let Ok(Some(mut notes)) = segment.notes(endian, head) else {
+            continue;
+        };
+        while let Ok(Some(note)) = notes.next() {
+            if note.name() == object::elf::ELF_NOTE_GNU
+                && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID
+            {
+                return Some(note.desc().to_vec());
+            }
+        }
+    }
+    None
+}
+
+/// The home directory whose `.debug` is perf's build-id cache: `$HOME`, as perf uses it.
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// A mapped file whose file on disk is another build, and no copy of the recorded build
+/// was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Mismatch {
+    /// The build id the recording says (hex).
+    pub recorded: String,
+    /// The build id of the file on disk (hex).
+    pub on_disk: String,
+}
+
+impl Mismatch {
+    /// Why the frames of `path` are unknown, for the profile's note.
+    pub(crate) fn why(&self, path: &str) -> String {
+        format!(
+            "{path} on disk has build id {}, the recording says {}: another build, so its \
+             symbols are not used, and no copy with build id {} was found (looked in \
+             --search-dir, ~/.debug/.build-id and /usr/lib/debug/.build-id); pass \
+             --search-dir with a directory holding the original file, or record with embedded \
+             symbols (the default)",
+            self.on_disk, self.recorded, self.recorded
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_id_from_the_head_of_this_test_binary() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let bytes = std::fs::read(&exe).unwrap();
+        use object::Object;
+        let whole = object::File::parse(&*bytes)
+            .unwrap()
+            .build_id()
+            .unwrap()
+            .map(<[u8]>::to_vec);
+        assert!(whole.is_some(), "cargo links test binaries with a build id");
+        assert_eq!(of_file(&exe), whole);
+        assert_eq!(of_elf_head(&bytes[..16]), None);
+    }
+
+    #[test]
+    fn places_in_order() {
+        let id = [0xab, 0xcd, 0xef];
+        let got = places(
+            "/usr/lib/libw.so",
+            &id,
+            &[PathBuf::from("/s")],
+            Some(Path::new("/h")),
+        );
+        let want: Vec<PathBuf> = [
+            "/s/libw.so",
+            "/s/usr/lib/libw.so",
+            "/h/.debug/.build-id/ab/cdef/elf",
+            "/h/.debug/.build-id/ab/cdef",
+            "/h/.debug/usr/lib/libw.so/abcdef/elf",
+            "/usr/lib/debug/.build-id/ab/cdef.debug",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(got, want);
+        assert!(places("/x", &[1], &[], None).is_empty());
+    }
+}
