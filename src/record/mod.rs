@@ -237,13 +237,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     // A HotSpot JVM gets jprof's agent through the attach protocol, off the reader loop (the
     // JVM takes a moment to start its attach listener).
     let java_attach = match &profiled {
-        Profiled::Attached(pid) => {
-            let pid = *pid as u32;
-            std::thread::Builder::new()
-                .name("jprof-attach".into())
-                .spawn(move || jvm_attach::attach_java(pid, false))
-                .ok()
-        }
+        Profiled::Attached(pid) => Some(jvm_attach::start(*pid as u32, false)),
         Profiled::Child(_) => None,
     };
 
@@ -256,6 +250,11 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         tree_notes,
         jvm_watch,
     } = stopped;
+    // An attach still talking to its JVM gives up now: the stop is obeyed whatever it does.
+    if let Some(attach) = &java_attach {
+        attach.stop();
+    }
+    jvm_watch.stop();
     events::disable_all(&events);
     let batch = reader::drain_all(&mut events);
     if !batch.records.is_empty() && tx.send(batch).is_err() {
@@ -288,11 +287,16 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     summary.notes.extend(setup.notes.iter().cloned());
     summary.notes.extend(tree_notes);
     let agent_loaded = {
-        let watched = jvm_watch.finish();
-        summary.notes.extend(watched.notes);
-        let attached = java_attach.and_then(|t| t.join().ok()).unwrap_or_default();
-        summary.notes.extend(attached.notes);
-        attached.loaded || watched.loaded
+        let mut attached = jvm_watch.finish();
+        attached.merge(
+            java_attach
+                .map(jvm_attach::Running::finish)
+                .unwrap_or_default(),
+        );
+        let jitdumps = side.jitdump_paths();
+        let (loaded, notes) = attached.confirm(|pid| jitdumps.contains_key(&pid));
+        summary.notes.extend(notes);
+        loaded
     };
     summary.notes.extend(runtime_notes_and_cleanup(
         config,

@@ -179,7 +179,7 @@ pub struct JvmWatch {
     /// When each JVM was first seen without the agent.
     seen: HashMap<i32, Instant>,
     attached: std::collections::HashSet<i32>,
-    attaching: Vec<std::thread::JoinHandle<super::jvm_attach::Attach>>,
+    attaching: Vec<super::jvm_attach::Running>,
     last_look: Option<Instant>,
 }
 
@@ -213,22 +213,24 @@ impl JvmWatch {
             let first = *self.seen.entry(pid).or_insert(now);
             if now.duration_since(first) >= AGENT_GRACE {
                 self.attached.insert(pid);
-                if let Ok(handle) = std::thread::Builder::new()
-                    .name("jprof-attach".into())
-                    .spawn(move || super::jvm_attach::attach_java(pid as u32, true))
-                {
-                    self.attaching.push(handle);
-                }
+                self.attaching
+                    .push(super::jvm_attach::start(pid as u32, true));
             }
         }
     }
 
-    /// What the attaches made did: loaded if any loaded the agent, and their notes.
+    /// Tells every attach still running to give up (the recording stopped).
+    pub fn stop(&self) {
+        self.attaching
+            .iter()
+            .for_each(super::jvm_attach::Running::stop);
+    }
+
+    /// What the attaches made did.
     pub fn finish(self) -> super::jvm_attach::Attach {
         let mut all = super::jvm_attach::Attach::default();
-        for done in self.attaching.into_iter().filter_map(|h| h.join().ok()) {
-            all.loaded |= done.loaded;
-            all.notes.extend(done.notes);
+        for attach in self.attaching {
+            all.merge(attach.finish());
         }
         all
     }
