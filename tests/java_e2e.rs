@@ -806,3 +806,52 @@ fn jdk17_interpreted_frames_are_named_dwarf() {
 fn jdk25_interpreted_frames_are_named_fp() {
     interpreted_run("25", "fp");
 }
+
+/// The agent's JDK 26+ path (jmethodIDs are opaque since JDK-8268406, so no `Method*` is read),
+/// forced on the installed JDKs with `JPROF_AGENT_OPAQUE_METHOD_IDS=1`: the JVM runs normally,
+/// compiled methods are still named, and interpreted frames stay `Interpreter` (never a name).
+fn opaque_ids_run(jdk_name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = example_classes("examples/java/overloads/Overloads.java");
+    for interpreted in [true, false] {
+        let work = tempfile::tempdir().expect("tempdir");
+        let mut command = vec![
+            "env",
+            "JPROF_AGENT_OPAQUE_METHOD_IDS=1",
+            java.to_str().unwrap(),
+        ];
+        if interpreted {
+            command.push("-Xint");
+        }
+        command.extend(["-cp", classes.path().to_str().unwrap(), "Overloads", "1"]);
+        let (out, stacks) = record(work.path(), &[], &command);
+        let frames = || stacks.iter().flat_map(|(s, _)| s);
+        assert!(
+            !frames().any(|f| f.ends_with("_[int]")),
+            "JDK {jdk_name}: an interpreted frame was named without Method* names"
+        );
+        if interpreted {
+            assert!(
+                frames().any(|f| f == "Interpreter_[j]"),
+                "JDK {jdk_name}: no Interpreter frames: {stacks:?}"
+            );
+        } else {
+            assert!(
+                frames().any(|f| f.starts_with("Overloads.mix(") && f.ends_with("_[j]")),
+                "JDK {jdk_name}: compiled mix not named: {stacks:?}"
+            );
+        }
+        assert!(out.status.success());
+    }
+}
+
+#[test]
+fn jdk17_agent_with_opaque_method_ids() {
+    opaque_ids_run("17");
+}
+
+#[test]
+fn jdk25_agent_with_opaque_method_ids() {
+    opaque_ids_run("25");
+}

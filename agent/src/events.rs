@@ -26,6 +26,8 @@ pub struct Agent {
     pid: u32,
     /// The VM is OpenJ9: compile_info is J9 metadata (docs/openj9.md).
     pub openj9: bool,
+    /// A jmethodID's first word is the VM's method ([`ids_point_at_methods`]).
+    ids_are_pointers: bool,
     j9_names: Mutex<j9::MethodNames<MethodId>>,
 }
 
@@ -57,16 +59,41 @@ pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
     let pid = std::process::id();
     let dump = Dump::create(&dump_dirs(options), pid, Clock::detect())
         .map_err(|e| format!("cannot create the jitdump: {e}"))?;
-    let openj9 = jvmti
-        .system_property(c"java.vm.name")
-        .is_some_and(|name| is_openj9(&name));
+    let vm_name = jvmti.system_property(c"java.vm.name").unwrap_or_default();
+    let openj9 = is_openj9(&vm_name);
+    let spec_version = jvmti.system_property(c"java.vm.specification.version");
+    let forced_opaque = std::env::var_os(OPAQUE_IDS_VAR).is_some_and(|v| v == "1");
+    let ids_are_pointers =
+        !forced_opaque && ids_point_at_methods(&vm_name, spec_version.as_deref());
     Ok(Agent {
         jvmti,
         current: Mutex::new(dump),
         pid,
         openj9,
+        ids_are_pointers,
         j9_names: Mutex::default(),
     })
+}
+
+/// Set to `1`, the agent treats jmethodIDs as opaque whatever the JVM's version, as it does on
+/// JDK 26+ (to test that path on the JDKs that can be installed).
+const OPAQUE_IDS_VAR: &str = "JPROF_AGENT_OPAQUE_METHOD_IDS";
+
+/// The major Java version in a `java.vm.specification.version` ("17", "25", "1.8" → 8).
+fn java_major(version: &str) -> Option<u32> {
+    let mut parts = version.trim().split('.');
+    match parts.next()?.parse().ok()? {
+        1 => parts.next()?.parse().ok(),
+        major => Some(major),
+    }
+}
+
+/// Whether a jmethodID's first word is the VM's method, so that [`ffi::vm_method`] may read
+/// it: OpenJ9's ids start with the J9Method; HotSpot's pointed at a slot holding the `Method*`
+/// until JDK-8268406 (JDK 26) made them keys into a table, where reading the first word would
+/// crash or read garbage. An unknown or unreadable version counts as new.
+pub fn ids_point_at_methods(vm_name: &str, spec_version: Option<&str>) -> bool {
+    is_openj9(vm_name) || spec_version.and_then(java_major).is_some_and(|v| v < 26)
 }
 
 /// `java.vm.name` of OpenJ9 ("Eclipse OpenJ9 VM") and of IBM's J9 ("IBM J9 VM").
@@ -199,15 +226,32 @@ pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code: &[u
 /// Names per JPROF_METHOD_NAMES record.
 const NAMES_PER_RECORD: usize = 2048;
 
+/// (VM method address, id) for each id whose address can be read: none when jmethodIDs are
+/// not pointers (`readable` false: `read` is never called), and no null address.
+fn method_addresses(
+    readable: bool,
+    ids: Vec<MethodId>,
+    read: impl Fn(MethodId) -> u64,
+) -> Vec<(u64, MethodId)> {
+    if !readable {
+        return Vec::new();
+    }
+    ids.into_iter()
+        .map(|id| (read(id), id))
+        .filter(|(address, _)| *address != 0)
+        .collect()
+}
+
 /// JPROF_METHOD_NAMES for a class's methods (HotSpot: `Method*` → name), so the report can
-/// name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md).
-pub fn class_prepared(agent: &Agent, methods: Vec<(u64, MethodId)>) {
+/// name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md). Nothing on
+/// JDK 26+, where a jmethodID no longer leads to its `Method*` (interpreted frames stay
+/// `Interpreter` there).
+pub fn class_prepared(agent: &Agent, ids: Vec<MethodId>) {
     if agent.openj9 {
         return;
     }
-    let named: Vec<(u64, String)> = methods
+    let named: Vec<(u64, String)> = method_addresses(agent.ids_are_pointers, ids, ffi::vm_method)
         .into_iter()
-        .filter(|(address, _)| *address != 0)
         .filter_map(|(address, id)| Some((address, agent.jvmti.method_name(id)?)))
         .collect();
     let dump = agent.dump();
@@ -218,16 +262,16 @@ pub fn class_prepared(agent: &Agent, methods: Vec<(u64, MethodId)>) {
 
 /// JPROF_METHOD_NAMES for every class loaded so far (at VM start, and when attached).
 pub fn all_loaded_classes(agent: &Agent) {
-    if agent.openj9 {
+    if agent.openj9 || !agent.ids_are_pointers {
         return;
     }
-    let methods: Vec<(u64, MethodId)> = agent
+    let ids: Vec<MethodId> = agent
         .jvmti
         .loaded_classes()
         .into_iter()
         .flat_map(|class| agent.jvmti.methods_of(class))
         .collect();
-    class_prepared(agent, methods);
+    class_prepared(agent, ids);
 }
 
 pub fn flush(agent: &Agent) {
@@ -256,6 +300,43 @@ mod tests {
         assert!(is_openj9("Eclipse OpenJ9 VM"));
         assert!(is_openj9("IBM J9 VM"));
         assert!(!is_openj9("OpenJDK 64-Bit Server VM"));
+    }
+
+    #[test]
+    fn java_versions_are_read_as_the_jvm_writes_them() {
+        assert_eq!(java_major("1.8"), Some(8));
+        assert_eq!(java_major("17"), Some(17));
+        assert_eq!(java_major("25"), Some(25));
+        assert_eq!(java_major("26"), Some(26));
+        assert_eq!(java_major(" 27 "), Some(27));
+        assert_eq!(java_major("x"), None);
+        assert_eq!(java_major(""), None);
+    }
+
+    /// JDK-8268406: from JDK 26 on, HotSpot's jmethodIDs are not pointers.
+    #[test]
+    fn method_ids_are_read_only_before_jdk_26_or_on_openj9() {
+        let hotspot = "OpenJDK 64-Bit Server VM";
+        for old in ["1.8", "11", "17", "21", "25"] {
+            assert!(ids_point_at_methods(hotspot, Some(old)), "{old}");
+        }
+        for new in ["26", "27", "30"] {
+            assert!(!ids_point_at_methods(hotspot, Some(new)), "{new}");
+        }
+        assert!(!ids_point_at_methods(hotspot, None));
+        assert!(!ids_point_at_methods(hotspot, Some("unknown")));
+        assert!(ids_point_at_methods("Eclipse OpenJ9 VM", Some("26")));
+    }
+
+    /// The JDK 26+ path never touches an id's memory, and names nothing.
+    #[test]
+    fn opaque_ids_are_never_dereferenced() {
+        let ids = vec![MethodId::from_raw(8), MethodId::from_raw(16)];
+        let none = method_addresses(false, ids.clone(), |_| panic!("an opaque id was read"));
+        assert!(none.is_empty());
+        let read = method_addresses(true, ids, |id| if id.raw() == 8 { 0 } else { 0x1000 });
+        assert_eq!(read.len(), 1);
+        assert_eq!((read[0].0, read[0].1.raw()), (0x1000, 16));
     }
 
     #[test]

@@ -136,6 +136,12 @@ impl MethodId {
     pub fn raw(self) -> usize {
         self.0
     }
+
+    /// A made-up id, for tests that must show it is never used.
+    #[cfg(test)]
+    pub fn from_raw(raw: usize) -> Self {
+        Self(raw)
+    }
 }
 
 /// The JVMTI environment. JVMTI functions may be called from any thread.
@@ -280,11 +286,8 @@ impl Jvmti {
         list
     }
 
-    /// The methods of `class` as (method address in the VM, id). A jmethodID's first word is
-    /// the method: HotSpot's points at a slot holding the `Method*`, OpenJ9's at a
-    /// `J9JNIMethodID` that starts with the J9Method (formats.md §6.5). Empty for a class not
-    /// yet prepared.
-    pub fn methods_of(&self, class: JClass) -> Vec<(u64, MethodId)> {
+    /// The ids of `class`'s methods; empty for a class not yet prepared.
+    pub fn methods_of(&self, class: JClass) -> Vec<MethodId> {
         let Some(get_methods) = table_fn!(self.env, 52, GetClassMethodsFn) else {
             return Vec::new();
         };
@@ -297,20 +300,19 @@ impl Jvmti {
         if err == JVMTI_ERROR_NONE && !methods.is_null() {
             // SAFETY: JVMTI returned `n` method ids at `methods`, freed just below.
             let ids = unsafe { std::slice::from_raw_parts(methods, n.max(0) as usize) };
-            out.extend(
-                ids.iter()
-                    .map(|&id| (vm_method(MethodId(id as usize)), MethodId(id as usize))),
-            );
+            out.extend(ids.iter().map(|&id| MethodId(id as usize)));
         }
         self.deallocate(methods.cast());
         out
     }
 
-    /// Every loaded class's methods as (J9Method address, id), on OpenJ9.
+    /// Every loaded class's methods as (J9Method address, id), on OpenJ9 (whose jmethodIDs
+    /// always start with the J9Method).
     pub fn openj9_loaded_methods(&self) -> Vec<(u64, MethodId)> {
         self.loaded_classes()
             .into_iter()
             .flat_map(|class| self.methods_of(class))
+            .map(|id| (vm_method(id), id))
             .collect()
     }
 
@@ -400,16 +402,19 @@ fn copy_code(addr: *const c_void, len: Jint) -> Vec<u8> {
     unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len as usize) }.to_vec()
 }
 
-/// The VM's method behind a jmethodID: its first word (HotSpot: the `Method*` in the slot it
-/// points at; OpenJ9: the J9Method a `J9JNIMethodID*` starts with); 0 for a null id.
+/// The VM's method behind a jmethodID: its first word (HotSpot before JDK 26: the `Method*`
+/// in the slot it points at; OpenJ9: the J9Method a `J9JNIMethodID*` starts with); 0 for a
+/// null id. Only for VMs where `events::ids_point_at_methods` holds: since JDK 26
+/// (JDK-8268406) a HotSpot jmethodID is a key into a table, not a pointer.
 pub fn vm_method(method: MethodId) -> u64 {
     let id = method.0 as *const u64;
     if id.is_null() {
         return 0;
     }
-    // SAFETY: a jmethodID the VM just handed out points at live VM memory whose first word is
-    // the method (HotSpot's jmethodID slot, OpenJ9's J9JNIMethodID); the VM never frees the
-    // ids of loaded classes.
+    // SAFETY: callers pass only ids of a VM whose jmethodIDs are pointers
+    // (`events::ids_point_at_methods`: OpenJ9, HotSpot before 26); such an id the VM just
+    // handed out points at live VM memory whose first word is the method (HotSpot's jmethodID
+    // slot, OpenJ9's J9JNIMethodID); the VM never frees the ids of loaded classes.
     unsafe { id.read_unaligned() }
 }
 
