@@ -2,6 +2,11 @@
 //! must name the same leaf (self) functions as `perf inject --jit` + `perf script` +
 //! `inferno-collapse-perf` on ≥ 99% of the period-weighted samples perf names; missing side
 //! files and damaged files give clear notes or errors, never a panic.
+//!
+//! The comparison does not depend on what this machine has installed: the fixtures are
+//! reported as on a machine without their binaries (their paths renamed), named from the
+//! symbol files committed with them (`symbols/`, with the recorded build ids), and perf's
+//! kernel leaves are told by a list taken from the recording machine (`kernel-leaves.txt`).
 
 mod cli_support;
 use cli_support::jprof;
@@ -27,6 +32,78 @@ fn options(dir: &str) -> ImportOptions {
     }
 }
 
+/// A fixture as it reports on a machine that has none of its binaries: every `/usr/` in the
+/// perf.data (the paths of node, libc, libjvm, ...) becomes `/nxx/` (same length), and the
+/// committed symbol files (`symbols/NAME.gz`: symbols only, for the addresses the samples hit,
+/// with the recorded build id) are unpacked into a directory searched by file name. Whatever
+/// libc, libjvm or node this machine has installed then changes nothing.
+struct Portable {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    symbols: PathBuf,
+}
+
+impl Portable {
+    fn new(perf_data: &[u8]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let symbols = dir.path().join("symbols");
+        std::fs::create_dir(&symbols).unwrap();
+        for entry in std::fs::read_dir(fixture("symbols")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_stem().unwrap();
+            let mut bytes = Vec::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+                .read_to_end(&mut bytes)
+                .unwrap();
+            std::fs::write(symbols.join(name), bytes).unwrap();
+        }
+        let mut bytes = perf_data.to_vec();
+        let renamed = replace_all(&mut bytes, b"/usr/", b"/nxx/");
+        assert!(renamed > 0, "the fixture names files under /usr");
+        let data = dir.path().join("perf.data");
+        std::fs::write(&data, bytes).unwrap();
+        Self {
+            _dir: dir,
+            data,
+            symbols,
+        }
+    }
+
+    /// Side files from the fixture directory `dir`, binaries from the symbol files.
+    fn options(&self, dir: &str) -> ImportOptions {
+        ImportOptions {
+            search_dirs: vec![fixture(dir), self.symbols.clone()],
+        }
+    }
+
+    /// jprof's folded stacks, with the symbol files searched.
+    fn folded(&self, dir: &str) -> String {
+        let options = self.options(dir);
+        let recording = import(&self.data, &options).expect("import");
+        let resolve_options = ResolveOptions {
+            search_dirs: options.search_dirs.clone(),
+            ..Default::default()
+        };
+        let profile = resolve(&recording, &resolve_options).expect("resolve");
+        let mut out = Vec::new();
+        collapsed::write(&profile, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+}
+
+/// Replaces every occurrence of `needle` (same length as `with`); returns how many.
+fn replace_all(bytes: &mut [u8], needle: &[u8], with: &[u8]) -> usize {
+    assert_eq!(needle.len(), with.len());
+    let mut n = 0;
+    let mut i = 0;
+    while let Some(pos) = bytes[i..].windows(needle.len()).position(|w| w == needle) {
+        bytes[i + pos..i + pos + needle.len()].copy_from_slice(with);
+        i += pos + needle.len();
+        n += 1;
+    }
+    n
+}
+
 /// jprof's folded stacks for a perf.data.
 fn jprof_folded(perf_data: &Path, options: &ImportOptions) -> String {
     let recording = import(perf_data, options).expect("import");
@@ -40,9 +117,9 @@ fn jprof_folded(perf_data: &Path, options: &ImportOptions) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Leaf {
     Named(String),
-    /// A kernel function. This machine runs another kernel build than the fixtures were
-    /// recorded on (KASLR and symbols differ), so nothing here can name the fixtures' kernel
-    /// addresses; these samples are counted but not compared.
+    /// A kernel function. This machine runs another kernel than the fixtures were recorded on
+    /// (KASLR and symbols differ), so nothing here can name the fixtures' kernel addresses;
+    /// these samples are counted but not compared.
     Kernel,
     /// `[unknown]`, or inferno's `[module]` for an address perf could not name.
     Unknown,
@@ -101,8 +178,8 @@ fn jprof_leaf(stack: &str) -> Leaf {
 }
 
 /// The leaf of one of perf's folded stacks. perf script marks no kernel frames, so a kernel
-/// function is recognized by its name in this machine's kallsyms (the same kernel version,
-/// another build).
+/// function is recognized by its name in the list taken from the recording machine's kallsyms
+/// (`kernel-leaves.txt`).
 fn perf_leaf(stack: &str, kernel_names: &HashSet<String>) -> Leaf {
     let leaf = stack.rsplit(';').next().unwrap_or(stack);
     if leaf.starts_with('[') && leaf.trim_end().ends_with(']') {
@@ -115,9 +192,9 @@ fn perf_leaf(stack: &str, kernel_names: &HashSet<String>) -> Leaf {
 }
 
 fn kernel_names() -> HashSet<String> {
-    let text = std::fs::read_to_string("/proc/kallsyms").expect("/proc/kallsyms");
+    let text = std::fs::read_to_string(fixture("kernel-leaves.txt")).expect("kernel-leaves.txt");
     text.lines()
-        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(str::to_string)
         .collect()
 }
@@ -180,7 +257,8 @@ fn compare(jprof: &str, reference: &str) -> Agreement {
 
 /// Imports, compares with the reference, prints the measurement and checks it.
 fn check_agreement(perf_data: &Path, dir: &str, reference: &str) {
-    let folded = jprof_folded(perf_data, &options(dir));
+    let portable = Portable::new(&std::fs::read(perf_data).unwrap());
+    let folded = portable.folded(dir);
     let reference = std::fs::read_to_string(fixture(reference)).expect("reference");
     let a = compare(&folded, &reference);
     println!(
@@ -277,16 +355,11 @@ fn missing_jitdump_gives_a_clear_note() {
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("perf.data");
     let mut bytes = std::fs::read(fixture("node/perf.data")).unwrap();
-    let needle = b"/tmp/jprof-fixtures-work/node/jit-13228.dump";
-    let replaced = b"/nonexistent/jprof-fixtu/node/jit-13228.dump";
-    assert_eq!(needle.len(), replaced.len());
-    let mut n = 0;
-    let mut i = 0;
-    while let Some(pos) = bytes[i..].windows(needle.len()).position(|w| w == needle) {
-        bytes[i + pos..i + pos + needle.len()].copy_from_slice(replaced);
-        i += pos + needle.len();
-        n += 1;
-    }
+    let n = replace_all(
+        &mut bytes,
+        b"/tmp/jprof-fixtures-work/node/jit-13228.dump",
+        b"/nonexistent/jprof-fixtu/node/jit-13228.dump",
+    );
     assert!(n >= 1, "the fixture names its jitdump");
     std::fs::write(&copy, &bytes).unwrap();
     let recording = import(

@@ -38,9 +38,10 @@ impl Lookup {
 
 impl BinaryCache {
     /// The binary for a mapping of `path` in process `pid` that the recording says has build
-    /// id `recorded`: the file at the path when it is that build (or either build id is
-    /// unknown), else a copy of that build found elsewhere ([`places`]). The file at the path
-    /// being another build with no copy found is an error, and remembered for the notes.
+    /// id `recorded`: the file at the path when it is that build (or no build id was
+    /// recorded), else a copy of that build found elsewhere ([`places`]). The file at the path
+    /// being another build (a file without a build id cannot be the recorded one) with no
+    /// copy found is an error, and remembered for the notes.
     pub fn get_built(
         &mut self,
         pid: u32,
@@ -53,9 +54,9 @@ impl BinaryCache {
         };
         let on_disk = match &at_path {
             Ok(binary) => match binary.build_id.as_deref() {
-                Some(id) if id != recorded => Some(hex(id)),
-                // The same build, or a file without a build id (nothing to compare).
-                _ => return at_path,
+                Some(id) if id == recorded => return at_path,
+                Some(id) => Some(hex(id)),
+                None => Some(String::new()),
             },
             Err(_) => None,
         };
@@ -73,8 +74,8 @@ impl BinaryCache {
             on_disk,
         };
         let why = format!(
-            "the file is build {}, the recording's is {}",
-            mismatch.on_disk, mismatch.recorded
+            "the file on disk is not build {} (the recording's)",
+            mismatch.recorded
         );
         self.by_build_id
             .mismatches
@@ -190,20 +191,25 @@ fn home() -> Option<PathBuf> {
 pub(crate) struct Mismatch {
     /// The build id the recording says (hex).
     pub recorded: String,
-    /// The build id of the file on disk (hex).
+    /// The build id of the file on disk (hex; empty when it has none).
     pub on_disk: String,
 }
 
 impl Mismatch {
     /// Why the frames of `path` are unknown, for the profile's note.
     pub(crate) fn why(&self, path: &str) -> String {
+        let on_disk = if self.on_disk.is_empty() {
+            "no build id".to_string()
+        } else {
+            format!("build id {}", self.on_disk)
+        };
         format!(
-            "{path} on disk has build id {}, the recording says {}: another build, so its \
+            "{path} on disk has {on_disk}, the recording says {}: another build, so its \
              symbols are not used, and no copy with build id {} was found (looked in \
              --search-dir, ~/.debug/.build-id and /usr/lib/debug/.build-id); pass \
              --search-dir with a directory holding the original file, or record with embedded \
              symbols (the default)",
-            self.on_disk, self.recorded, self.recorded
+            self.recorded, self.recorded
         )
     }
 }

@@ -237,11 +237,17 @@ impl Binary {
     pub fn svma_of_mapping(&self, pgoff: u64) -> Option<u64> {
         const PAGE: u64 = 4096;
         if self.is_debug_only() {
-            return self
-                .segments
-                .iter()
-                .find(|s| s.executable)
-                .map(|s| s.address & !(PAGE - 1));
+            // The text segment the mapping comes from: the one at the same distance from the
+            // first segment (file offset 0) as the mapping's offset, as linkers lay out
+            // several text segments; else the only (first) one.
+            let base = self.segments.first().map_or(0, |s| s.address);
+            let code = self.segments.iter().filter(|s| s.executable);
+            let start = |s: &Segment| s.address & !(PAGE - 1);
+            return code
+                .clone()
+                .find(|s| start(s).wrapping_sub(base) == pgoff)
+                .or_else(|| code.clone().next())
+                .map(start);
         }
         self.segments
             .iter()
