@@ -55,6 +55,14 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
+    /// The refusal as an error naming `path`.
+    pub(crate) fn into_error(self, path: &Path) -> Error {
+        match self {
+            Refusal::Io(e) => Error::io(path, e),
+            other => Error::Other(format!("{}: {other}", path.display())),
+        }
+    }
+
     /// The file is simply not there (not worth a note).
     pub fn is_not_found(&self) -> bool {
         matches!(self, Refusal::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
@@ -68,6 +76,8 @@ pub(crate) struct ForeignFile {
     pub(crate) dev: u64,
     pub(crate) ino: u64,
     pub(crate) uid: u32,
+    /// Opened inside a container's `/proc/PID/root`.
+    in_container: bool,
 }
 
 fn file_kind(mode: u32) -> &'static str {
@@ -99,15 +109,46 @@ fn container_parts(path: &Path) -> Option<(PathBuf, PathBuf)> {
         .then(|| (Path::new("/proc").join(pid).join("root"), parts.collect()))
 }
 
-/// Opens `path` with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`); under `/proc/PID/root` every
-/// directory below the container's root is walked without following links.
+/// Opens `path` with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`); under `/proc/PID/root` the rest
+/// of the path is resolved inside that root (see [`open_in_root`]).
 fn open_nofollow(path: &Path, flags: OFlag, mode: u32) -> std::io::Result<OwnedFd> {
     let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mode = Mode::from_bits_truncate(mode);
-    let to_io = |e: nix::Error| std::io::Error::from_raw_os_error(e as i32);
-    let Some((root, rest)) = container_parts(path) else {
-        return nix::fcntl::open(path, flags, mode).map_err(to_io);
-    };
+    match container_parts(path) {
+        Some((root, rest)) => open_in_root(&root, &rest, flags, mode),
+        None => nix::fcntl::open(path, flags, Mode::from_bits_truncate(mode)).map_err(to_io),
+    }
+}
+
+fn to_io(e: nix::Error) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e as i32)
+}
+
+/// Opens `rest` as a process whose root directory is `root` would: the kernel resolves every
+/// link, absolute or `..`, inside `root` (`openat2` with `RESOLVE_IN_ROOT`; no `/proc` magic
+/// links), so a container's links never lead into the host. Kernels before 5.6 (or a seccomp
+/// filter refusing openat2) get a walk that follows no link at all below `root`.
+fn open_in_root(root: &Path, rest: &Path, flags: OFlag, mode: u32) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{openat2, OpenHow, ResolveFlag};
+    let root_dir = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(to_io)?;
+    let rest = rest.strip_prefix("/").unwrap_or(rest);
+    if rest.as_os_str().is_empty() {
+        return Err(std::io::Error::other("a container's root is not a file"));
+    }
+    let mut how = OpenHow::new()
+        .flags(flags)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    if flags.contains(OFlag::O_CREAT) {
+        how = how.mode(Mode::from_bits_truncate(mode));
+    }
+    match openat2(&root_dir, rest, how) {
+        Err(nix::Error::ENOSYS | nix::Error::EPERM) => {}
+        done => return done.map_err(to_io),
+    }
     let names: Vec<&OsStr> = rest
         .components()
         .filter_map(|c| match c {
@@ -120,17 +161,85 @@ fn open_nofollow(path: &Path, flags: OFlag, mode: u32) -> std::io::Result<OwnedF
     let Some((last, dirs)) = names.split_last() else {
         return Err(std::io::Error::other("a container's root is not a file"));
     };
-    let mut dir = nix::fcntl::open(
-        &root,
-        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(to_io)?;
+    let mut dir = root_dir;
     for name in dirs {
-        let walk = OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let walk = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         dir = openat(&dir, *name, walk, Mode::empty()).map_err(to_io)?;
     }
-    openat(&dir, *last, flags, mode).map_err(to_io)
+    openat(&dir, *last, flags, Mode::from_bits_truncate(mode)).map_err(to_io)
+}
+
+/// The most bytes of a file read into memory (a file jprof does not map: see [`FileBytes`]).
+pub(crate) const MAX_READ: u64 = 2 << 30;
+
+/// A whole file's bytes: mapped when only the user running jprof or root could truncate it
+/// (reading a mapped page the file lost raises SIGBUS), read into memory otherwise (another
+/// user's binary or recording, a container's files). Root's libraries and the user's own
+/// recordings, the large files, stay mapped.
+pub(crate) enum FileBytes {
+    /// Mapped read-only.
+    Mapped(crate::sys::mapped_file::MappedFile),
+    /// Read into memory.
+    Read(Vec<u8>),
+}
+
+impl FileBytes {
+    /// Whether the file of `meta` may be mapped: see [`FileBytes`].
+    fn may_map(meta: &std::fs::Metadata, in_container: bool) -> bool {
+        !in_container && trusted_owner(meta.uid()) && meta.mode() & 0o022 == 0
+    }
+
+    /// Pages of a mapped file a reader is done with are given back (see `MappedFile::release`).
+    pub(crate) fn release(&self, offset: usize, len: usize) {
+        if let FileBytes::Mapped(m) = self {
+            m.release(offset, len);
+        }
+    }
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(m) => m,
+            FileBytes::Read(v) => v,
+        }
+    }
+}
+
+/// The bytes of a file the user (or the system: `/usr/lib/debug`) names: links are followed,
+/// but it never blocks (`O_NONBLOCK`: a FIFO or device is refused before any read) and must
+/// be a regular file. Mapped or read as [`FileBytes`] says.
+pub(crate) fn named_file_bytes(path: &Path) -> Result<FileBytes, Refusal> {
+    let file = open_named(path)?;
+    let meta = file.metadata()?;
+    ForeignFile {
+        file,
+        dev: meta.dev(),
+        ino: meta.ino(),
+        uid: meta.uid(),
+        in_container: container_parts(path).is_some(),
+    }
+    .into_bytes()
+}
+
+/// Opens a file the user names (an input): links are followed, but it never blocks
+/// (`O_NONBLOCK`) and must be a regular file, so a FIFO put at an input's name cannot hang jprof.
+pub(crate) fn open_named(path: &Path) -> Result<File, Refusal> {
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    let file = File::from(nix::fcntl::open(path, flags, Mode::empty()).map_err(to_io)?);
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(Refusal::NotRegular(file_kind(meta.mode())));
+    }
+    Ok(file)
+}
+
+/// The bytes of a binary a process or a recording names (a mapped ELF file): opened by the
+/// foreign-file rules ([`ForeignFile::open`], any owner), mapped or read as [`FileBytes`] says.
+pub(crate) fn binary_bytes(path: &Path) -> Result<FileBytes, Refusal> {
+    ForeignFile::open(path, Owner::Anyone)?.into_bytes()
 }
 
 impl ForeignFile {
@@ -164,7 +273,18 @@ impl ForeignFile {
             dev: meta.dev(),
             ino: meta.ino(),
             uid: meta.uid(),
+            in_container: container_parts(path).is_some(),
         })
+    }
+
+    /// The whole file: mapped or read (up to [`MAX_READ`] bytes) as [`FileBytes`] says.
+    pub fn into_bytes(self) -> Result<FileBytes, Refusal> {
+        let meta = self.file.metadata()?;
+        if FileBytes::may_map(&meta, self.in_container) {
+            let mapped = crate::sys::mapped_file::MappedFile::map(&self.file)?;
+            return Ok(FileBytes::Mapped(mapped));
+        }
+        self.read_all(MAX_READ).map(FileBytes::Read)
     }
 
     /// The file's size now.
@@ -793,23 +913,74 @@ mod tests {
     }
 
     #[test]
-    fn container_paths_are_walked_without_links() {
+    fn container_paths_resolve_inside_their_root() {
         assert_eq!(
             container_parts(Path::new("/proc/42/root/tmp/x.so")),
             Some((PathBuf::from("/proc/42/root"), PathBuf::from("tmp/x.so")))
         );
         assert_eq!(container_parts(Path::new("/proc/self/root/tmp")), None);
         assert_eq!(container_parts(Path::new("/tmp/x")), None);
-        // Our own root seen through /proc/PID/root: a linked directory is refused.
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("real")).unwrap();
-        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("tmp")).unwrap();
-        std::fs::write(dir.path().join("real/f"), b"x").unwrap();
+        // A directory standing for a container's root: its links, absolute or `..`, resolve
+        // inside it, never to the host's files.
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("secret"), b"host").unwrap();
+        let root = host.path().join("root");
+        std::fs::create_dir_all(root.join("usr/lib")).unwrap();
+        std::fs::write(root.join("usr/lib/libx.so"), b"inside").unwrap();
+        std::os::unix::fs::symlink("/usr/lib", root.join("lib")).unwrap();
+        std::os::unix::fs::symlink("../../..", root.join("usr/lib/up")).unwrap();
+        std::os::unix::fs::symlink(host.path(), root.join("hostdir")).unwrap();
+        let read = |rest: &str| {
+            let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            open_in_root(&root, Path::new(rest), flags, 0)
+                .map(|fd| std::io::read_to_string(File::from(fd)).unwrap())
+        };
+        assert_eq!(read("lib/libx.so").unwrap(), "inside");
+        assert_eq!(read("/usr/lib/up/usr/lib/libx.so").unwrap(), "inside");
+        assert!(read("usr/lib/up/secret").is_err(), "`..` left the root");
+        // The absolute link resolves inside the root, where that path does not exist.
+        assert!(
+            read("hostdir/secret").is_err(),
+            "an absolute link left the root"
+        );
+        // The last component is never followed.
+        std::os::unix::fs::symlink("usr/lib/libx.so", root.join("last")).unwrap();
+        assert!(read("last").is_err());
+        // Through /proc/PID/root of our own process (the host's root): a real file opens.
         let me = std::process::id();
-        let through =
-            |p: &Path| PathBuf::from(format!("/proc/{me}/root")).join(p.strip_prefix("/").unwrap());
-        assert!(ForeignFile::open(&through(&dir.path().join("real/f")), Owner::Anyone).is_ok());
-        assert!(ForeignFile::open(&through(&dir.path().join("tmp/f")), Owner::Anyone).is_err());
+        let through = PathBuf::from(format!("/proc/{me}/root"))
+            .join(root.join("usr/lib/libx.so").strip_prefix("/").unwrap());
+        assert!(ForeignFile::open(&through, Owner::Anyone).is_ok());
+    }
+
+    #[test]
+    fn binaries_never_block_and_other_users_files_are_read_not_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("lib.so");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o666)).unwrap();
+        assert!(matches!(
+            binary_bytes(&fifo),
+            Err(Refusal::NotRegular("a FIFO"))
+        ));
+        assert!(matches!(
+            named_file_bytes(&fifo),
+            Err(Refusal::NotRegular("a FIFO"))
+        ));
+        let file = dir.path().join("bin");
+        std::fs::write(&file, b"ELF bytes").unwrap();
+        let ours = binary_bytes(&file).unwrap();
+        assert!(matches!(ours, FileBytes::Mapped(_)));
+        assert_eq!(&*ours, b"ELF bytes");
+        // Writable by others: anyone could truncate it under a mapping.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(matches!(binary_bytes(&file).unwrap(), FileBytes::Read(_)));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+            let theirs = binary_bytes(&file).unwrap();
+            assert!(matches!(theirs, FileBytes::Read(_)));
+            assert_eq!(&*theirs, b"ELF bytes");
+        }
     }
 
     #[test]

@@ -9,10 +9,10 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::foreign_file::FileBytes;
 use crate::format::perf::{RawRecord, RecordIter, SampleLayout};
 use crate::format::recording::{parse_chunks, ChunkKind};
 use crate::format::ParseError;
-use crate::sys::mapped_file::MappedFile;
 use crate::timeline::ClockConversion;
 
 /// How user stacks were collected: the kernel's frame-pointer walk, or a copy of the stack
@@ -234,10 +234,11 @@ fn human_ns(ns: u64) -> String {
     }
 }
 
-/// The bytes of a recording: mapped from its file, or owned (tests, fuzzing).
+/// The bytes of a recording: from its file (mapped when safe: see `FileBytes`), or owned
+/// (tests, fuzzing).
 enum Bytes {
     Owned(Vec<u8>),
-    Mapped(MappedFile),
+    Mapped(FileBytes),
 }
 
 impl Bytes {
@@ -318,19 +319,20 @@ pub(crate) enum RecordsItem<'a> {
 }
 
 impl Recording {
-    /// Maps the file (reading a large recording into memory first costs more than parsing it).
+    /// Maps the file (reading a large recording into memory first costs more than parsing it);
+    /// another user's recording is read instead (see `FileBytes`).
     pub fn open(path: &Path) -> Result<Self, Error> {
-        let mapped = MappedFile::open(path).map_err(|e| {
+        let mapped = crate::foreign_file::named_file_bytes(path).map_err(|e| {
             // A recorder that was killed leaves its recording under the partial name.
             let partials = crate::foreign_file::leftover_partials(path);
             match partials.first() {
-                Some(partial) if e.kind() == std::io::ErrorKind::NotFound => Error::Other(format!(
+                Some(partial) if e.is_not_found() => Error::Other(format!(
                     "{}: no such file; a recorder that did not finish left {} (read it with `jprof report -i {}`)",
                     path.display(),
                     partial.display(),
                     partial.display()
                 )),
-                _ => Error::io(path, e),
+                _ => e.into_error(path),
             }
         })?;
         Self::load(path.to_path_buf(), Bytes::Mapped(mapped))

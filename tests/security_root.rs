@@ -783,3 +783,167 @@ fn other_users_fifos_and_directory_links_at_outputs_are_refused() {
     assert!(!out.status.success());
     assert_eq!(std::fs::read_dir(root_dir.path()).unwrap().count(), 0);
 }
+
+/// A C program of the user's: spins in `hot` for about a second; with the argument `fifo` it
+/// then puts a FIFO where its own executable was. 16 MiB of initialized data put its symbol
+/// table far into the file, so a truncated mapping of it faults.
+const HOG_C: &str = r#"
+#include <sys/stat.h>
+#include <string.h>
+#include <unistd.h>
+static char pad[16 << 20] = {1};
+volatile long sink;
+__attribute__((noinline)) void hot(void) {
+    for (long i = 0; i < 400000000L; i++) sink += i ^ (sink >> 3);
+}
+int main(int argc, char **argv) {
+    hot();
+    sink += pad[sink & 1];
+    if (argc > 1 && strcmp(argv[1], "fifo") == 0) {
+        unlink(argv[0]);
+        mkfifo(argv[0], 0666);
+    }
+    return 0;
+}
+"#;
+
+/// Builds the hog into `dir` (the user's) as `name`, owned by the user.
+fn user_hog(dir: &Path, name: &str) -> PathBuf {
+    let build = tempfile::tempdir().unwrap();
+    let src = build.path().join("hog.c");
+    std::fs::write(&src, HOG_C).unwrap();
+    let built = build.path().join("hog");
+    succeeds(
+        Command::new("cc")
+            .args(["-O1", "-g", "-o"])
+            .arg(&built)
+            .arg(&src),
+    );
+    let hog = dir.join(name);
+    std::fs::copy(&built, &hog).unwrap();
+    let (uid, gid) = user();
+    std::os::unix::fs::chown(&hog, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(&hog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    hog
+}
+
+/// Issue 24: a target that leaves a FIFO where the binary it ran was. Root's `record` hung
+/// forever after the target exited (opening the FIFO to embed symbols; SIGTERM did not help),
+/// and `report` of a recording naming it hung the same way. The FIFO is refused with a note.
+#[test]
+fn a_fifo_at_a_binarys_path_never_hangs_record_or_report() {
+    let _g = serial();
+    let shared = user_dir();
+    let work = tempfile::tempdir().unwrap();
+    let (uid, gid) = user();
+    let as_user_args = |hog: &Path| {
+        vec![
+            "setpriv".to_string(),
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".into(),
+            "--".into(),
+            hog.display().to_string(),
+            "fifo".into(),
+        ]
+    };
+    let hog = user_hog(shared.path(), "hog");
+    let data = work.path().join("embedded.data");
+    let out = jprof_within(120)
+        .args(["record", "-o"])
+        .arg(&data)
+        .arg("--")
+        .args(as_user_args(&hog))
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(124), "record hung on the FIFO");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(hog.symlink_metadata().unwrap().file_type().is_fifo());
+
+    // The same left for report: symbols not embedded, the binary read at report time.
+    std::fs::remove_file(&hog).unwrap();
+    let hog = user_hog(shared.path(), "hog");
+    let data = work.path().join("plain.data");
+    let out = jprof_within(120)
+        .args(["record", "--no-embed-symbols", "-o"])
+        .arg(&data)
+        .arg("--")
+        .args(as_user_args(&hog))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(hog.symlink_metadata().unwrap().file_type().is_fifo());
+    let out = jprof_within(120)
+        .args(["report", "-f", "text", "-o", "-", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(124), "report hung on the FIFO");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("not a regular file but a FIFO"), "{text}");
+}
+
+/// Issue 24: the owner truncates its binary while root's `report` reads it. jprof mapped
+/// binaries and died of SIGBUS (9 of 10 tries); another user's binary is now read into memory,
+/// so every run ends normally, whatever state the file is caught in.
+#[test]
+fn a_binary_truncated_during_report_never_kills_it() {
+    use std::os::unix::process::ExitStatusExt;
+    let _g = serial();
+    let shared = user_dir();
+    let work = tempfile::tempdir().unwrap();
+    let hog = user_hog(shared.path(), "hog");
+    let data = work.path().join("hog.data");
+    succeeds(
+        jprof()
+            .args(["record", "--no-embed-symbols", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&hog),
+    );
+    let copy = shared.path().join("hog.orig");
+    std::fs::copy(&hog, &copy).unwrap();
+    // The user empties the file and writes it back, in place, over and over.
+    let _churn = Running(
+        as_user("sh")
+            .arg("-c")
+            .arg(format!(
+                "while :; do : > {hog}; cat {copy} > {hog}; done",
+                hog = hog.display(),
+                copy = copy.display()
+            ))
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..10 {
+        let out = jprof_within(120)
+            .args(["report", "-f", "collapsed", "-o", "-", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.signal(),
+            None,
+            "report was killed by a signal: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -121,10 +121,11 @@ impl Kind {
             return Self::PerfData;
         }
         let mut head = [0u8; 8];
-        let n = std::fs::File::open(path)
+        let n = crate::foreign_file::open_named(path)
+            .ok()
             .and_then(|mut f| {
                 use std::io::Read;
-                f.read(&mut head)
+                f.read(&mut head).ok()
             })
             .unwrap_or(0);
         let head = &head[..n];

@@ -14,7 +14,6 @@ use crate::format::recording::{encode_side_piece, ChunkKind, SideKind, SidePiece
 use crate::format::xray::instr_map;
 use crate::record::writer::ChunkWriter;
 use crate::sys::clock;
-use crate::sys::mapped_file::MappedFile;
 
 /// Pieces of a log are stored at most this large, so no chunk gets huge.
 const PIECE_BYTES: usize = 8 << 20;
@@ -69,7 +68,7 @@ fn extend_var(name: &str, extra: &str) -> (String, String) {
 /// directory stays after the recording.
 pub fn prepare(argv: &[String], fdr: bool, keep: bool) -> Option<XraySetup> {
     let binary = resolve_program(argv.first()?)?;
-    let image = MappedFile::open(&binary).ok()?;
+    let image = crate::foreign_file::named_file_bytes(&binary).ok()?;
     if !instr_map::has_instr_map(&image) {
         return None;
     }

@@ -65,14 +65,19 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
     let mut head = Vec::new();
     {
         use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = crate::foreign_file::open_named(path).map_err(|e| e.into_error(path))?;
         // Enough for a first folded line of any real depth (jprof's own run to several KiB).
         file.take(FOLDED_HEAD_BYTES)
             .read_to_end(&mut head)
             .map_err(|e| Error::io(path, e))?;
     }
     if looks_folded(&head) {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut crate::foreign_file::open_named(path).map_err(|e| e.into_error(path))?,
+            &mut text,
+        )
+        .map_err(|e| Error::io(path, e))?;
         return Ok(Side {
             folded: text
                 .lines()

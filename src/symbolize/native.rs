@@ -13,14 +13,17 @@ use gimli::{EndianArcSlice, RunTimeEndian};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use thiserror::Error;
 
+use crate::foreign_file::FileBytes;
 use crate::format::procfs;
-use crate::sys::mapped_file::MappedFile;
 
 /// Why a binary could not be loaded.
 #[derive(Debug, Error)]
 pub(crate) enum LoadError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The foreign-file rules refused it (a FIFO, a link, a file too large to read).
+    #[error("{0}")]
+    Refused(#[from] crate::foreign_file::Refusal),
     #[error("not a readable ELF file ({0})")]
     Object(#[from] object::Error),
 }
@@ -66,10 +69,10 @@ pub struct UnwindSections {
 
 type Dwarf = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
 
-/// A binary's bytes: mapped from disk (most of a large binary is never read), or owned
-/// (the vdso, copied from memory).
+/// A binary's bytes: from its file (mapped when safe, since most of a large binary is never
+/// read; read otherwise: see `FileBytes`), or owned (the vdso, copied from memory).
 enum Image {
-    Mapped(MappedFile),
+    Mapped(FileBytes),
     Owned(Vec<u8>),
 }
 
@@ -102,9 +105,12 @@ pub struct Binary {
 }
 
 impl Binary {
-    /// Opens an ELF file; `debug_files` as for [`Binary::parse`].
+    /// Opens an ELF file a process or a recording names, by the foreign-file rules (never a
+    /// FIFO or device, no link into the host from a container's root); `debug_files` as for
+    /// [`Binary::parse`].
     pub(crate) fn open(path: &Path, debug_files: bool) -> Result<Self, LoadError> {
-        Self::from_image(Image::Mapped(MappedFile::open(path)?), debug_files)
+        let bytes = crate::foreign_file::binary_bytes(path)?;
+        Self::from_image(Image::Mapped(bytes), debug_files)
     }
 
     /// Parses an ELF image. When it has no DWARF but a build id, the separate debug file
@@ -440,7 +446,9 @@ fn open_debug_file(build_id: &[u8]) -> Option<Image> {
     }
     let hex = hex(build_id);
     let path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-    MappedFile::open(Path::new(&path)).ok().map(Image::Mapped)
+    crate::foreign_file::named_file_bytes(Path::new(&path))
+        .ok()
+        .map(Image::Mapped)
 }
 
 /// Lower-case hex of a build id.

@@ -25,7 +25,7 @@ pub enum Ending {
 /// Lists `path` on `out`. A corrupt file is listed up to the damage, then the damage is
 /// returned as an error naming its offset.
 pub fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::foreign_file::named_file_bytes(path).map_err(|e| e.into_error(path))?;
     let ending = if bytes.starts_with(container::MAGIC) {
         dump_recording(&bytes, out)
     } else {

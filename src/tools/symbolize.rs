@@ -95,7 +95,8 @@ pub fn run(config: &SymbolizeConfig, out: &mut dyn Write) -> Result<()> {
     let stdout = |e| Error::io(Path::new("<stdout>"), e);
     match &config.source {
         Source::Jitdump(path) => {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let bytes =
+                crate::foreign_file::named_file_bytes(path).map_err(|e| e.into_error(path))?;
             let header =
                 crate::format::jitdump::parse_header(&bytes).map_err(|e| Error::parse(path, e))?;
             let pid = config.pid.unwrap_or(header.pid);

@@ -1,10 +1,9 @@
-//! A read-only memory mapping of a whole file, so large recordings are read through the page
-//! cache instead of being copied into a heap buffer first.
+//! A read-only memory mapping of a whole file, so large recordings and binaries are read through
+//! the page cache instead of being copied into a heap buffer first.
 
 use std::fs::File;
 use std::io;
 use std::ops::Deref;
-use std::path::Path;
 
 /// A file's bytes, mapped read-only (an empty file has no mapping).
 pub struct MappedFile {
@@ -16,21 +15,24 @@ pub struct MappedFile {
 const FAULT_AROUND: usize = 64 * 1024;
 
 impl MappedFile {
-    /// Maps the whole file at `path` read-only.
-    pub fn open(path: &Path) -> io::Result<Self> {
-        let file = File::open(path)?;
+    /// Maps the whole of `file` read-only. The caller decides the file is safe to map (see the
+    /// SAFETY note): jprof maps only through `foreign_file::FileBytes` in the jprof crate.
+    pub fn map(file: &File) -> io::Result<Self> {
         if file.metadata()?.len() == 0 {
             return Ok(Self { map: None });
         }
         // SAFETY: the mapping is read-only (PROT_READ), so no Rust code writes through it.
-        // The caveat of every file mapping remains: another process could truncate or
-        // rewrite the file while it is mapped (a time-of-check/time-of-use race we
-        // cannot rule out). Rewriting changes bytes under a `&[u8]`, which our parsers treat
-        // as untrusted input anyway (every length is checked, no offsets are cached across
-        // reads of the same bytes); truncation makes a read of the lost pages raise SIGBUS.
-        // jprof only maps recordings it is asked to read, which are written append-only and
-        // closed before they are read, so this is accepted as `perf report` and `git` do.
-        let map = unsafe { memmap2::Mmap::map(&file)? };
+        // Every file mapping has one caveat: another process could rewrite or truncate the
+        // file while it is mapped. Rewriting changes bytes under a `&[u8]`, which our parsers
+        // treat as untrusted input anyway (every length is checked, no offset is trusted across
+        // two reads of the same bytes). Truncating makes a read of the lost pages raise SIGBUS,
+        // so the one caller (`foreign_file::FileBytes::of` in the jprof crate) maps only a
+        // regular file that no other user can truncate: owned by the user running jprof or
+        // root, writable by nobody else, and not inside a container's `/proc/PID/root` (whose
+        // root may be another user's). Every other file is read into memory instead. Only a
+        // process with jprof's own privileges, or root, can still truncate a mapped file, which
+        // the threat model leaves out (docs/security.md).
+        let map = unsafe { memmap2::Mmap::map(file)? };
         Ok(Self { map: Some(map) })
     }
 }
@@ -54,7 +56,7 @@ impl MappedFile {
         // SAFETY: the mapping is a read-only file mapping (memmap2 maps it shared, PROT_READ)
         // that nothing writes through, so MADV_DONTNEED discards no data: it only unmaps the
         // pages, and a later read maps the file's bytes again from the page cache, the same
-        // bytes any `&[u8]` into them saw (subject to the caveat in `open` about other
+        // bytes any `&[u8]` into them saw (subject to the caveat in `map` about other
         // processes rewriting the file). The range is inside the mapping (clamped above).
         let _ =
             unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };

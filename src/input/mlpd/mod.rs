@@ -18,7 +18,6 @@ use crate::error::{Error, Result};
 use crate::format::mlpd::{self, BufferHeader, Decoder, Event, EventKind, Metadata};
 use crate::profile::{filter, Context, Filters, WeightUnit};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo};
-use crate::sys::mapped_file::MappedFile;
 
 /// Decodes `data` with the filter; the analysis and the decoder (header, problems).
 pub fn analyze(
@@ -195,7 +194,7 @@ struct Decoded {
 fn decode(request: &Request) -> Result<Decoded> {
     let path = &request.path;
     // Mapped rather than read: copying a large file into the heap costs as much as decoding it.
-    let data = MappedFile::open(path).map_err(|e| Error::io(path, e))?;
+    let data = crate::foreign_file::named_file_bytes(path).map_err(|e| e.into_error(path))?;
     let filter = filter_for(&request.filters, &data);
     let (analysis, decoder) = analyze(&data, filter).map_err(|source| Error::Parse {
         path: path.clone(),

@@ -39,15 +39,13 @@ pub struct ImportOptions {
 /// clear refusal instead of "not a jprof recording").
 pub fn is_perf_data(path: &Path) -> bool {
     let mut magic = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
+    crate::foreign_file::open_named(path).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
         && (&magic == perf_header::MAGIC || &magic == perf_header::MAGIC_BIG_ENDIAN)
 }
 
 /// Reads a perf.data file and its side files into a recording.
 pub fn import(path: &Path, options: &ImportOptions) -> Result<Recording> {
-    let file = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let file = crate::foreign_file::named_file_bytes(path).map_err(|e| e.into_error(path))?;
     import_bytes(path, &file, options)
 }
 

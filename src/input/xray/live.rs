@@ -238,7 +238,8 @@ pub fn correlate(recording: &Recording, profile: &mut Profile) -> Option<LiveXra
     }
     let mut live = LiveXray::default();
     let map: Option<InstrMap> = binary.as_deref().and_then(|path| {
-        let parsed = std::fs::read(path)
+        // Named by the recording: opened by the foreign-file rules.
+        let parsed = crate::foreign_file::binary_bytes(std::path::Path::new(path))
             .map_err(|e| e.to_string())
             .and_then(|elf| xray::instr_map::parse(&elf).map_err(|e| e.to_string()));
         parsed

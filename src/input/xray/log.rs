@@ -11,12 +11,12 @@ use rustc_hash::FxHashMap;
 use super::account::{self, Accounting};
 use super::replay::{Call, Replay, StackCounts, Threads};
 use crate::error::{Error, Result};
+use crate::foreign_file::FileBytes;
 use crate::format::xray::{self, instr_map::InstrMap, Header, Log, LogMode};
 use crate::format::Endian;
 use crate::input::{Loaded, Request, Weight};
 use crate::profile::{filter, Context, Filters, WeightUnit};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, Stack};
-use crate::sys::mapped_file::MappedFile;
 
 /// A loaded log with its binary's map.
 pub struct Input {
@@ -26,9 +26,9 @@ pub struct Input {
     pub module: Option<String>,
 }
 
-/// The log file's bytes, mapped.
-fn map_log(path: &Path) -> Result<MappedFile> {
-    MappedFile::open(path).map_err(|e| Error::io(path, e))
+/// The log file's bytes (mapped when safe: see `FileBytes`).
+fn map_log(path: &Path) -> Result<FileBytes> {
+    crate::foreign_file::named_file_bytes(path).map_err(|e| e.into_error(path))
 }
 
 /// Whether a finished call on `tid` passes the thread and time filters (`start` is the log's
@@ -50,7 +50,7 @@ impl Input {
     fn with_log(log: Log, binary: Option<&Path>) -> Result<Self> {
         let map = match binary {
             Some(path) => {
-                let elf = MappedFile::open(path).map_err(|e| Error::io(path, e))?;
+                let elf = map_log(path)?;
                 Some(xray::instr_map::parse(&elf).map_err(|e| Error::parse(path, e))?)
             }
             None => None,
