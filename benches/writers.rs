@@ -166,7 +166,7 @@ fn write_one(format: &str, profile: &Profile, out: &Path) -> std::io::Result<()>
     );
     match format {
         "flamegraph" => {
-            let labels = flamegraph::Labels::of(&context);
+            let labels = flamegraph::Labels::of(&context, profile);
             // As `jprof report` draws it: default look, colours by frame kind.
             let mut palette = flamegraph::kind_palette(profile);
             let look = flamegraph::Look::default();

@@ -71,13 +71,11 @@ fn side_files(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The function name inside a V8 frame label (`JS:*fib /dir/script.js:2:14_[j]` → `fib`), if it
-/// is a named JS frame.
+/// The function name inside the short label of a JS frame of the script
+/// (`fib script.js:2_[j]` → `fib`), if it is a named JS frame.
 fn js_function(label: &str) -> Option<&str> {
-    let rest = label.strip_prefix("JS:")?;
-    let rest = rest.trim_start_matches(['~', '^', '+', '*']);
-    let name = rest.split(' ').next()?;
-    (!name.is_empty() && !name.starts_with("[unknown]")).then_some(name)
+    let (name, place) = label.strip_suffix("_[j]")?.split_once(' ')?;
+    (place.starts_with("script.js:") && name != "(anonymous)").then_some(name)
 }
 
 #[test]

@@ -245,7 +245,8 @@ fn pprof_reads_in_go_tool_pprof() {
     for name in [
         "Demo.step (inline)",
         "golden.Demo.run",
-        "JS:*hot app.js:3:10",
+        // The short form of `JS:*hot app.js:3:10`.
+        "hot app.js:3",
     ] {
         assert!(stdout.contains(name), "{name} missing:\n{stdout}\n{stderr}");
     }

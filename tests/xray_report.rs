@@ -193,7 +193,14 @@ fn flame_graph_file_and_summary() {
     assert!(out.contains("basic mode v3"), "{out}");
     assert!(out.contains("CLOCK_REALTIME"), "{out}");
     let text = std::fs::read_to_string(&svg).unwrap();
-    assert!(text.contains("fib_rec") && text.contains("ns (self time)"));
+    // Tooltips give self time with its unit (`fib_rec (1.23 ms self time, 40.00%)`).
+    assert!(text.contains("fib_rec"), "{text}");
+    assert!(
+        [" s", " ms", " µs", " ns"]
+            .iter()
+            .any(|unit| text.contains(&format!("{unit} self time, "))),
+        "{text}"
+    );
 }
 
 #[test]

@@ -296,8 +296,9 @@ pub(crate) struct FilterArgs {
     /// Drop inlined frames; their samples go to the function they were inlined into.
     #[arg(long)]
     pub(crate) no_inline: bool,
-    /// Show every Java method with its parameter types (by default only overloaded methods
-    /// keep them, so two methods never share a frame).
+    /// Show names in full, as the runtime or demangler wrote them: C++ parameter lists, return
+    /// types and template arguments, Java and C# parameter types, JS and Python full paths.
+    /// By default names are short (`ns::Class::method`, `fn file.js:12`, `pkg.Class.method`).
     #[arg(long)]
     pub(crate) signatures: bool,
 }

@@ -160,6 +160,7 @@ fn rewrite_frames(old: Profile, rewrite: impl Fn(&Frame) -> Option<Frame>) -> Pr
     new.samples.reserve(old.samples.len());
     new.threads.clone_from(&old.threads);
     new.notes.clone_from(&old.notes);
+    new.full_names.clone_from(&old.full_names);
     new.start_time = old.start_time;
     let mapping: Vec<Option<FrameId>> = old
         .frames()

@@ -5,6 +5,7 @@
 
 pub(crate) mod context;
 pub(crate) mod filter;
+pub mod names;
 pub(crate) mod signatures;
 
 pub use context::{CodeLoad, Context, WeightUnit};
@@ -175,6 +176,9 @@ pub struct Profile {
     /// Sample-clock ns where the input starts (its first sample before any filter), when the
     /// builder knows it; `--time` counts from here.
     pub start_time: Option<u64>,
+    /// The names as written of frames [`Profile::rename_frames`] renamed, by their new name
+    /// (several for C++ overloads shown as one function).
+    full_names: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl Profile {
@@ -219,18 +223,44 @@ impl Profile {
         &self.frames[id.0 as usize]
     }
 
+    /// The names as written (by the runtime, the demangler) of the frames now called `name`;
+    /// none when the name was not shortened.
+    pub fn full_names(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.full_names
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+    }
+
+    /// Every shortened name with the names it stands for.
+    pub fn all_full_names(&self) -> &BTreeMap<String, std::collections::BTreeSet<String>> {
+        &self.full_names
+    }
+
     /// Every interned frame, indexed by [`FrameId`].
     pub fn frames(&self) -> &[Frame] {
         &self.frames
     }
 
     /// Renames frames: `rename` returns a frame's new name, or None to keep it. Frame ids stay;
-    /// the caller must not give two different frames the same name and kind.
+    /// frames that get the same name and kind are one function in every output. The old name
+    /// is kept as the new one's full name ([`Profile::full_names`]).
     pub fn rename_frames(&mut self, mut rename: impl FnMut(&Frame) -> Option<String>) {
         for frame in &mut self.frames {
-            if let Some(name) = rename(frame) {
-                frame.name = name;
-            }
+            let Some(name) = rename(frame).filter(|n| *n != frame.name) else {
+                continue;
+            };
+            let old = std::mem::replace(&mut frame.name, name);
+            // A name renamed twice keeps the name as first written.
+            let originals = match self.full_names.get(&old) {
+                Some(set) => set.clone(),
+                None => std::iter::once(old).collect(),
+            };
+            self.full_names
+                .entry(frame.name.clone())
+                .or_default()
+                .extend(originals);
         }
         let tiers = &self.tiers;
         self.index = self

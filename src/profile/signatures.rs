@@ -21,6 +21,11 @@ fn split(name: &str) -> Option<(&str, &str)> {
     (qualified && types).then_some((short, params))
 }
 
+/// Whether `name` is a Java method with its parameter types (`pkg.Class.method(int, Foo)`).
+pub fn is_java_signature(name: &str) -> bool {
+    split(name).is_some()
+}
+
 /// `pkg.Class.method(java.lang.String, int[])` → `pkg.Class.method(String, int[])`.
 fn with_simple_types(short: &str, params: &str) -> String {
     let simple: Vec<&str> = params

@@ -288,11 +288,11 @@ mod tests {
     }
 
     fn svg(lines: &[String], look: &crate::report::flamegraph::Look) -> String {
-        let labels = crate::report::flamegraph::Labels {
-            title: "t".into(),
-            count_name: "samples".into(),
-            subtitle: None,
-        };
+        let labels = crate::report::flamegraph::Labels::new(
+            "t",
+            "samples",
+            crate::profile::WeightUnit::Events,
+        );
         let mut out = Vec::new();
         crate::report::flamegraph::write(lines, &labels, look, None, &mut out).unwrap();
         String::from_utf8(out).unwrap()

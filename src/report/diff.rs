@@ -35,6 +35,9 @@ pub struct DiffConfig {
 struct Side {
     folded: Vec<String>,
     count_name: String,
+    unit: crate::profile::WeightUnit,
+    /// Full names of the shortened frame names, as the flame graph shows them.
+    full_names: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Whether `bytes` (the start of a file) look like folded stacks: text whose first line ends
@@ -85,6 +88,8 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
                 .map(str::to_string)
                 .collect(),
             count_name: "samples".into(),
+            unit: crate::profile::WeightUnit::Events,
+            full_names: Default::default(),
         });
     }
     // The two sides may be different kinds of input: options only some kinds take (where a
@@ -101,9 +106,12 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
         ..report.input.clone()
     };
     let loaded = input::load(&request)?;
+    let labels = flamegraph::Labels::of(&loaded.context, &loaded.profile);
     Ok(Side {
         folded: collapsed::lines(&loaded.profile),
         count_name: loaded.context.event,
+        unit: loaded.context.weight_unit,
+        full_names: labels.full_names,
     })
 }
 
@@ -146,6 +154,9 @@ pub fn run(config: &DiffConfig) -> Result<()> {
         ));
     }
     let lines = differential_lines(&before.folded, &after.folded, config.normalize);
+    let same_unit = before.count_name == after.count_name && before.unit == after.unit;
+    let mut full_names = before.full_names;
+    full_names.extend(after.full_names);
     let labels = flamegraph::Labels {
         title: format!(
             "jprof diff: {} → {} (red grew, blue shrank)",
@@ -158,6 +169,12 @@ pub fn run(config: &DiffConfig) -> Result<()> {
             format!("{} / {}", before.count_name, after.count_name)
         },
         subtitle: None,
+        unit: if same_unit {
+            after.unit
+        } else {
+            crate::profile::WeightUnit::Events
+        },
+        full_names,
     };
     let look = &config.report.flamegraph;
     let draw = |w: &mut dyn Write| flamegraph::write(&lines, &labels, look, None, w);

@@ -2,12 +2,13 @@
 //! (`--inverted`, `--title`, `--min-width`) and its colours: one hue per frame kind, the shade
 //! from a fixed hash of the name, so the same profile always gives the same bytes.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
 use inferno::flamegraph::{self, Direction, Options};
 
-use crate::profile::{Context, Frame, FrameKind, Profile};
+use crate::profile::{Context, Frame, FrameKind, Profile, WeightUnit};
 
 /// What goes on the graph besides the stacks.
 #[derive(Clone, Debug)]
@@ -18,17 +19,57 @@ pub struct Labels {
     pub count_name: String,
     /// A line under the title (e.g. what the recording lost).
     pub subtitle: Option<String>,
+    /// Whether the weights are nanoseconds (tooltips then show `1.23 ms`) or counts of
+    /// `count_name`.
+    pub unit: WeightUnit,
+    /// The full names (`--signatures` form) of shortened frame names, by the name as drawn;
+    /// shown in the tooltips.
+    pub full_names: BTreeMap<String, Vec<String>>,
 }
 
 impl Labels {
-    /// What an input's context says at the top of its flame graph.
-    pub fn of(context: &Context) -> Self {
+    /// What an input's context says at the top of its flame graph, and the full names of the
+    /// profile's shortened frames.
+    pub fn of(context: &Context, profile: &Profile) -> Self {
         Self {
             title: context.graph_title(),
             count_name: context.event.clone(),
             subtitle: context.subtitle.clone(),
+            unit: context.weight_unit,
+            full_names: profile
+                .all_full_names()
+                .iter()
+                .map(|(short, full)| {
+                    (
+                        drawn_name(short),
+                        full.iter().map(|f| drawn_name(f)).collect(),
+                    )
+                })
+                .collect(),
         }
     }
+
+    /// Labels with a title and what the weights count, nothing else.
+    pub fn new(title: &str, count_name: &str, unit: WeightUnit) -> Self {
+        Self {
+            title: title.to_string(),
+            count_name: count_name.to_string(),
+            subtitle: None,
+            unit,
+            full_names: BTreeMap::new(),
+        }
+    }
+}
+
+/// A name as the graph shows it: its folded label without the kind suffix.
+fn drawn_name(name: &str) -> String {
+    crate::profile::frame_label(&Frame {
+        name: name.to_string(),
+        kind: FrameKind::Native,
+        module: None,
+        file: None,
+        line: None,
+    })
 }
 
 /// How the graph is drawn, from the command line.
@@ -119,15 +160,185 @@ fn kind_colour(kind: FrameKind, v: f32) -> Color {
 
 /// Draws `folded` (`stack weight` lines, or `stack before after` for a differential graph)
 /// as an SVG flame graph; `palette` fixes the colours of the names it holds.
+///
+/// inferno draws it; jprof then finishes each tooltip (the weight with its unit, the full
+/// name of a shortened frame) and adds a script that cuts labels too long for their box so
+/// the function name stays visible.
 pub fn write(
     folded: &[String],
     labels: &Labels,
     look: &Look,
     palette: Option<&mut PaletteMap>,
-    out: impl Write,
+    mut out: impl Write,
 ) -> io::Result<()> {
     let mut options = look.options(labels, palette);
-    flamegraph::from_lines(&mut options, folded.iter().map(String::as_str), out)
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, folded.iter().map(String::as_str), &mut svg)?;
+    let svg = String::from_utf8(svg).map_err(io::Error::other)?;
+    out.write_all(finish(&svg, labels).as_bytes())
+}
+
+/// `1.23 ms`: nanoseconds in the largest unit that keeps them at 1 or more, three
+/// significant digits.
+pub fn human_ns(ns: f64) -> String {
+    let (value, unit) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        return format!("{ns:.0} ns");
+    };
+    let digits = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.digits$} {unit}")
+}
+
+/// What a time weight is, after its value: `CPU`, `off-CPU`, `wall`, or nothing.
+fn time_word(count_name: &str) -> String {
+    let word = count_name
+        .trim_end_matches("ns")
+        .trim()
+        .trim_start_matches("ns ")
+        .trim_matches(|c| c == '(' || c == ')');
+    match word {
+        "cpu-clock" | "task-clock" => "CPU".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The tooltip of a frame with its weight as `1.23 ms CPU` rather than a bare count of ns.
+fn with_unit(title: &str, labels: &Labels) -> String {
+    let counted = format!(" {}, ", labels.count_name);
+    let Some(at) = title.rfind(&counted) else {
+        return title.to_string();
+    };
+    let Some(open) = title[..at].rfind('(') else {
+        return title.to_string();
+    };
+    let digits = &title[open + 1..at];
+    let Ok(count) = digits.replace(',', "").parse::<u64>() else {
+        return title.to_string();
+    };
+    let amount = match labels.unit {
+        WeightUnit::Nanoseconds => {
+            let word = time_word(&labels.count_name);
+            let time = human_ns(count as f64);
+            if word.is_empty() {
+                time
+            } else {
+                format!("{time} {word}")
+            }
+        }
+        WeightUnit::Events => format!("{digits} {}", labels.count_name),
+    };
+    format!(
+        "{}({amount}, {}",
+        &title[..open],
+        &title[at + counted.len()..]
+    )
+}
+
+/// How many full names a tooltip lists before saying how many more there are.
+const FULL_NAMES_SHOWN: usize = 3;
+
+/// The SVG with jprof's tooltips and label cutting (see [`write`]).
+fn finish(svg: &str, labels: &Labels) -> String {
+    const START: &str = "<g><title>";
+    const END: &str = "</title>";
+    let mut out = String::with_capacity(svg.len() + svg.len() / 8);
+    let mut rest = svg;
+    while let Some(at) = rest.find(START) {
+        out.push_str(&rest[..at]);
+        let title_start = at + START.len();
+        let Some(len) = rest[title_start..].find(END) else {
+            break;
+        };
+        let title = unescape(&rest[title_start..title_start + len]);
+        let mut tooltip = with_unit(&title, labels);
+        let name = title.rsplit_once(" (").map_or(title.as_str(), |(n, _)| n);
+        let full = labels.full_names.get(name);
+        if let Some(full) = full {
+            for f in full.iter().take(FULL_NAMES_SHOWN) {
+                tooltip.push('\n');
+                tooltip.push_str(f);
+            }
+            if full.len() > FULL_NAMES_SHOWN {
+                tooltip.push_str(&format!("\n… and {} more", full.len() - FULL_NAMES_SHOWN));
+            }
+        }
+        let written = full.and_then(|f| f.first()).map(String::as_str);
+        match crate::profile::names::function_len(name, written) {
+            Some(end) => out.push_str(&format!("<g data-name-end=\"{end}\"><title>")),
+            None => out.push_str(START),
+        }
+        out.push_str(&escape(&tooltip));
+        out.push_str(END);
+        rest = &rest[title_start + len + END.len()..];
+    }
+    out.push_str(rest);
+    // Before the closing tag of the document: the script that cuts labels.
+    match out.rfind("</svg>") {
+        Some(end) => out.insert_str(end, CUT_LABELS_SCRIPT),
+        None => out.push_str(CUT_LABELS_SCRIPT),
+    }
+    out
+}
+
+/// Replaces inferno's label fitting (its functions of the same names, declared earlier in the
+/// document): the label is the tooltip's first line without the weight; one that does not fit
+/// loses first the location after the function name (`data-name-end`), then its scope from the
+/// left (`..Class::method`), so the function name is what stays.
+const CUT_LABELS_SCRIPT: &str = r#"<script type="text/ecmascript"><![CDATA[
+function jprof_label(e) {
+    var t = find_child(e, "title").textContent.split("\n")[0];
+    return t.replace(/ \([^(]*\)$/, "");
+}
+function jprof_cut(e, txt, fits) {
+    if (txt.length <= fits) return txt;
+    if (fits < 3) return "";
+    var end = e.getAttribute("data-name-end");
+    var name = end === null ? txt : txt.substring(0, parseInt(end));
+    if (name.length <= fits) return name;
+    return ".." + name.substring(name.length - (fits - 2));
+}
+function jprof_fit(e) {
+    var r = find_child(e, "rect");
+    var t = find_child(e, "text");
+    var w = parseFloat(r.attributes.width.value) * frames.attributes.width.value / 100 - 3;
+    var cw = known_font_width > 0 ? known_font_width : fontsize * fontwidth;
+    t.attributes.x.value = format_percent(parseFloat(r.attributes.x.value) + (100 * 3 / frames.attributes.width.value));
+    t.textContent = w < 2 * cw ? "" : jprof_cut(e, jprof_label(e), Math.floor(w / cw));
+}
+function update_text_for_elements(elements) {
+    for (var i = 0; i < elements.length; i++) jprof_fit(elements[i]);
+}
+function update_text(e) { jprof_fit(e); }
+]]></script>"#;
+
+/// XML text as inferno escapes it, back to plain text.
+fn unescape(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_string();
+    }
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
+/// Plain text as XML text.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -151,12 +362,7 @@ mod tests {
                 10,
             ),
         ]);
-        let labels = Labels {
-            title: "jprof: ./hotspots".into(),
-            count_name: "cycles".into(),
-            subtitle: None,
-        };
-        draw(&p, &labels, &Look::default())
+        draw(&p, &labels(), &Look::default())
     }
 
     fn draw(p: &Profile, labels: &Labels, look: &Look) -> String {
@@ -188,11 +394,7 @@ mod tests {
 
     #[test]
     fn no_stacks_is_an_error_not_a_panic() {
-        let labels = Labels {
-            title: "t".into(),
-            count_name: "cycles".into(),
-            subtitle: None,
-        };
+        let labels = Labels::new("t", "cycles", WeightUnit::Events);
         assert!(write(&[], &labels, &Look::default(), None, io::sink()).is_err());
     }
 
@@ -265,11 +467,49 @@ mod tests {
     }
 
     fn labels() -> Labels {
-        Labels {
-            title: "jprof: ./hotspots".into(),
-            count_name: "cycles".into(),
-            subtitle: None,
-        }
+        Labels::new("jprof: ./hotspots", "cycles", WeightUnit::Events)
+    }
+
+    #[test]
+    fn tooltips_give_time_with_its_unit_and_the_full_name() {
+        let mut p = crate::profile::testing::profile(&[(
+            &[
+                ("main", Native),
+                ("ns::f(int)", Native),
+                ("JS:*main /app/tokens.js:7:1", Jit),
+            ],
+            1_500_000,
+        )]);
+        crate::profile::names::shorten(&mut p);
+        let ctx = Context::for_profile(&p, "t", "off-CPU ns", WeightUnit::Nanoseconds);
+        let svg = draw(&p, &Labels::of(&ctx, &p), &Look::default());
+        assert!(
+            svg.contains("<g><title>ns::f (1.50 ms off-CPU, 100.00%)\nns::f(int)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains(
+            "<g data-name-end=\"4\"><title>main tokens.js:7 (1.50 ms off-CPU, 100.00%)\n\
+             JS:*main /app/tokens.js:7:1</title>"
+        ));
+        assert!(svg.contains("<title>all (1.50 ms off-CPU, 100%)</title>"));
+        assert!(svg.contains("function jprof_cut"));
+        assert!(svg.trim_end().ends_with("]]></script></svg>"));
+        // Counts that are not time keep their own word.
+        let ctx = Context::for_profile(&p, "t", "samples", WeightUnit::Events);
+        let svg = draw(&p, &Labels::of(&ctx, &p), &Look::default());
+        assert!(svg.contains("<title>ns::f (1,500,000 samples, 100.00%)"));
+    }
+
+    #[test]
+    fn nanoseconds_are_shown_in_the_unit_that_fits() {
+        assert_eq!(human_ns(999.0), "999 ns");
+        assert_eq!(human_ns(1_500.0), "1.50 µs");
+        assert_eq!(human_ns(25_000_000.0), "25.0 ms");
+        assert_eq!(human_ns(125_000_000_000.0), "125 s");
+        assert_eq!(time_word("cpu-clock"), "CPU");
+        assert_eq!(time_word("wall ns"), "wall");
+        assert_eq!(time_word("ns (self time)"), "self time");
+        assert_eq!(time_word("ns"), "");
     }
 
     #[test]

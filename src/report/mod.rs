@@ -142,7 +142,7 @@ pub fn write_profile(config: &ReportConfig, loaded: Loaded) -> Result<()> {
             } else {
                 let mut palette = flamegraph::kind_palette(profile);
                 svg.write_with(|w| {
-                    let labels = flamegraph::Labels::of(context);
+                    let labels = flamegraph::Labels::of(context, profile);
                     flamegraph::write(&folded, &labels, &config.flamegraph, Some(&mut palette), w)
                 })
             };

@@ -268,7 +268,10 @@ impl<'p> Builder<'p> {
         let function = Function {
             id: self.functions.len() as u64 + 1,
             name: self.strings.get(key.0),
-            system_name: self.strings.get(key.0),
+            // The name as written (with parameters, full path) when the shown one is short.
+            system_name: self
+                .strings
+                .get(self.profile.full_names(key.0).next().unwrap_or(key.0)),
             filename: self.strings.get(key.1.unwrap_or("")),
             start_line: 0,
         };

@@ -23,7 +23,7 @@ const CHROMIUM_FLAGS: &[&str] = &[
 
 /// The demo's flame graph (examples/hotspots): compute_a/compute_b are its hot functions.
 const DEFAULT_SEARCH: &str = "compute_";
-const DEFAULT_CLICK: &str = "hot::compute_b(unsigned long, unsigned long)";
+const DEFAULT_CLICK: &str = "hot::compute_b";
 
 /// Runs in the SVG after inferno's `init`: Ctrl-F with the prompt answered, then a click on the
 /// frame named CLICK; results go into `<text id="svg-check-result">` as `key=value` lines.

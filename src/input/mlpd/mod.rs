@@ -256,6 +256,9 @@ pub fn load(request: &Request) -> Result<Loaded> {
             path.display()
         ));
     }
+    if !request.signatures {
+        crate::profile::names::shorten(&mut profile);
+    }
     filter::apply(&mut profile, &request.filters.left_after_reading());
     let unit = if weight == Weight::Time {
         WeightUnit::Nanoseconds

@@ -7,7 +7,7 @@ pub(crate) mod text;
 
 use crate::error::{Error, Result};
 use crate::profile::context::first_sample_time;
-use crate::profile::{filter, signatures, CodeLoad, Context, Profile, WeightUnit};
+use crate::profile::{filter, names, CodeLoad, Context, Profile, WeightUnit};
 use crate::recording::Recording;
 use crate::symbolize::jit_index::JitIndex;
 use crate::symbolize::{self, ResolveOptions};
@@ -90,7 +90,7 @@ pub fn symbolized(request: &Request, kind: Kind) -> Result<(Recording, Profile, 
     let (mut profile, jit) = symbolize::resolve_with_jit(&recording, &options)?;
     options.progress.finish();
     if !request.signatures {
-        signatures::shorten(&mut profile);
+        names::shorten(&mut profile);
     }
     Ok((recording, profile, jit))
 }

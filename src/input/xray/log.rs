@@ -271,6 +271,9 @@ pub fn load(request: &Request) -> Result<Loaded> {
     };
     let input = Input::load(&request.path, request.binary.as_deref())?;
     let (mut profile, threads) = input.profile(&request.filters, weight);
+    if !request.signatures {
+        crate::profile::names::shorten(&mut profile);
+    }
     filter::apply(&mut profile, &request.filters.left_after_reading());
     let (count_name, unit) = match weight {
         Weight::Calls => ("calls", WeightUnit::Events),
