@@ -84,7 +84,6 @@ fn functions(path: &Path) -> Vec<String> {
             matches!(kind, "T" | "t").then(|| name.to_string())
         })
         .collect();
-    assert!(names.len() > 8, "{names:?}");
     names
 }
 
@@ -178,7 +177,9 @@ impl Setup {
         assert!(unknown > 0, "libw.so's frames are shown as unknown");
         // No function of the library on disk names any frame.
         let folded = self.report(data, &self.empty_home, "collapsed", &[]);
-        for name in functions(&self.library) {
+        let names = functions(&self.library);
+        assert!(names.len() > 8, "{names:?}");
+        for name in names {
             assert!(
                 !folded.split([';', ' ', '\n']).any(|frame| frame == name),
                 "{name} of the build on disk named a frame: {folded}"
@@ -275,4 +276,97 @@ fn a_recording_without_embedded_symbols_gets_names_only_from_the_recorded_build(
     assert!(named > 0);
     setup.rebuild_library();
     setup.check_after_rebuild(&data, None);
+}
+
+/// A library stripped of its symbol table, with a `.gnu_debuglink` to `libw.so.debug`.
+const STRIPPED: &str = r#"
+static __attribute__((noinline)) unsigned long hidden_spin(unsigned long n) {
+    unsigned long h = n;
+    for (unsigned long i = 0; i < 300000000UL; i++) h = h * 31 + i;
+    return h;
+}
+unsigned long alpha_entry(unsigned long n) { return hidden_spin(n) + 1; }
+"#;
+
+fn run(dir: &Path, program: &str, args: &[&str]) {
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(status.success(), "{program} {args:?}");
+}
+
+#[test]
+fn a_debug_file_named_by_gnu_debuglink_is_used_only_with_the_same_build_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let library = cc(d, STRIPPED, "libw.so", &["-g", "-shared", "-fPIC"]);
+    run(
+        d,
+        "objcopy",
+        &["--only-keep-debug", "libw.so", "libw.so.debug"],
+    );
+    run(d, "strip", &["--strip-all", "libw.so"]);
+    run(
+        d,
+        "objcopy",
+        &["--add-gnu-debuglink=libw.so.debug", "libw.so"],
+    );
+    // gdb's second place: .debug/ beside the binary.
+    std::fs::create_dir(d.join(".debug")).unwrap();
+    std::fs::rename(d.join("libw.so.debug"), d.join(".debug/libw.so.debug")).unwrap();
+    let rpath = format!("-Wl,-rpath,{}", d.display());
+    let program = cc(d, MAIN, "prog", &["-L.", "-lw", &rpath]);
+    assert!(
+        !functions(&library).contains(&"hidden_spin".to_string()),
+        "stripped"
+    );
+    let data = d.join("jprof.data");
+    stdout_ok(&[
+        "record",
+        "--no-embed-symbols",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        program.to_str().unwrap(),
+    ]);
+    let report = || {
+        stdout_ok(&[
+            "report",
+            "-f",
+            "collapsed",
+            "-o",
+            "-",
+            "-i",
+            data.to_str().unwrap(),
+        ])
+    };
+    let weight_in = |folded: &str, name: &str| -> u64 {
+        folded
+            .lines()
+            .filter(|l| l.contains(name))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum()
+    };
+    let folded = report();
+    assert!(
+        weight_in(&folded, ";hidden_spin") > 0,
+        "named from the debug file: {folded}"
+    );
+
+    // Another build's debug file at the same place names nothing.
+    let other = d.join("other");
+    std::fs::create_dir(&other).unwrap();
+    cc(&other, V2, "libw.so", &["-g", "-shared", "-fPIC"]);
+    run(
+        &other,
+        "objcopy",
+        &["--only-keep-debug", "libw.so", "libw.so.debug"],
+    );
+    std::fs::rename(other.join("libw.so.debug"), d.join(".debug/libw.so.debug")).unwrap();
+    let folded = report();
+    assert_eq!(weight_in(&folded, ";hidden_spin"), 0, "{folded}");
+    assert_eq!(weight_in(&folded, "zulu_"), 0, "{folded}");
+    assert!(weight_in(&folded, "[unknown] (libw.so+") > 0, "{folded}");
 }

@@ -145,6 +145,26 @@ pub(crate) fn places(
     out
 }
 
+/// Where the debug file named `name` by the `.gnu_debuglink` of the binary at `path` may be,
+/// in the order gdb looks: beside the binary, in `.debug/` beside it, and under
+/// `/usr/lib/debug` followed by the binary's directory.
+pub(crate) fn debuglink_places(path: &Path, name: &str) -> Vec<PathBuf> {
+    // Only a plain file name: a link naming `../x` or `/x` is not followed.
+    if name.is_empty() || name.contains('/') {
+        return Vec::new();
+    }
+    let Some(dir) = path.parent() else {
+        return Vec::new();
+    };
+    let mut out = vec![dir.join(name), dir.join(".debug").join(name)];
+    if let Ok(relative) = dir.strip_prefix("/") {
+        out.push(Path::new("/usr/lib/debug").join(relative).join(name));
+    }
+    // The binary itself is not its debug file.
+    out.retain(|p| p != path);
+    out
+}
+
 /// How much of a file's start is read for its build id: the ELF header, the program headers
 /// and the notes segment come first in every linker's layout.
 const HEAD_BYTES: usize = 64 * 1024;
@@ -231,6 +251,28 @@ mod tests {
         assert!(whole.is_some(), "cargo links test binaries with a build id");
         assert_eq!(of_file(&exe), whole);
         assert_eq!(of_elf_head(&bytes[..16]), None);
+    }
+
+    #[test]
+    fn debuglink_places_as_gdb_looks() {
+        let got = debuglink_places(Path::new("/opt/app/lib/libw.so"), "libw.so.debug");
+        let want: Vec<PathBuf> = [
+            "/opt/app/lib/libw.so.debug",
+            "/opt/app/lib/.debug/libw.so.debug",
+            "/usr/lib/debug/opt/app/lib/libw.so.debug",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(got, want);
+        assert!(debuglink_places(Path::new("/a/b.so"), "../etc/x").is_empty());
+        assert_eq!(
+            debuglink_places(Path::new("/a/b.so"), "b.so"),
+            [
+                PathBuf::from("/a/.debug/b.so"),
+                PathBuf::from("/usr/lib/debug/a/b.so")
+            ]
+        );
     }
 
     #[test]

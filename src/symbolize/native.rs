@@ -446,9 +446,62 @@ fn open_debug_file(build_id: &[u8]) -> Option<Image> {
     }
     let hex = hex(build_id);
     let path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-    crate::foreign_file::named_file_bytes(Path::new(&path))
+    open_debug_image(Path::new(&path))
+}
+
+/// A separate debug file's bytes.
+fn open_debug_image(path: &Path) -> Option<Image> {
+    crate::foreign_file::named_file_bytes(path)
         .ok()
         .map(Image::Mapped)
+}
+
+impl Binary {
+    /// For a binary at `path` without DWARF and without a debug file found by build id: the
+    /// debug file its `.gnu_debuglink` names, looked for where gdb looks (beside it, in
+    /// `.debug/` beside it, under `/usr/lib/debug` + its directory) and used, as the one found
+    /// by build id is, only when it shows the binary's build id.
+    pub(crate) fn with_debuglink(mut self, path: &Path, debug_files: bool) -> Self {
+        if self.debug_image.is_some() || self.build_id.is_none() {
+            return self;
+        }
+        let Ok(obj) = object::File::parse(&*self.image) else {
+            return self;
+        };
+        if obj.section_by_name(".debug_info").is_some() {
+            return self;
+        }
+        let Ok(Some((name, _crc))) = obj.gnu_debuglink() else {
+            return self;
+        };
+        let name = String::from_utf8_lossy(name).into_owned();
+        drop(obj);
+        for place in super::build_id::debuglink_places(path, &name) {
+            // Beside the binary is where its process's user may write: the foreign-file rules.
+            let Ok(debug) = crate::foreign_file::binary_bytes(&place).map(Image::Mapped) else {
+                continue;
+            };
+            let mut symbols = Vec::new();
+            {
+                let Ok(dobj) = object::File::parse(&*debug) else {
+                    continue;
+                };
+                if dobj.build_id().ok().flatten() != self.build_id.as_deref() {
+                    continue;
+                }
+                collect_symbols(&dobj, &debug, true, &mut symbols);
+            }
+            self.debug_image = Some(debug);
+            self.debug_dwarf = debug_files;
+            symbols.append(&mut self.symbols);
+            finish_symbols(&mut symbols, |s| {
+                name_in(&self.image, self.debug_image.as_ref(), s)
+            });
+            self.symbols = symbols;
+            break;
+        }
+        self
+    }
 }
 
 /// Lower-case hex of a build id.
@@ -515,7 +568,9 @@ impl BinaryCache {
                 Err("the recording was made on another kernel".to_string())
             }
         } else if path.starts_with('/') {
-            Binary::open(Path::new(&**path), self.debug_files).map_err(|e| e.to_string())
+            Binary::open(Path::new(&**path), self.debug_files)
+                .map(|b| b.with_debuglink(Path::new(&**path), self.debug_files))
+                .map_err(|e| e.to_string())
         } else {
             Err("not a file".to_string())
         };
