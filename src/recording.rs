@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::foreign_file::FileBytes;
+use crate::format::perf::sample_type;
 use crate::format::perf::{RawRecord, RecordIter, SampleLayout};
-use crate::format::recording::{parse_chunks, ChunkKind};
+use crate::format::recording::{parse_chunks_releasing, ChunkKind};
 use crate::format::ParseError;
 use crate::timeline::ClockConversion;
 
@@ -288,6 +289,10 @@ pub struct Recording {
     /// build-id table (perf writes it at the end of `perf record`). Used for mappings whose
     /// record carries none.
     pub build_ids: std::collections::BTreeMap<String, Vec<u8>>,
+    /// Zeros that end the file after its last chunk (padding), in bytes.
+    pub zero_tail: usize,
+    /// Damage that was read around: a damaged file header, a lost META chunk.
+    pub recovered: Vec<String>,
 }
 
 /// Where a chunk is: its kind, its payload's file offset and length, and for perf records the
@@ -375,13 +380,21 @@ impl Recording {
             stopped: None,
             skipped: Vec::new(),
             finished: true,
+            zero_tail: 0,
+            recovered: Vec::new(),
             bytes: Bytes::Owned(bytes),
             build_ids: Default::default(),
         }
     }
 
     fn load(path: PathBuf, bytes: Bytes) -> Result<Self, Error> {
-        let parsed = parse_chunks(&bytes).map_err(|e| Error::parse(&path, e))?;
+        // Checking the CRCs brings the file into memory; each part is let go once checked and
+        // read again when it is needed (a long recording's records would otherwise all stay
+        // resident).
+        let parsed =
+            parse_chunks_releasing(&bytes, |range| bytes.release(range.start, range.len()))
+                .map_err(|e| Error::parse(&path, e))?;
+        let mut recovered = parsed.header_notes;
         // Compressed records are decompressed when read, not here: a long recording's records
         // do not fit in memory at once. The size each frame declares numbers their records.
         let mut inflated_len = 0;
@@ -418,15 +431,47 @@ impl Recording {
                 .find(|c| c.kind == kind)
                 .map(|c| (c.offset, &bytes[c.offset..c.offset + c.len]))
         };
-        let Some((meta_off, meta)) = json(ChunkKind::META) else {
-            return Err(Error::parse(
-                &path,
-                stopped.unwrap_or_else(|| ParseError::new(16, "a META chunk")),
-            ));
+        // Every intact copy of META is the same (the recorder writes it again after the first
+        // records and at the end), so any survivor serves.
+        let meta = match json(ChunkKind::META) {
+            Some((meta_off, meta)) => serde_json::from_slice(meta).map_err(|e| {
+                Error::parse(&path, ParseError::new(meta_off, format!("META JSON ({e})")))
+            })?,
+            None => {
+                let records = chunks.iter().find(|c| {
+                    matches!(
+                        c.kind,
+                        ChunkKind::PERF_RECORDS | ChunkKind::PERF_RECORDS_ZSTD
+                    )
+                });
+                let no_meta = || {
+                    Error::parse(
+                        &path,
+                        stopped
+                            .clone()
+                            .unwrap_or_else(|| ParseError::new(16, "a META chunk")),
+                    )
+                };
+                let first = records.ok_or_else(no_meta)?;
+                let bytes = match first.kind {
+                    ChunkKind::PERF_RECORDS => {
+                        Cow::Borrowed(&bytes[first.offset..first.offset + first.len])
+                    }
+                    _ => Cow::Owned(
+                        inflate(&bytes[first.offset..first.offset + first.len], first.offset)
+                            .map_err(|_| no_meta())?,
+                    ),
+                };
+                let meta = default_meta(&bytes).ok_or_else(no_meta)?;
+                recovered.push(format!(
+                    "every copy of its META chunk (how the events were opened) is damaged: the \
+                     records were decoded with jprof's own sample layout (call graph {}, found \
+                     in the samples); the command, host and event name are unknown",
+                    meta.event.call_graph
+                ));
+                meta
+            }
         };
-        let meta: Meta = serde_json::from_slice(meta).map_err(|e| {
-            Error::parse(&path, ParseError::new(meta_off, format!("META JSON ({e})")))
-        })?;
         let clock = match json(ChunkKind::CLOCK) {
             Some((off, c)) => Some(serde_json::from_slice(c).map_err(|e| {
                 Error::parse(&path, ParseError::new(off, format!("CLOCK JSON ({e})")))
@@ -440,9 +485,6 @@ impl Recording {
             None => None,
         };
         let finished = chunks.iter().any(|c| c.kind == ChunkKind::END);
-        // Checking the CRCs brought the whole file into memory; each part is read again when
-        // it is needed (a long recording's records would otherwise all stay resident).
-        bytes.release(0, bytes.len());
         Ok(Self {
             path,
             inflated: chunks.iter().map(|_| OnceLock::new()).collect(),
@@ -453,6 +495,8 @@ impl Recording {
             stopped,
             skipped,
             finished,
+            zero_tail: parsed.zero_tail,
+            recovered,
             bytes,
             build_ids: Default::default(),
         })
@@ -572,6 +616,20 @@ impl Recording {
 
     /// A one-line description of how the file ended, for reports.
     pub fn completeness(&self) -> String {
+        let mut line = self.how_it_ended();
+        for note in &self.recovered {
+            line += &format!("; {note}");
+        }
+        if self.zero_tail > 0 {
+            line += &format!(
+                "; it ends in {} bytes of zeros after its last chunk (padding, not read as chunks)",
+                self.zero_tail
+            );
+        }
+        line
+    }
+
+    fn how_it_ended(&self) -> String {
         if !self.skipped.is_empty() {
             let bytes: usize = self.skipped.iter().map(|r| r.len()).sum();
             return format!(
@@ -592,7 +650,8 @@ impl Recording {
                 "{} has no end marker: the recorder was killed; all complete chunks were read",
                 self.path.display()
             ),
-            (None, true) => "complete".to_string(),
+            (None, true) if self.recovered.is_empty() => "complete".to_string(),
+            (None, true) => format!("{} is damaged", self.path.display()),
         }
     }
 }
@@ -635,4 +694,57 @@ pub(crate) fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> 
         ));
     }
     Ok(out)
+}
+
+/// META for a recording whose every META copy is damaged: the layout jprof records with
+/// (`record::events`), the call graph told by the first sample's stack copy; `None` when the
+/// first sample in `records` does not decode with it.
+fn default_meta(records: &[u8]) -> Option<Meta> {
+    use crate::record::events::{REGS_USER_MASK, STACK_BYTES_DWARF, STACK_BYTES_FP};
+    let mut event = EventConfig {
+        event: "unknown (META damaged)".into(),
+        event_note: None,
+        frequency_hz: 0,
+        sample_type: sample_type::IP
+            | sample_type::TID
+            | sample_type::TIME
+            | sample_type::CPU
+            | sample_type::PERIOD
+            | sample_type::CALLCHAIN
+            | sample_type::REGS_USER
+            | sample_type::STACK_USER,
+        regs_user_mask: REGS_USER_MASK,
+        stack_user_bytes: STACK_BYTES_FP,
+        call_graph: CallGraph::FramePointers,
+        kernel_callchains: true,
+        clockid: libc::CLOCK_MONOTONIC,
+        off_cpu_ids: Vec::new(),
+        off_cpu_min_ns: 0,
+    };
+    let layout = event.layout();
+    let samples: Vec<RawRecord<'_>> = RecordIter::new(records)
+        .map_while(Result::ok)
+        .filter(|r| r.kind == crate::format::perf::RecordKind::SAMPLE)
+        .take(16)
+        .collect();
+    if samples.is_empty() || samples.iter().any(|s| layout.parse(s).is_err()) {
+        return None;
+    }
+    // The kernel copies the stack size asked for into every sample, used or not.
+    if samples[0].body.len() > STACK_BYTES_DWARF as usize {
+        event.call_graph = CallGraph::Dwarf;
+        event.stack_user_bytes = STACK_BYTES_DWARF;
+    }
+    Some(Meta {
+        jprof_version: String::new(),
+        command: Vec::new(),
+        attached_pid: None,
+        target_pid: None,
+        host: HostFacts {
+            arch: std::env::consts::ARCH.into(),
+            ..HostFacts::default()
+        },
+        event,
+        start_unix_ns: 0,
+    })
 }

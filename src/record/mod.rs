@@ -3,7 +3,7 @@
 //! disk: batches go over a bounded crossbeam channel to the writer thread.
 
 mod attach;
-mod events;
+pub(crate) mod events;
 mod host;
 mod jvm_attach;
 mod leftovers;
@@ -310,6 +310,9 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             .notes
             .push(format!("the target was killed by signal {s}"));
     }
+    // META once more, far from the first copies, so that damage to the file's first blocks
+    // costs a finished recording nothing.
+    out.write_json(ChunkKind::META, &meta)?;
     out.write_json(ChunkKind::SUMMARY, &summary)?;
     drop(out);
 

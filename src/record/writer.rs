@@ -28,6 +28,9 @@ const RECORDS_ZSTD_LEVEL: i32 = 1;
 pub struct ChunkWriter {
     file: File,
     path: PathBuf,
+    /// META's JSON, written again after the first records: one damaged chunk at the start of
+    /// the file must not cost the recording (docs/recording-format.md).
+    meta_copy: Option<Vec<u8>>,
 }
 
 impl ChunkWriter {
@@ -36,11 +39,14 @@ impl ChunkWriter {
     pub fn create(mut file: File, path: &Path, meta: &Meta) -> Result<Self, Error> {
         file.write_all(&file_header())
             .map_err(|e| Error::io(path, e))?;
+        let json = serde_json::to_vec(meta).map_err(|e| Error::Other(e.to_string()))?;
         let mut w = Self {
             file,
             path: path.to_path_buf(),
+            meta_copy: None,
         };
-        w.write_json(ChunkKind::META, meta)?;
+        w.write_chunk(ChunkKind::META, &json)?;
+        w.meta_copy = Some(json);
         Ok(w)
     }
 
@@ -49,6 +55,7 @@ impl ChunkWriter {
         Self {
             file,
             path: path.to_path_buf(),
+            meta_copy: None,
         }
     }
 
@@ -62,8 +69,12 @@ impl ChunkWriter {
     /// it is if compressing fails.
     pub fn write_records(&mut self, records: &[u8]) -> Result<(), Error> {
         match zstd::bulk::compress(records, RECORDS_ZSTD_LEVEL) {
-            Ok(packed) => self.write_chunk(ChunkKind::PERF_RECORDS_ZSTD, &packed),
-            Err(_) => self.write_chunk(ChunkKind::PERF_RECORDS, records),
+            Ok(packed) => self.write_chunk(ChunkKind::PERF_RECORDS_ZSTD, &packed)?,
+            Err(_) => self.write_chunk(ChunkKind::PERF_RECORDS, records)?,
+        }
+        match self.meta_copy.take() {
+            Some(meta) => self.write_chunk(ChunkKind::META, &meta),
+            None => Ok(()),
         }
     }
 

@@ -27,7 +27,11 @@ pub enum Ending {
 pub fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
     let bytes = crate::foreign_file::named_file_bytes(path).map_err(|e| e.into_error(path))?;
     let ending = if bytes.starts_with(container::MAGIC) {
-        dump_recording(&bytes, out)
+        dump_recording(
+            &bytes,
+            &|r: std::ops::Range<usize>| bytes.release(r.start, r.len()),
+            out,
+        )
     } else {
         dump_jitdump(&bytes, out)
     }
@@ -368,11 +372,16 @@ fn perf_kind_name(kind: RecordKind) -> String {
     }
 }
 
-/// Lists a jprof recording's chunks (kind, offsets, sizes) and a summary of what they hold.
+/// Lists a jprof recording's chunks (kind, offsets, sizes) and a summary of what they hold;
+/// `release` is told which bytes the container check is done with (a mapped file lets them go).
 /// A truncated file is a note; a chunk with a bad CRC or a bad file header is `Corrupt`.
-pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
+pub fn dump_recording(
+    bytes: &[u8],
+    release: &dyn Fn(std::ops::Range<usize>),
+    out: &mut dyn Write,
+) -> io::Result<Ending> {
     writeln!(out, "jprof recording, {} bytes", bytes.len())?;
-    let parsed = match container::parse_chunks(bytes) {
+    let parsed = match container::parse_chunks_releasing(bytes, release) {
         Ok(p) => p,
         Err(e) => return Ok(Ending::Corrupt(e)),
     };
@@ -515,8 +524,25 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
         }
     }
     let finished = parsed.chunks.iter().any(|c| c.kind == ChunkKind::END);
+    for note in &parsed.header_notes {
+        writeln!(out, "note: the file header is damaged: {note}")?;
+    }
+    for r in &parsed.skipped {
+        writeln!(
+            out,
+            "note: bytes {:#x}..{:#x} are damaged and were skipped",
+            r.start, r.end
+        )?;
+    }
+    let zeros = parsed.zero_tail;
+    if zeros > 0 {
+        writeln!(
+            out,
+            "note: {zeros} bytes of zeros end the file after the last chunk (padding, not chunks)"
+        )?;
+    }
     match parsed.stopped {
-        Some(e) if truncated_at(bytes, e.offset) => {
+        Some(e) if parsed.truncated && parsed.skipped.is_empty() => {
             writeln!(
                 out,
                 "note: the file is truncated: {e}; the chunks before it are listed"
@@ -527,16 +553,4 @@ pub fn dump_recording(bytes: &[u8], out: &mut dyn Write) -> io::Result<Ending> {
         None => {}
     }
     Ok(Ending::Complete)
-}
-
-/// Whether the chunk at `offset` is cut off by the end of the file (rather than corrupt).
-fn truncated_at(bytes: &[u8], offset: usize) -> bool {
-    let Some(rest) = bytes.get(offset..) else {
-        return true;
-    };
-    let mut c = Cursor::new(rest, offset);
-    match (c.u32(), c.u32(), c.u64()) {
-        (Ok(_), Ok(_), Ok(len)) => len > (rest.len() - container::CHUNK_HEADER_LEN) as u64,
-        _ => true,
-    }
 }

@@ -6,8 +6,9 @@ use super::{Cursor, ParseError};
 
 /// The first 8 bytes of every recording.
 pub const MAGIC: &[u8; 8] = b"JPROFREC";
-/// Written by this jprof: version 2 compresses perf records (PERF_RECORDS_ZSTD).
-pub const VERSION: u32 = 2;
+/// Written by this jprof: version 2 compresses perf records (PERF_RECORDS_ZSTD); version 3's
+/// chunk CRCs cover the chunk's kind and length too, so a damaged kind is seen.
+pub const VERSION: u32 = 3;
 /// The oldest version still read.
 pub const MIN_VERSION: u32 = 1;
 const FILE_HEADER_LEN: usize = 16;
@@ -59,11 +60,21 @@ pub fn encode_chunk(kind: ChunkKind, payload: &[u8]) -> Vec<u8> {
     let padded = payload.len().div_ceil(8) * 8;
     let mut out = Vec::with_capacity(CHUNK_HEADER_LEN + padded);
     out.extend_from_slice(&kind.0.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(&chunk_crc(kind.0, payload).to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(payload);
     out.resize(CHUNK_HEADER_LEN + padded, 0);
     out
+}
+
+/// A chunk's CRC-32 since version 3: of its kind and length (little-endian, as in the header)
+/// and then its payload.
+fn chunk_crc(kind: u32, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&kind.to_le_bytes());
+    h.update(&(payload.len() as u64).to_le_bytes());
+    h.update(payload);
+    h.finalize()
 }
 
 /// One chunk, borrowed from the file bytes.
@@ -89,98 +100,266 @@ pub struct Chunks<'a> {
     /// Damaged regions skipped to reach the next chunk whose length and CRC check
     /// (byte ranges, in file order).
     pub skipped: Vec<std::ops::Range<usize>>,
+    /// Bytes of zeros that end the file after the last chunk (a file padded or preallocated
+    /// past what was written): not damage, and not read further than needed to see them.
+    pub zero_tail: usize,
+    /// A damaged file header that was read anyway, and how.
+    pub header_notes: Vec<String>,
+    /// Whether the file ends inside a chunk (it was cut short), rather than in damage.
+    pub truncated: bool,
 }
 
-/// Splits a recording into chunks. Fails only when the file header itself is wrong; a damaged
-/// or cut-off chunk ends the list and is reported in `stopped`.
+/// How much of the file is read before [`parse_chunks_releasing`] says the bytes read so far
+/// may leave memory.
+const RELEASE_STEP: usize = 64 << 20;
+
+/// Splits a recording into chunks. Fails only when the file header itself is unusable; a
+/// damaged or cut-off chunk is skipped (the next intact chunk is looked for) and reported in
+/// `stopped` and `skipped`.
 pub fn parse_chunks(file: &[u8]) -> Result<Chunks<'_>, ParseError> {
+    parse_chunks_releasing(file, |_| {})
+}
+
+/// [`parse_chunks`], calling `done` with each range of bytes it has finished reading (in
+/// file order, every [`RELEASE_STEP`] bytes or so), so that a caller holding the file mapped
+/// can let those pages go while a large file is checked.
+pub fn parse_chunks_releasing(
+    file: &[u8],
+    mut done: impl FnMut(std::ops::Range<usize>),
+) -> Result<Chunks<'_>, ParseError> {
+    let (version, header_len, header_notes) = file_header_of(file)?;
+    let mut out = Chunks {
+        version,
+        header_notes,
+        ..Default::default()
+    };
+    // Zeros that end the file are padding, not chunks (an all-zero header would otherwise read
+    // as an empty chunk every 16 bytes); they are read once, from the end, and let go.
+    let data_end = end_of_data(file, &mut done);
+    // Resynchronising checks CRCs at many candidate offsets; a file built so that every
+    // offset looks like a long chunk would make that quadratic. The work is bounded instead.
+    let mut budget = Budget(4 * file.len() as u64 + (64 << 20));
+    let mut released = 0;
+    let mut pos = header_len;
+    while pos < file.len() {
+        let problem = match chunk_at(file, pos) {
+            Ok((chunk, next)) => {
+                out.chunks.push(chunk);
+                pos = next;
+                if pos - released >= RELEASE_STEP {
+                    done(released..pos);
+                    released = pos;
+                }
+                continue;
+            }
+            Err(problem) => problem,
+        };
+        if pos >= data_end {
+            out.zero_tail = file.len() - pos;
+            break;
+        }
+        // Resynchronise on the next whole chunk (chunks start 8-byte aligned): one damaged
+        // chunk costs only itself.
+        let mut next_good = None;
+        for p in (pos + 8..data_end).step_by(8) {
+            if budget.0 == 0 {
+                break;
+            }
+            if resync_point(file, p, data_end, &mut budget) {
+                next_good = Some(p);
+                break;
+            }
+            if p - released >= RELEASE_STEP {
+                done(released..p);
+                released = p;
+            }
+        }
+        if out.stopped.is_none() {
+            let mut e = problem.describe(pos, next_good.is_some());
+            if next_good.is_none() && budget.0 == 0 {
+                e.expected += "; the search for intact chunks after it gave up (the bytes \
+                               after it look built to make it slow)";
+            }
+            out.stopped = Some(e);
+        }
+        match next_good {
+            Some(p) => {
+                out.skipped.push(pos..p);
+                pos = p;
+            }
+            None => {
+                out.truncated = matches!(problem, Problem::ShortHeader | Problem::TooLong { .. });
+                // Zeros after the damage still end the file as padding.
+                if file.len() > data_end {
+                    out.zero_tail = file.len() - data_end.max(pos);
+                }
+                break;
+            }
+        }
+    }
+    done(released.min(file.len())..file.len());
+    Ok(out)
+}
+
+/// Where the zeros that end the file begin (the file's length if it does not end in zeros),
+/// 8-byte aligned as chunks are; the zeros read are handed to `done`.
+fn end_of_data(file: &[u8], done: &mut impl FnMut(std::ops::Range<usize>)) -> usize {
+    /// Compared a block at a time (a `memcmp`: fast even in a debug build).
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    let mut end = file.len();
+    let mut zeros_from = end;
+    while end > 0 {
+        let start = end.saturating_sub(ZEROS.len());
+        let block = &file[start..end];
+        if block != &ZEROS[..block.len()] {
+            let last = block.iter().rposition(|&b| b != 0).unwrap_or(0);
+            return (start + last + 1).div_ceil(8) * 8;
+        }
+        end = start;
+        if zeros_from - end >= RELEASE_STEP {
+            done(end..zeros_from);
+            zeros_from = end;
+        }
+    }
+    0
+}
+
+/// Reads the 16-byte file header: the format version and where the chunks start. A header
+/// with one damaged bit in its magic, an impossible version no jprof wrote (one bit away from
+/// a version this reader knows), or a length that does not lead to a chunk is read with a
+/// note; anything else is refused.
+fn file_header_of(file: &[u8]) -> Result<(u32, usize, Vec<String>), ParseError> {
+    let mut notes = Vec::new();
     let mut c = Cursor::new(file, 0);
     let magic = c
         .bytes(8)
         .map_err(|_| ParseError::new(0, "the jprof recording magic \"JPROFREC\""))?;
     if magic != MAGIC {
-        return Err(ParseError::new(
-            0,
-            "the jprof recording magic \"JPROFREC\" (is this a jprof.data file?)",
+        if differing_bits(magic, MAGIC) != 1 {
+            return Err(ParseError::new(
+                0,
+                "the jprof recording magic \"JPROFREC\" (is this a jprof.data file?)",
+            ));
+        }
+        notes.push(format!(
+            "one bit of the file's magic is damaged (it reads {:?})",
+            String::from_utf8_lossy(magic)
         ));
     }
-    let version = c.u32()?;
-    if !(MIN_VERSION..=VERSION).contains(&version) {
+    let found = c.u32()?;
+    let version = if (MIN_VERSION..=VERSION).contains(&found) {
+        found
+    } else if (MIN_VERSION..=VERSION).any(|v| (v ^ found).count_ones() == 1)
+        && (found == 0 || found > 0xff)
+    {
+        notes.push(format!(
+            "the file's format version is damaged (it reads {found:#x}, one bit away from a \
+             version this jprof reads); read as version {VERSION}"
+        ));
+        VERSION
+    } else {
         return Err(ParseError::new(
             8,
             format!(
-                "recording format version {MIN_VERSION} to {VERSION}, found {version} (a newer jprof wrote it?)"
+                "recording format version {MIN_VERSION} to {VERSION}, found {found} (a newer jprof wrote it, or the header is damaged)"
             ),
         ));
-    }
-    let header_len = c.u32()? as usize;
-    if header_len < FILE_HEADER_LEN || header_len > file.len() {
-        return Err(ParseError::new(12, "a file header length of at least 16"));
-    }
-    let mut out = Chunks {
-        version,
-        ..Default::default()
     };
-    let mut pos = header_len;
-    while pos < file.len() {
-        match chunk_at(file, pos) {
-            Ok((chunk, next)) => {
-                out.chunks.push(chunk);
-                pos = next;
-            }
-            Err(e) => {
-                // Resynchronise on the next whole chunk (chunks start 8-byte aligned): one
-                // damaged chunk costs only itself.
-                let next_good = (pos + 8..file.len())
-                    .step_by(8)
-                    .find(|&p| resync_point(file, p));
-                if out.stopped.is_none() {
-                    out.stopped = Some(e);
-                }
-                match next_good {
-                    Some(p) => {
-                        out.skipped.push(pos..p);
-                        pos = p;
-                    }
-                    None => break,
-                }
-            }
-        }
-    }
-    Ok(out)
+    let declared = c.u32()? as usize;
+    let plausible = (FILE_HEADER_LEN..=file.len()).contains(&declared)
+        && (declared == FILE_HEADER_LEN
+            || declared == file.len()
+            || chunk_at(file, declared).is_ok());
+    let header_len = if plausible {
+        declared
+    } else if file.len() < FILE_HEADER_LEN {
+        return Err(ParseError::new(12, "a file header length of at least 16"));
+    } else {
+        notes.push(format!(
+            "the file header's length is damaged (it reads {declared}); chunks read from byte {FILE_HEADER_LEN}"
+        ));
+        FILE_HEADER_LEN
+    };
+    Ok((version, header_len, notes))
 }
 
-/// The chunk at `pos` and where the next one starts, if its header is whole, its length fits
-/// the file and its CRC matches.
-fn chunk_at(file: &[u8], pos: usize) -> Result<(Chunk<'_>, usize), ParseError> {
+fn differing_bits(a: &[u8], b: &[u8]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+/// Bytes of CRC work resynchronisation may still do.
+struct Budget(u64);
+
+/// Why there is no intact chunk at some offset.
+#[derive(Debug)]
+enum Problem {
+    /// Fewer than 16 bytes remain.
+    ShortHeader,
+    /// Kind 0 is no chunk.
+    NoKind,
+    /// The length runs past the end of the file.
+    TooLong { len: u64, avail: u64 },
+    /// The payload does not match its CRC.
+    BadCrc,
+}
+
+impl Problem {
+    /// The error for this problem at `pos`; `more` says whether intact chunks follow (then a
+    /// length that runs past the end is damage, not truncation).
+    fn describe(&self, pos: usize, more: bool) -> ParseError {
+        let expected = match self {
+            Problem::ShortHeader => {
+                "a complete 16-byte chunk header (the file is truncated)".to_string()
+            }
+            Problem::NoKind => "a chunk kind (it reads 0: the chunk header is damaged)".to_string(),
+            Problem::TooLong { len, avail } if more => format!(
+                "a chunk length that fits the file (it reads {len} bytes, {avail} remain and \
+                 intact chunks follow: the chunk header is damaged)"
+            ),
+            Problem::TooLong { len, avail } => {
+                format!("a chunk of {len} bytes, but only {avail} remain (the file is truncated)")
+            }
+            Problem::BadCrc => {
+                "a chunk whose CRC matches its payload (the chunk is corrupt)".to_string()
+            }
+        };
+        ParseError::new(pos, expected)
+    }
+}
+
+/// The header at `pos` (kind, CRC, length) and where its payload starts, if the kind is one
+/// and the length fits the file.
+fn header_at(file: &[u8], pos: usize) -> Result<(ChunkKind, u32, usize, usize), Problem> {
     let mut c = Cursor::new(&file[pos..], pos);
-    let header = (|| Ok::<_, ParseError>((c.u32()?, c.u32()?, c.u64()?)))();
-    let Ok((kind, crc, len)) = header else {
-        return Err(ParseError::new(
-            pos,
-            "a complete 16-byte chunk header (the file is truncated)",
-        ));
+    let (Ok(kind), Ok(crc), Ok(len)) = (c.u32(), c.u32(), c.u64()) else {
+        return Err(Problem::ShortHeader);
     };
+    if kind == 0 {
+        return Err(Problem::NoKind);
+    }
     let start = pos + CHUNK_HEADER_LEN;
     let avail = (file.len() - start) as u64;
     if len > avail {
-        return Err(ParseError::new(
-            pos,
-            format!("a chunk of {len} bytes, but only {avail} remain (the file is truncated)"),
-        ));
+        return Err(Problem::TooLong { len, avail });
     }
-    let payload = &file[start..start + len as usize];
-    if crc32fast::hash(payload) != crc {
-        return Err(ParseError::new(
-            pos,
-            "a chunk whose CRC matches its payload (the chunk is corrupt)",
-        ));
+    Ok((ChunkKind(kind), crc, start, len as usize))
+}
+
+/// The chunk at `pos` and where the next one starts, if its header is whole, its kind is not
+/// 0, its length fits the file and its CRC matches.
+fn chunk_at(file: &[u8], pos: usize) -> Result<(Chunk<'_>, usize), Problem> {
+    let (kind, crc, start, len) = header_at(file, pos)?;
+    let payload = &file[start..start + len];
+    // Versions 1 and 2 checked the payload alone. Either form is taken whatever the header's
+    // version says (it may be the damaged part); a version 3 chunk whose kind or length is
+    // damaged matches neither.
+    if chunk_crc(kind.0, payload) != crc && crc32fast::hash(payload) != crc {
+        return Err(Problem::BadCrc);
     }
-    let padded = (len as usize).div_ceil(8) * 8;
-    let next = start.saturating_add(padded).min(file.len());
+    let next = start.saturating_add(len.div_ceil(8) * 8).min(file.len());
     Ok((
         Chunk {
-            kind: ChunkKind(kind),
+            kind,
             payload,
             offset: start,
         },
@@ -188,17 +367,27 @@ fn chunk_at(file: &[u8], pos: usize) -> Result<(Chunk<'_>, usize), ParseError> {
     ))
 }
 
-/// Whether a whole chunk starts at `pos` after damage: its own length and CRC check, it is not
-/// an empty chunk inside other data (an empty payload has CRC 0, which zeroed bytes imitate)
-/// unless it ends the file, and the next chunk checks too, or the file ends there.
-fn resync_point(file: &[u8], pos: usize) -> bool {
-    let Ok((chunk, next)) = chunk_at(file, pos) else {
+/// Whether a whole chunk starts at `pos` after damage: its own length and CRC check, its
+/// padding is zeros, it is not an empty chunk inside other data (an empty payload has CRC 0)
+/// unless it ends the file (`data_end`: only zeros follow), and the next chunk checks too, or
+/// the file ends there. CRCs are paid from `budget`.
+fn resync_point(file: &[u8], pos: usize, data_end: usize, budget: &mut Budget) -> bool {
+    let checked = |p: usize, budget: &mut Budget| -> Option<(Chunk<'_>, usize)> {
+        let (_, _, start, len) = header_at(file, p).ok()?;
+        let padding_end = (start + len.div_ceil(8) * 8).min(file.len());
+        if file[start + len..padding_end].iter().any(|&b| b != 0) {
+            return None;
+        }
+        budget.0 = budget
+            .0
+            .saturating_sub(len as u64 + CHUNK_HEADER_LEN as u64);
+        chunk_at(file, p).ok()
+    };
+    let Some((chunk, next)) = checked(pos, budget) else {
         return false;
     };
-    let ends = next >= file.len();
-    chunk.kind.0 != 0
-        && (!chunk.payload.is_empty() || ends)
-        && (ends || chunk_at(file, next).is_ok())
+    let ends = next >= data_end;
+    ends || (!chunk.payload.is_empty() && checked(next, budget).is_some())
 }
 
 /// What a side file is.
@@ -321,6 +510,78 @@ mod tests {
         let e = c.stopped.unwrap();
         assert_eq!(e.offset, 16 + 24);
         assert!(e.expected.contains("corrupt"));
+    }
+
+    #[test]
+    fn a_zero_tail_is_padding_not_chunks() {
+        let mut f = sample_file();
+        let intact = f.len();
+        f.resize(intact + (3 << 20) + 5, 0);
+        let mut released = 0;
+        let c = parse_chunks_releasing(&f, |r| released += r.len()).unwrap();
+        assert_eq!(c.chunks.len(), 3);
+        assert!(c.stopped.is_none() && c.skipped.is_empty());
+        assert_eq!(c.zero_tail, f.len() - intact);
+        assert_eq!(released, f.len(), "every byte read is handed back");
+    }
+
+    #[test]
+    fn a_damaged_length_with_chunks_after_it_is_damage_not_truncation() {
+        let mut f = sample_file();
+        let second = 16 + 24;
+        f[second + 8 + 5] = 0x40; // the PERF_RECORDS chunk's length: now far past the end
+        let c = parse_chunks(&f).unwrap();
+        assert_eq!(c.chunks.len(), 2, "the chunks before and after");
+        let e = c.stopped.unwrap();
+        assert_eq!(e.offset, second);
+        assert!(e.expected.contains("the chunk header is damaged"), "{e}");
+        assert!(!e.expected.contains("truncated"), "{e}");
+        // The same length in the last chunk of a cut file is truncation.
+        let cut = &f[..second + 16 + 4];
+        let e = parse_chunks(cut).unwrap().stopped.unwrap();
+        assert!(e.expected.contains("the file is truncated"), "{e}");
+    }
+
+    #[test]
+    fn one_damaged_bit_in_the_magic_or_header_length_is_read_around() {
+        for (byte, bit) in [(0, 0), (7, 6), (12, 3), (13, 0), (15, 7)] {
+            let mut f = sample_file();
+            f[byte] ^= 1 << bit;
+            let c = parse_chunks(&f).unwrap();
+            assert_eq!(c.chunks.len(), 3, "byte {byte} bit {bit}");
+            assert_eq!(c.header_notes.len(), 1, "byte {byte} bit {bit}");
+        }
+        // Two damaged bits in the magic: not a recording.
+        let mut f = sample_file();
+        f[0] ^= 3;
+        assert!(parse_chunks(&f).is_err());
+        // Version 0x1003 is no version; version 4 may be a newer jprof's.
+        let mut f = sample_file();
+        f[9] ^= 1 << 4;
+        assert_eq!(parse_chunks(&f).unwrap().header_notes.len(), 1);
+        f = sample_file();
+        f[8] = 4;
+        assert!(parse_chunks(&f)
+            .unwrap_err()
+            .expected
+            .contains("newer jprof"));
+    }
+
+    #[test]
+    fn bytes_built_to_make_resynchronising_slow_are_given_up_on() {
+        // Every 8-byte word reads as a chunk header of kind 65536 whose 64 KiB payload fits
+        // the file: without a bound, each of 2 M offsets would checksum 64 KiB.
+        let mut f = file_header().to_vec();
+        f.extend(encode_chunk(ChunkKind::META, b"{}"));
+        f.extend([1u8; 8]); // damage
+        for _ in 0..(2 << 20) {
+            f.extend(0x1_0000u64.to_le_bytes());
+        }
+        let start = std::time::Instant::now();
+        let c = parse_chunks(&f).unwrap();
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        assert_eq!(c.chunks.len(), 1);
+        assert!(c.stopped.unwrap().expected.contains("gave up"));
     }
 
     #[test]
