@@ -206,7 +206,6 @@ fn sigint_is_forwarded_and_the_recording_finalized() {
 #[test]
 fn duration_stops_the_recording() {
     let (_dir, data) = temp_data("duration.data");
-    let started = std::time::Instant::now();
     let out = jprof()
         .args(["record", "--duration", "0.5", "-o"])
         .arg(&data)
@@ -218,11 +217,8 @@ fn duration_stops_the_recording() {
         ])
         .output()
         .expect("run jprof");
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        started.elapsed()
-    );
+    // The loop alone runs for minutes: ended by jprof's SIGTERM, not by finishing (a wall-clock
+    // bound would depend on the machine's load).
     assert_eq!(out.status.code(), Some(128 + 15), "target ends by SIGTERM");
     let rec = Recording::open(&data).expect("open");
     assert!(rec.finished);
@@ -232,7 +228,13 @@ fn duration_stops_the_recording() {
         "{}",
         summary.stopped_by
     );
-    assert!(summary.samples > 100, "{} samples", summary.samples);
+    // How many depends on the CPU the loop got in those 0.5 s (little on a loaded machine).
+    assert!(summary.samples > 0, "no samples");
+    assert!(
+        summary.wall_duration_ns >= 500_000_000,
+        "stopped before the duration: {} ns",
+        summary.wall_duration_ns
+    );
 }
 
 /// Every record's (time, offset) as the time-ordered reader hands them over.
