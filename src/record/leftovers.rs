@@ -1,5 +1,6 @@
 //! Side files a runtime writes for jprof (Node's `jit-PID.dump` and isolate log, Mono's log,
-//! the agent's jitdump) are removed when the recording ends. If jprof is killed before that,
+//! the agent's jitdump, the names jprof created for the launched process, its private
+//! directory) are removed when the recording ends. If jprof is killed before that,
 //! the next `jprof record` of the same user removes them: while recording, jprof lists each
 //! such file (device, inode, path) in `/tmp/jprof-UID/pending-PID`, a directory only that
 //! user can write; a list whose jprof is gone is replayed and deleted. A listed file is removed
@@ -47,6 +48,11 @@ fn replay(list: &str) -> usize {
             continue;
         };
         let path = Path::new(path);
+        if kind == "dir" {
+            // jprof's private directory for runtime side files.
+            removed += usize::from(super::places::remove_private_dir(path, dev, ino));
+            continue;
+        }
         removed += usize::from(foreign_file::remove_if_same(path, dev, ino));
         if kind == "node" {
             removed += remove_isolate_logs(path);
@@ -163,5 +169,18 @@ mod tests {
         assert!(!dump.exists() && !log.exists());
         assert!(other.exists(), "another process's log stays");
         assert!(replaced.exists(), "a file with another inode stays");
+    }
+
+    #[test]
+    fn a_listed_private_dir_is_removed_only_while_it_is_the_same() {
+        let private = super::super::places::PrivateDir::create().unwrap();
+        std::fs::write(private.path.join("jprof-mono-1.mlpd"), b"x").unwrap();
+        let (dev, ino) = private.identity();
+        let list = format!("dir {dev} {} {}\n", ino + 1, private.path.display());
+        assert_eq!(replay(&list), 0);
+        assert!(private.path.exists());
+        let list = format!("dir {dev} {ino} {}\n", private.path.display());
+        assert_eq!(replay(&list), 1);
+        assert!(!private.path.exists());
     }
 }

@@ -8,6 +8,7 @@ mod host;
 mod jvm_attach;
 mod leftovers;
 mod off_cpu;
+mod places;
 mod reader;
 mod runtimes;
 mod side_files;
@@ -111,7 +112,10 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let (config, pid_note) = &resolve_target(config)?;
     let config = config.as_ref();
     let (argv, mut setup) = match &config.target {
-        Target::Launch(argv) if !argv.is_empty() => (argv.clone(), runtimes::prepare(argv)),
+        Target::Launch(argv) if !argv.is_empty() => (
+            argv.clone(),
+            runtimes::prepare(argv, config.call_graph == CallGraph::Dwarf),
+        ),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
         Target::Pid(pid) => (
             attach::command_line(*pid)?,
@@ -123,12 +127,20 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr, config.keep_side_files),
         Target::Pid(_) => None,
     };
-    if let Some(x) = &xray {
-        setup.env.extend(x.env.iter().cloned());
-    }
     if let Some(note) = pid_note {
         eprintln!("jprof: {note}");
         setup.notes.push(note.clone());
+    }
+
+    // Killed recordings' side files are removed, and this one's are listed from the start.
+    let (mut leftover_list, cleaned) = leftovers::Leftovers::start();
+    if let Some(note) = cleaned {
+        setup.notes.push(note);
+    }
+    if config.keep_side_files || !matches!(config.target, Target::Launch(_)) {
+        if let Some(list) = leftover_list.take() {
+            list.finish();
+        }
     }
 
     let calibration = Calibration::start();
@@ -139,11 +151,17 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
             // to jprof, not to init (on a busy machine that can happen before the reader loop
             // starts). Without it the tree is lost from view and only the target is followed.
             let _ = child::become_subreaper();
-            let child =
-                child::spawn_suspended(&argv, &setup.env).map_err(|source| Error::Spawn {
-                    command: argv.join(" "),
-                    source,
-                })?;
+            let xray_env = xray.as_ref().map_or(&[][..], |x| x.env.as_slice());
+            let child = spawn_claiming(&argv, &mut setup, xray_env)?;
+            if let (Some(list), Some(dir)) = (leftover_list.as_mut(), &setup.private_dir) {
+                let (dev, ino) = dir.identity();
+                list.add("dir", &dir.path, dev, ino);
+            }
+            if let Some(list) = leftover_list.as_mut() {
+                for made in &setup.claimed {
+                    list.add("file", &made.path, made.dev, made.ino);
+                }
+            }
             let opened = events::open(
                 &[child.pid],
                 config.event,
@@ -192,14 +210,9 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         events.config.off_cpu_min_ns,
     );
     let mut side = side_files::SideFiles::default();
-    let (leftover_list, cleaned) = leftovers::Leftovers::start();
-    if let Some(note) = cleaned {
-        setup.notes.push(note);
-    }
-    match (leftover_list, &config.target, config.keep_side_files) {
-        (Some(list), Target::Launch(_), false) => side.list_leftovers(list),
-        (Some(list), _, _) => list.finish(),
-        (None, _, _) => {}
+    side.set_asking(setup.asking.clone());
+    if let Some(list) = leftover_list {
+        side.list_leftovers(list);
     }
     let writer_thread = std::thread::Builder::new()
         .name("jprof-writer".into())
@@ -300,7 +313,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     };
     summary.notes.extend(runtime_notes_and_cleanup(
         config,
-        &setup,
+        &mut setup,
         &side,
         agent_loaded,
     ));
@@ -351,6 +364,44 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
 
 /// `-p` of a thread that is not its process's main thread records the whole process (with a
 /// note saying so).
+/// Launches `argv` held before exec, after creating the fixed names its runtime will write for
+/// its pid. A name another user holds is not written through: the held child is dropped and the
+/// command launched again without asking the runtime that writes it (noted in the summary).
+fn spawn_claiming(
+    argv: &[String],
+    setup: &mut runtimes::RuntimeSetup,
+    extra_env: &[(String, String)],
+) -> Result<child::SuspendedChild> {
+    for attempt in 1.. {
+        let spawn_error = |source| Error::Spawn {
+            command: argv.join(" "),
+            source,
+        };
+        let env: Vec<(String, String)> = setup.env.iter().chain(extra_env).cloned().collect();
+        let child = child::spawn_suspended(argv, &env).map_err(spawn_error)?;
+        match setup.claim_for(child.pid as u32) {
+            Ok(None) => return Ok(child),
+            // Asked no more: launch again without it.
+            Ok(Some((runtime, name))) => {
+                child.abandon();
+                // A stale name of another user's process that had this pid: another pid may
+                // be free. Names planted for every pid are not: after three, without it.
+                if attempt >= 3 {
+                    *setup = runtimes::prepare_again(std::mem::take(setup), runtime, name);
+                }
+            }
+            Err(e) => {
+                child.abandon();
+                setup.release_claims();
+                return Err(Error::Other(format!(
+                    "cannot create the side files for the launched process: {e}"
+                )));
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 fn resolve_target(config: &RecordConfig) -> Result<(Cow<'_, RecordConfig>, Option<String>)> {
     if let Target::Pid(tid) = &config.target {
         if let Some(pid) = attach::process_of_thread(*tid)? {
@@ -367,19 +418,22 @@ fn resolve_target(config: &RecordConfig) -> Result<(Cow<'_, RecordConfig>, Optio
 }
 
 /// What the runtimes did (and how to get more out of them), and the removal of the files they
-/// wrote only because jprof set them up (their bytes are in the recording).
+/// wrote only because jprof asked (their bytes are in the recording): only a file jprof asked
+/// for at that very name, and only the very file that was read (same device and inode), or one
+/// jprof created itself.
 fn runtime_notes_and_cleanup(
     config: &RecordConfig,
-    setup: &runtimes::RuntimeSetup,
+    setup: &mut runtimes::RuntimeSetup,
     side: &side_files::SideFiles,
     agent_loaded: bool,
 ) -> Vec<String> {
     let mut notes = Vec::new();
+    let read = side.read_files();
     if agent_loaded && !config.keep_side_files {
         // The agent stays in the JVM; the file it writes is only for this recording.
-        for (pid, jitdumps) in side.jitdump_paths() {
-            for file in jitdumps {
-                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
+        for f in read.iter().filter(|f| f.runtime == Some("java")) {
+            if f.kind == crate::format::recording::SideKind::JITDUMP {
+                foreign_file::remove_if_same(&f.path, f.dev, f.ino);
             }
         }
     }
@@ -398,17 +452,40 @@ fn runtime_notes_and_cleanup(
                 .into(),
         );
     }
-    if !config.keep_side_files && matches!(config.target, Target::Launch(_)) {
-        // Every runtime process, also one whose files jprof did not find (e.g. Mono running
-        // the user's own log profiler still wrote the perf map jprof asked for).
-        let files = side.runtime_files();
-        for (&pid, runtime) in &runtimes {
-            let files = files.get(&pid).map_or(&[][..], Vec::as_slice);
-            for file in runtimes::created_files(runtime, pid, files) {
-                foreign_file::remove_runtime_file(&file, side.owner_of(pid));
+    if !matches!(config.target, Target::Launch(_)) {
+        return notes;
+    }
+    if config.keep_side_files {
+        setup.keep();
+        if let Some(dir) = &setup.private_dir {
+            // Kept only when a runtime wrote something there.
+            if std::fs::remove_dir(&dir.path).is_err() {
+                notes.push(format!(
+                    "side files kept in jprof's private directory {}",
+                    dir.path.display()
+                ));
             }
         }
+        return notes;
     }
+    for f in &read {
+        let Some(runtime) = f.runtime else { continue };
+        if runtimes::asked_for(&setup.asking, runtime, f.nspid, &f.path) {
+            foreign_file::remove_if_same(&f.path, f.dev, f.ino);
+        }
+    }
+    for (&pid, &runtime) in &runtimes {
+        let nspid = read.iter().find(|f| f.pid == pid).map_or(pid, |f| f.nspid);
+        let mut unread = runtimes::unread_side_files(&setup.asking, runtime, nspid);
+        if runtime == "node" {
+            unread.extend(runtimes::v8_logs(&setup.asking, nspid));
+        }
+        for file in unread {
+            foreign_file::remove_runtime_file(&file, side.owner_of(pid));
+        }
+    }
+    setup.release_claims();
+    setup.remove_private_dir();
     notes
 }
 

@@ -1,15 +1,17 @@
-//! Runtime-specific set-up so `jprof record -- <runtime> ...` works with no flags: environment
-//! variables that make the runtime write the JIT side files jprof reads, and the clean-up of the
-//! files it made only because jprof asked.
-//!
-//! Node: `NODE_OPTIONS` with V8's perf flags. Java (HotSpot): `JAVA_TOOL_OPTIONS` with jprof's
-//! JVMTI agent (`libjprof_agent.so`, found by [`find_agent`]), frame pointers in compiled code,
-//! and debug info at non-safepoints for precise inline attribution (docs/java.md).
-//! Mono: `MONO_ENV_OPTIONS` with the log profiler writing a .mlpd jprof tails (JIT code ranges
-//! and helpers) and `--jitmap` as a second source, and `MONO_DEBUG=disable_omit_fp` so the
-//! frame-pointer walk gets through managed frames (docs/mono.md).
+//! Runtime-specific set-up so `jprof record -- <runtime> ...` works with no flags. The table
+//! [`RUNTIMES`] says, in one place, for every runtime jprof knows: how it is recognised (the
+//! command, a script's interpreter, or a file it maps once it runs), how it is asked for the JIT
+//! side files jprof reads (environment variables, so that runtimes started through launchers,
+//! shells and `#!/usr/bin/env` shims are asked too), where those files go and how they are
+//! removed. Asking follows the shared-host rule of [`super::places`]: no runtime is ever asked
+//! to write through a name another user could plant (docs/jit.md, docs/security.md).
 
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::places::{self, Claim, Place, PrivateDir};
+use crate::foreign_file;
+use crate::format::recording::SideKind;
 
 /// V8 flags for Node: a jitdump with unwinding info, and interpreter frames on the native stack
 /// (so Ignition frames show as JS functions rather than one interpreter frame).
@@ -22,51 +24,288 @@ const JAVA_FLAGS: &str =
 /// Mono's log profiler options: JIT events (code ranges) only, into a per-process file.
 const MONO_LOG: &str = "--profile=log:jit,output=";
 
-/// The .mlpd jprof asks Mono's process `pid` to write (`%p` in the option is Mono's pid).
-pub fn mono_log_path(pid: u32) -> PathBuf {
-    std::env::temp_dir().join(format!("jprof-mono-{pid}.mlpd"))
-}
-
-/// Whether the user's own `MONO_ENV_OPTIONS` (jprof's environment) holds `option`.
-fn user_mono_option(option: &str) -> bool {
-    std::env::var("MONO_ENV_OPTIONS").is_ok_and(|o| o.contains(option))
-}
-
-fn mono_setup() -> RuntimeSetup {
-    let log = std::env::temp_dir().join("jprof-mono-%p.mlpd");
-    let mut options = format!("{MONO_LOG}{} --jitmap", log.display());
-    let mut notes = Vec::new();
-    if user_mono_option("--profile=log") {
-        // Mono runs one log profiler: the user's stays, and names come from the perf map.
-        options = "--jitmap".to_string();
-        notes.push(
-            "MONO_ENV_OPTIONS already runs the log profiler: jprof added only --jitmap, so JIT names come from the perf map"
-                .to_string(),
-        );
-    }
-    let debug = match std::env::var("MONO_DEBUG") {
-        Ok(old) if !old.trim().is_empty() => format!("{old},disable_omit_fp"),
-        _ => "disable_omit_fp".to_string(),
-    };
-    RuntimeSetup {
-        env: vec![
-            extend_var("MONO_ENV_OPTIONS", &options),
-            ("MONO_DEBUG".to_string(), debug),
-        ],
-        notes,
-    }
-}
-
 /// The agent's file name, as cargo builds it next to jprof.
 pub const AGENT_FILE: &str = "libjprof_agent.so";
 
-/// What jprof adds for the recognised runtime.
+/// Where a runtime writes the side files jprof asks it for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// jprof's JVMTI agent creates `jit-PID.dump` itself as a new file (never an existing name).
+    Agent,
+    /// V8: `./jit-PID.dump` and `isolate-0x…-PID-v8.log` in the working directory (no flag
+    /// chooses another place in Node 20's V8).
+    WorkingDir,
+    /// A fixed name in `/tmp`, `{pid}` being the process's pid.
+    Tmp(&'static str),
+    /// A directory jprof chooses: its private directory.
+    Private,
+}
+
+/// One runtime jprof knows.
+#[derive(Debug)]
+pub struct Runtime {
+    /// Its name in notes.
+    pub name: &'static str,
+    /// Program names that run it (the command, a script's interpreter, the command of `sh -c`);
+    /// a trailing `*` matches any rest.
+    pub commands: &'static [&'static str],
+    /// Files whose mapping shows a running process to be this runtime (file names, `*` as above).
+    pub maps: &'static [&'static str],
+    /// Where the files jprof asks for go.
+    pub writes: &'static [Writes],
+    /// What jprof sets (for the docs and notes).
+    pub asked_with: &'static str,
+    /// What a user adds by hand where jprof could not ask.
+    pub by_hand: &'static str,
+}
+
+/// Every runtime jprof asks, in one place (docs/jit.md shows it as a table).
+pub const RUNTIMES: &[Runtime] = &[
+    Runtime {
+        name: "java",
+        commands: &["java"],
+        maps: &["libjvm.so"],
+        writes: &[Writes::Agent],
+        asked_with: "JAVA_TOOL_OPTIONS=-agentpath:libjprof_agent.so -XX:+PreserveFramePointer …",
+        by_hand: "`jprof record -p PID` attaches jprof's agent to a running JVM",
+    },
+    Runtime {
+        name: "node",
+        commands: &["node", "nodejs"],
+        maps: &["node", "nodejs", "libnode.so*"],
+        writes: &[Writes::WorkingDir],
+        asked_with: "NODE_OPTIONS=--perf-prof --perf-prof-unwinding-info --interpreted-frames-native-stack",
+        by_hand: "start node with --perf-prof --perf-prof-unwinding-info --interpreted-frames-native-stack, from a directory only you can write",
+    },
+    Runtime {
+        name: "mono",
+        commands: &["mono", "mono-sgen*"],
+        maps: &["mono", "mono-sgen*", "libmonosgen*", "libmono-2.0*"],
+        writes: &[Writes::Private, Writes::Tmp("perf-{pid}.map")],
+        asked_with: "MONO_ENV_OPTIONS=--profile=log:jit,output=PRIVATE/jprof-mono-%p.mlpd --jitmap, MONO_DEBUG=disable_omit_fp",
+        by_hand: "MONO_ENV_OPTIONS=--jitmap MONO_DEBUG=disable_omit_fp",
+    },
+    Runtime {
+        name: "deno",
+        commands: &["deno"],
+        maps: &["deno"],
+        writes: &[Writes::Private],
+        asked_with: "DENO_V8_FLAGS=--perf-prof,--perf-prof-path=PRIVATE,--perf-prof-unwinding-info,--interpreted-frames-native-stack,--no-logfile-per-isolate,--logfile=PRIVATE/v8.log",
+        by_hand: "DENO_V8_FLAGS=--perf-prof,--perf-prof-path=DIR (a directory only you can write)",
+    },
+    Runtime {
+        name: "erlang",
+        commands: &["erl", "erlexec", "escript", "beam.smp"],
+        maps: &["beam.smp", "beam.jit*"],
+        writes: &[Writes::Tmp("perf-{pid}.map")],
+        asked_with: "ERL_FLAGS=+JPperf map",
+        by_hand: "ERL_FLAGS=\"+JPperf map\" (OTP 25 or later, JIT-enabled BEAM)",
+    },
+    Runtime {
+        name: "dotnet",
+        commands: &["dotnet"],
+        maps: &["libcoreclr.so"],
+        writes: &[
+            Writes::Private,
+            Writes::Tmp("perf-{pid}.map"),
+            Writes::Tmp("perfinfo-{pid}.map"),
+        ],
+        asked_with: "DOTNET_PerfMapEnabled=1 COMPlus_PerfMapEnabled=1, DOTNET_PerfMapJitDumpPath=PRIVATE",
+        by_hand: "DOTNET_PerfMapEnabled=1 (COMPlus_PerfMapEnabled=1 before .NET 5); from .NET 8 on, DOTNET_PerfMapJitDumpPath=DIR (a directory only you can write)",
+    },
+    Runtime {
+        name: "wasmtime",
+        commands: &[],
+        maps: &["wasmtime", "libwasmtime.so*"],
+        writes: &[],
+        asked_with: "",
+        by_hand: "`wasmtime run --profile=perfmap` (or jitdump); an embedding sets Config::profiler(ProfilingStrategy::PerfMap)",
+    },
+    Runtime {
+        name: "python",
+        commands: &["python*"],
+        maps: &[
+            "python3.12*",
+            "python3.13*",
+            "python3.14*",
+            "python3.15*",
+            "libpython3.12*",
+            "libpython3.13*",
+            "libpython3.14*",
+            "libpython3.15*",
+        ],
+        writes: &[Writes::Tmp("perf-{pid}.map"), Writes::Tmp("jit-{pid}.dump")],
+        asked_with: "PYTHONPERFSUPPORT=1; with --call-graph dwarf also PYTHON_PERF_JIT_SUPPORT=1",
+        by_hand: "PYTHONPERFSUPPORT=1 (or python -X perf), from CPython 3.12 on",
+    },
+    Runtime {
+        name: "python (before 3.12)",
+        commands: &[],
+        maps: &["python2*", "python3.*", "libpython2*", "libpython3.*"],
+        writes: &[],
+        asked_with: "",
+        by_hand: "run it on CPython 3.12 or later, which jprof asks with PYTHONPERFSUPPORT=1; older CPython has no perf support, so only its C frames are named",
+    },
+];
+
+/// The runtime a program name runs (`python3.12`, `/usr/bin/node`).
+pub fn runtime_of_command(program: &str) -> Option<&'static Runtime> {
+    let name = program.rsplit('/').next().unwrap_or(program);
+    RUNTIMES
+        .iter()
+        .find(|r| r.commands.iter().any(|p| matches_name(p, name)))
+}
+
+fn matches_name(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    }
+}
+
+/// The runtime a mapped file shows a process to be: HotSpot's libjvm, Node's executable or
+/// libnode, Mono's runtime, …
+pub fn runtime_of_mapping(filename: &str) -> Option<&'static str> {
+    let name = filename.rsplit('/').next().unwrap_or(filename);
+    RUNTIMES
+        .iter()
+        .find(|r| r.maps.iter().any(|p| matches_name(p, name)))
+        .map(|r| r.name)
+}
+
+fn runtime_named(name: &str) -> Option<&'static Runtime> {
+    RUNTIMES.iter().find(|r| r.name == name)
+}
+
+/// The program the launched command really runs, seen through the launchers that exec it in the
+/// same process: `env [VAR=value…] prog`, `sh -c 'prog …'` (a shell runs a lone command in its
+/// own process) and a script's `#!` line (`#!/usr/bin/env python3.12`).
+pub fn program_run_by(argv: &[String]) -> Option<String> {
+    let mut words: Vec<String> = argv.to_vec();
+    for _ in 0..4 {
+        let first = words.first()?.clone();
+        let name = first.rsplit('/').next().unwrap_or(&first).to_string();
+        let rest: Vec<String> = words[1..].to_vec();
+        if runtime_of_command(&name).is_some() {
+            // A runtime's name (also a version manager's shim that execs it, like pyenv's).
+            return Some(name);
+        } else if name == "env" {
+            words = rest
+                .into_iter()
+                .skip_while(|w| w.starts_with('-') || w.contains('='))
+                .collect();
+        } else if matches!(name.as_str(), "sh" | "bash" | "dash")
+            && rest.first().map(String::as_str) == Some("-c")
+        {
+            // Only a command the shell replaces itself with runs in the launched process:
+            // `exec prog …`, or for bash a lone simple command (dash forks for it).
+            let command = rest.get(1)?;
+            let mut simple = command.split_whitespace().skip_while(|w| w.contains('='));
+            let execs = simple.next() == Some("exec")
+                || (shell_is_bash(&first) && !command.contains(SHELL_SYNTAX));
+            if !execs {
+                return None;
+            }
+            words = command
+                .split_whitespace()
+                .skip_while(|w| *w == "exec" || w.contains('='))
+                .map(str::to_string)
+                .collect();
+        } else if let Some(interpreter) = shebang(Path::new(&first)) {
+            let mut next: Vec<String> =
+                interpreter.split_whitespace().map(str::to_string).collect();
+            next.extend(rest);
+            words = next;
+        } else {
+            return Some(name);
+        }
+    }
+    None
+}
+
+/// Characters that make a shell command more than one simple command.
+const SHELL_SYNTAX: &[char] = &[';', '&', '|', '`', '$', '(', ')', '<', '>', '\n'];
+
+/// Whether the shell `program` (as named on the command line) is bash, which execs a lone
+/// simple command given with `-c`.
+fn shell_is_bash(program: &str) -> bool {
+    let path = if program.contains('/') {
+        PathBuf::from(program)
+    } else {
+        match std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+        {
+            Some(p) => p,
+            None => return false,
+        }
+    };
+    std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n == "bash"))
+        .unwrap_or(false)
+}
+
+/// The `#!` line of a script the command names (found on PATH as exec would).
+fn shebang(program: &Path) -> Option<String> {
+    let path = if program.components().count() > 1 {
+        program.to_path_buf()
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())?
+    };
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    Some(String::from_utf8_lossy(line).trim().to_string())
+}
+
+/// Why a runtime was not asked, and what the user can do.
+#[derive(Clone, Debug)]
+pub struct NotAsked {
+    /// The reason, for the summary.
+    pub why: String,
+}
+
+/// What jprof adds to the launched command's environment, and what it made for it.
 #[derive(Debug, Default)]
 pub struct RuntimeSetup {
     /// Variables to set in the target's environment.
     pub env: Vec<(String, String)>,
     /// Things the user should know (for the summary), e.g. a missing agent.
     pub notes: Vec<String>,
+    /// The private directory runtimes write into (when one was needed and could be made).
+    pub private_dir: Option<PrivateDir>,
+    /// Fixed names in a sticky shared directory jprof must create for the launched process
+    /// before it runs (`{pid}` replaced), by runtime.
+    claims: Vec<(&'static str, PathBuf)>,
+    /// What jprof created for the launched process.
+    pub claimed: Vec<foreign_file::Created>,
+    /// Which runtimes were asked to write where.
+    pub asking: Asking,
+    /// Runtimes not asked, and why.
+    pub not_asked: BTreeMap<&'static str, NotAsked>,
+    /// Java: the agent's notes, said only when a JVM runs.
+    java_notes: Vec<String>,
+    /// `--keep-side-files`: what jprof made stays.
+    keep: bool,
+    /// The places it was prepared for.
+    places: Option<Places>,
+    /// Prepared for a launch (not `-p`, where nothing was asked).
+    launched: bool,
+}
+
+impl Drop for RuntimeSetup {
+    /// A launch that failed or ended leaves nothing jprof made behind (unless kept).
+    fn drop(&mut self) {
+        if !self.keep {
+            self.release_claims();
+            self.remove_private_dir();
+        }
+    }
 }
 
 /// jprof's JVMTI agent: `$JPROF_AGENT`, else next to the jprof executable, else one directory
@@ -82,42 +321,38 @@ pub fn find_agent() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn java_setup(agent: Option<PathBuf>) -> RuntimeSetup {
-    let mut notes = Vec::new();
-    let flags = match &agent {
+/// `JAVA_TOOL_OPTIONS` for HotSpot with `agent`, and notes when the agent is missing.
+fn java_options(agent: Option<PathBuf>) -> (String, Vec<String>) {
+    match &agent {
         Some(path) if path.is_file() => {
             let option = format!("-agentpath:{}", path.display());
             // HotSpot splits JAVA_TOOL_OPTIONS on white space but honours double quotes.
-            if option.contains(char::is_whitespace) {
+            let flags = if option.contains(char::is_whitespace) {
                 format!("\"{option}\" {JAVA_FLAGS}")
             } else {
                 format!("{option} {JAVA_FLAGS}")
-            }
+            };
+            (flags, Vec::new())
         }
-        Some(path) => {
-            notes.push(format!(
+        Some(path) => (
+            JAVA_FLAGS.to_string(),
+            vec![format!(
                 "JPROF_AGENT={} is not a file: Java JIT frames will not be named",
                 path.display()
-            ));
-            JAVA_FLAGS.to_string()
-        }
-        None => {
-            notes.push(format!(
+            )],
+        ),
+        None => (
+            JAVA_FLAGS.to_string(),
+            vec![format!(
                 "{AGENT_FILE} was not found next to jprof (or set JPROF_AGENT): Java JIT frames will not be named"
-            ));
-            JAVA_FLAGS.to_string()
-        }
-    };
-    RuntimeSetup {
-        env: vec![extend_var("JAVA_TOOL_OPTIONS", &flags)],
-        notes,
+            )],
+        ),
     }
 }
 
-fn program_name(argv: &[String]) -> &str {
-    argv.first()
-        .map(|a| a.rsplit('/').next().unwrap_or(a))
-        .unwrap_or("")
+/// Whether the user's own `MONO_ENV_OPTIONS` (jprof's environment) holds `option`.
+fn user_mono_option(option: &str) -> bool {
+    std::env::var("MONO_ENV_OPTIONS").is_ok_and(|o| o.contains(option))
 }
 
 /// Appends flags to a variable, keeping what the user already had.
@@ -129,45 +364,359 @@ fn extend_var(name: &str, extra: &str) -> (String, String) {
     (name.to_string(), value)
 }
 
-/// The set-up for a launched command: the variables every runtime honours are set whatever
-/// the command is, so a runtime started through a launcher (`javac`, an npm shim, `sh -c`,
-/// Debian's `mcs` wrapper) is prepared too; a process that is no runtime ignores them.
-pub fn prepare(argv: &[String]) -> RuntimeSetup {
-    let runtime = match program_name(argv) {
-        "java" => Some("java"),
-        _ => None,
-    };
-    let java = java_setup(find_agent());
-    let mono = mono_setup();
-    let mut env = vec![extend_var("NODE_OPTIONS", NODE_FLAGS)];
-    env.extend(java.env);
-    env.extend(mono.env);
-    let mut notes = Vec::new();
-    // The agent's absence matters only when a JVM runs: said then (see observed runtimes).
-    if runtime == Some("java") {
-        notes.extend(java.notes);
-    }
-    notes.extend(mono.notes);
-    RuntimeSetup { env, notes }
+/// Which runtimes jprof asked, and where they write: what decides which files are removed.
+#[derive(Clone, Debug, Default)]
+pub struct Asking {
+    /// Runtimes asked, by name.
+    pub asked: BTreeSet<&'static str>,
+    /// The directory V8 writes in when it was asked (jprof's working directory).
+    pub v8_dir: Option<PathBuf>,
+    /// jprof's private directory for runtimes that take a path.
+    pub private_dir: Option<PathBuf>,
+    /// The fixed `/tmp` names asked for, by runtime.
+    pub tmp_names: BTreeSet<(&'static str, &'static str)>,
 }
 
-/// The runtime a mapped file shows a process to be: HotSpot's libjvm, Node's executable or
-/// libnode, Mono's runtime.
-pub fn runtime_of_mapping(filename: &str) -> Option<&'static str> {
-    let name = filename.rsplit('/').next().unwrap_or(filename);
-    if name == "libjvm.so" {
-        Some("java")
-    } else if name == "node" || name == "nodejs" || name.starts_with("libnode.so") {
-        Some("node")
-    } else if name.starts_with("mono-sgen")
-        || name == "mono"
-        || name.starts_with("libmonosgen")
-        || name.starts_with("libmono-2.0")
-    {
-        Some("mono")
-    } else {
-        None
+/// Where side files may go for this launch: who can plant names in the working directory and
+/// in `/tmp`, and what the launched program runs.
+#[derive(Debug)]
+pub struct Places {
+    /// jprof's working directory (the target's, inherited) and who can plant names there.
+    pub cwd: (PathBuf, Place),
+    /// `/tmp` and who can plant names there.
+    pub tmp: Place,
+    /// The runtime the launched command itself runs (its pid is known before it runs).
+    pub target: Option<&'static str>,
+    /// Fixed names another user holds for the launched pid: (runtime, name).
+    pub taken: Vec<(&'static str, PathBuf)>,
+    /// Stacks are unwound with DWARF (`--call-graph dwarf`).
+    pub dwarf: bool,
+}
+
+impl Places {
+    /// This launch's places.
+    pub fn of(argv: &[String], dwarf: bool) -> Self {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Self {
+            cwd: (cwd, places::place_of(Path::new("."))),
+            tmp: places::place_of(Path::new("/tmp")),
+            target: program_run_by(argv)
+                .and_then(|p| runtime_of_command(&p))
+                .map(|r| r.name),
+            taken: Vec::new(),
+            dwarf,
+        }
     }
+}
+
+impl RuntimeSetup {
+    /// Whether `runtime` may be asked for the fixed `/tmp` name `pattern`: in a `/tmp` no one
+    /// else can plant into, always; in a sticky one, only the launched process, for which jprof
+    /// creates the name first; otherwise never.
+    fn may_write_tmp(&mut self, runtime: &'static str, pattern: &'static str, at: &Places) -> bool {
+        let allowed = self.tmp_allowed(runtime, pattern, at);
+        if allowed {
+            self.asking.tmp_names.insert((runtime, pattern));
+        }
+        allowed
+    }
+
+    fn tmp_allowed(&mut self, runtime: &'static str, pattern: &'static str, at: &Places) -> bool {
+        if let Some((_, name)) = at.taken.iter().find(|(r, _)| *r == runtime) {
+            self.refuse(
+                runtime,
+                format!(
+                "{} exists and is not jprof's (planted by another user?): jprof did not ask for {}",
+                name.display(),
+                pattern.replace("{pid}", "PID")
+            ),
+            );
+            return false;
+        }
+        match at.tmp {
+            Place::Private | Place::KernelGuarded => true,
+            Place::Sticky if at.target == Some(runtime) => {
+                self.claims
+                    .push((runtime, PathBuf::from("/tmp").join(pattern)));
+                true
+            }
+            Place::Sticky => {
+                self.refuse(runtime, format!(
+                    "other users can put names in /tmp (and fs.protected_symlinks/protected_regular are off), and it was not the command jprof launched, so jprof could not create /tmp/{} for it first",
+                    pattern.replace("{pid}", "PID")
+                ));
+                false
+            }
+            Place::Open => {
+                self.refuse(
+                    runtime,
+                    format!(
+                        "{} (it writes /tmp/{})",
+                        places::why_open(Path::new("/tmp")),
+                        pattern.replace("{pid}", "PID")
+                    ),
+                );
+                false
+            }
+        }
+    }
+
+    fn refuse(&mut self, runtime: &'static str, why: String) {
+        self.not_asked.entry(runtime).or_insert(NotAsked { why });
+    }
+
+    /// The private directory, made on first use; None (with the runtime refused) if it
+    /// cannot be made.
+    fn private(&mut self, runtime: &'static str) -> Option<PathBuf> {
+        if self.private_dir.is_none() {
+            match PrivateDir::create() {
+                Ok(dir) => {
+                    self.asking.private_dir = Some(dir.path.clone());
+                    self.private_dir = Some(dir);
+                }
+                Err(e) => {
+                    self.refuse(
+                        runtime,
+                        format!("jprof could not make its private directory: {e}"),
+                    );
+                    return None;
+                }
+            }
+        }
+        self.private_dir.as_ref().map(|d| d.path.clone())
+    }
+
+    /// The names jprof must create for the launched process `pid` before it runs. A name
+    /// another user already holds must not be written through: returns the runtime that would
+    /// write it and the name, and the caller launches again with [`prepare_again`].
+    pub fn claim_for(&mut self, pid: u32) -> std::io::Result<Option<(&'static str, PathBuf)>> {
+        for (runtime, pattern) in self.claims.clone() {
+            let path = PathBuf::from(pattern.to_string_lossy().replace("{pid}", &pid.to_string()));
+            match places::claim(&path)? {
+                Claim::Made(made) => self.claimed.push(made),
+                Claim::Taken(path) => {
+                    self.release_claims();
+                    return Ok(Some((runtime, path)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Removes what [`Self::claim_for`] created (a launch that is abandoned).
+    pub fn release_claims(&mut self) {
+        for made in self.claimed.drain(..) {
+            foreign_file::remove_if_same(&made.path, made.dev, made.ino);
+        }
+    }
+
+    /// The side files stay (`--keep-side-files`): nothing jprof made is removed when dropped.
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+
+    /// Removes the private directory and what runtimes wrote in it.
+    pub fn remove_private_dir(&mut self) {
+        if let Some(dir) = self.private_dir.take() {
+            dir.remove();
+        }
+    }
+}
+
+/// The set-up for a launched command: every runtime that can be asked safely is asked, whatever
+/// the command is, so a runtime started through a launcher (`javac`, an npm shim, `sh -c`,
+/// Debian's `mcs` wrapper) is prepared too; a process that is no runtime ignores the variables.
+pub fn prepare(argv: &[String], dwarf: bool) -> RuntimeSetup {
+    let at = Places::of(argv, dwarf);
+    let mut setup = prepare_at(&at);
+    setup.places = Some(at);
+    setup
+}
+
+/// The set-up again, without asking `runtime` for `name`, which another user holds.
+pub fn prepare_again(old: RuntimeSetup, runtime: &'static str, name: PathBuf) -> RuntimeSetup {
+    let mut at = old.places.as_ref().map_or_else(
+        || Places {
+            cwd: (PathBuf::from("."), Place::Open),
+            tmp: Place::Open,
+            target: None,
+            taken: Vec::new(),
+            dwarf: false,
+        },
+        |p| Places {
+            cwd: p.cwd.clone(),
+            tmp: p.tmp,
+            target: p.target,
+            taken: p.taken.clone(),
+            dwarf: p.dwarf,
+        },
+    );
+    at.taken.push((runtime, name));
+    let notes = old.notes.clone();
+    drop(old);
+    let mut setup = prepare_at(&at);
+    setup.places = Some(at);
+    setup.notes = notes;
+    setup
+}
+
+/// [`prepare`] for the given places.
+pub fn prepare_at(at: &Places) -> RuntimeSetup {
+    let mut setup = RuntimeSetup::default();
+    setup.launched = true;
+
+    let (java, java_notes) = java_options(find_agent());
+    setup.env.push(extend_var("JAVA_TOOL_OPTIONS", &java));
+    setup.asking.asked.insert("java");
+    if at.target == Some("java") {
+        setup.notes.extend(java_notes.iter().cloned());
+    }
+    setup.java_notes = java_notes;
+
+    // V8 writes ./jit-PID.dump and an isolate log in the working directory, through links
+    // and into existing files: only where no other user can put a name.
+    match at.cwd.1 {
+        Place::Private | Place::KernelGuarded => {
+            setup.env.push(extend_var("NODE_OPTIONS", NODE_FLAGS));
+            setup.asking.asked.insert("node");
+            setup.asking.v8_dir = Some(at.cwd.0.clone());
+        }
+        _ => setup.refuse(
+            "node",
+            format!(
+                "V8 writes ./jit-PID.dump and its log in the working directory, and {}",
+                places::why_open(&at.cwd.0)
+            ),
+        ),
+    }
+
+    mono(&mut setup, at);
+    python(&mut setup, at);
+    deno(&mut setup);
+    erlang(&mut setup, at);
+    dotnet(&mut setup, at);
+    setup
+}
+
+/// Deno's V8 takes a directory for its jitdump (`--perf-prof-path`) and a name for its log:
+/// both in jprof's private directory. `DENO_V8_FLAGS` separates flags with commas.
+fn deno(setup: &mut RuntimeSetup) {
+    let Some(dir) = setup.private("deno") else {
+        return;
+    };
+    let dir = dir.display();
+    let flags = format!(
+        "--perf-prof,--perf-prof-path={dir},--perf-prof-unwinding-info,--interpreted-frames-native-stack,--no-logfile-per-isolate,--logfile={dir}/v8.log"
+    );
+    let value = match std::env::var("DENO_V8_FLAGS") {
+        Ok(old) if !old.trim().is_empty() => format!("{old},{flags}"),
+        _ => flags,
+    };
+    setup.env.push(("DENO_V8_FLAGS".into(), value));
+    setup.asking.asked.insert("deno");
+}
+
+/// The BEAM JIT (OTP 25+) writes `/tmp/perf-PID.map` with `+JPperf map`.
+fn erlang(setup: &mut RuntimeSetup, at: &Places) {
+    if setup.may_write_tmp("erlang", "perf-{pid}.map", at) {
+        setup.env.push(extend_var("ERL_FLAGS", "+JPperf map"));
+        setup.asking.asked.insert("erlang");
+    }
+}
+
+/// CoreCLR: `PerfMapEnabled` (`COMPlus_` before .NET 5, `DOTNET_` since). From .NET 8 on,
+/// `PerfMapJitDumpPath` places the perf map, `perfinfo` and jitdump (in jprof's private
+/// directory); before, the perf map and `perfinfo-PID.map` go to `$TMPDIR` or `/tmp`, which
+/// follows the fixed-name rule.
+fn dotnet(setup: &mut RuntimeSetup, at: &Places) {
+    if let Some(tmpdir) = std::env::var_os("TMPDIR").filter(|t| Path::new(t) != Path::new("/tmp")) {
+        let tmpdir = PathBuf::from(tmpdir);
+        if !matches!(
+            places::place_of(&tmpdir),
+            Place::Private | Place::KernelGuarded
+        ) {
+            setup.refuse(
+                "dotnet",
+                format!(
+                    ".NET before 8 writes perf-PID.map in TMPDIR, and {}",
+                    places::why_open(&tmpdir)
+                ),
+            );
+            return;
+        }
+    } else if !(setup.may_write_tmp("dotnet", "perf-{pid}.map", at)
+        && setup.may_write_tmp("dotnet", "perfinfo-{pid}.map", at))
+    {
+        return;
+    }
+    let Some(dir) = setup.private("dotnet") else {
+        return;
+    };
+    for prefix in ["DOTNET", "COMPlus"] {
+        setup
+            .env
+            .push((format!("{prefix}_PerfMapEnabled"), "1".into()));
+        setup.env.push((
+            format!("{prefix}_PerfMapJitDumpPath"),
+            dir.display().to_string(),
+        ));
+    }
+    setup.asking.asked.insert("dotnet");
+}
+
+/// CPython 3.12+: perf trampolines that write `/tmp/perf-PID.map` (`PYTHONPERFSUPPORT`); for
+/// DWARF unwinding, 3.13's jitdump mode (`PYTHON_PERF_JIT_SUPPORT`, `/tmp/jit-PID.dump`, with
+/// unwind info for its trampolines), which 3.13 prefers when both are set and 3.12 ignores.
+fn python(setup: &mut RuntimeSetup, at: &Places) {
+    if !setup.may_write_tmp("python", "perf-{pid}.map", at) {
+        return;
+    }
+    if at.dwarf {
+        if !setup.may_write_tmp("python", "jit-{pid}.dump", at) {
+            return;
+        }
+        setup
+            .env
+            .push(("PYTHON_PERF_JIT_SUPPORT".into(), "1".into()));
+    }
+    setup.env.push(("PYTHONPERFSUPPORT".into(), "1".into()));
+    setup.asking.asked.insert("python");
+}
+
+fn mono(setup: &mut RuntimeSetup, at: &Places) {
+    let mut options = Vec::new();
+    if user_mono_option("--profile=log") {
+        // Mono runs one log profiler: the user's stays, and names come from the perf map.
+        setup.notes.push(
+            "MONO_ENV_OPTIONS already runs the log profiler: jprof added only --jitmap, so JIT names come from the perf map"
+                .to_string(),
+        );
+    } else if let Some(dir) = setup.private("mono") {
+        options.push(format!(
+            "{MONO_LOG}{}",
+            dir.join("jprof-mono-%p.mlpd").display()
+        ));
+    }
+    if setup.may_write_tmp("mono", "perf-{pid}.map", at) {
+        options.push("--jitmap".to_string());
+    }
+    if !options.is_empty() {
+        setup
+            .env
+            .push(extend_var("MONO_ENV_OPTIONS", &options.join(" ")));
+        setup.not_asked.remove("mono");
+    }
+    let debug = match std::env::var("MONO_DEBUG") {
+        Ok(old) if !old.trim().is_empty() => format!("{old},disable_omit_fp"),
+        _ => "disable_omit_fp".to_string(),
+    };
+    setup.env.push(("MONO_DEBUG".to_string(), debug));
+    setup.asking.asked.insert("mono");
+}
+
+/// The .mlpd jprof asks Mono's process `pid` to write in the private directory `dir`.
+pub fn mono_log_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("jprof-mono-{pid}.mlpd"))
 }
 
 /// Whether Mono's log profiler library is installed (Debian: `libmono-profiler`).
@@ -186,16 +735,47 @@ pub fn mono_log_profiler_installed() -> bool {
 /// One line per runtime process seen: how it was set up, or why its JIT code will not be
 /// named and the fix.
 pub fn observed_notes(
-    runtimes: &std::collections::BTreeMap<u32, &'static str>,
-    files: &std::collections::BTreeMap<u32, Vec<PathBuf>>,
+    runtimes: &BTreeMap<u32, &'static str>,
+    files: &BTreeMap<u32, Vec<SideKind>>,
     setup: &RuntimeSetup,
 ) -> Vec<String> {
     let mut notes = Vec::new();
     for (&pid, &runtime) in runtimes {
-        let has_files = files.get(&pid).is_some_and(|f| !f.is_empty());
+        let kinds = files.get(&pid).map_or(&[][..], Vec::as_slice);
+        // Mono: its own log (the perf map is the second source).
+        let has_files = match runtime {
+            "mono" => kinds.contains(&SideKind::MLPD),
+            _ => !kinds.is_empty(),
+        };
+        if !setup.launched && runtime != "java" && !has_files {
+            // `-p`: the process started before jprof, with whatever its user gave it.
+            if let Some(r) = runtime_named(runtime) {
+                notes.push(format!(
+                    "{runtime} (pid {pid}): it was already running, so jprof could not ask it for JIT names; its JIT frames are not named (next time: {})",
+                    r.by_hand
+                ));
+            }
+            continue;
+        }
+        if let Some(not) = setup.not_asked.get(runtime) {
+            if runtime == "mono" && has_files {
+                notes.push(format!(
+                    "mono (pid {pid}): the log profiler named managed code (no --jitmap perf map: {})",
+                    not.why
+                ));
+                continue;
+            } else {
+                let fix = runtime_named(runtime).map_or("", |r| r.by_hand);
+                notes.push(format!(
+                    "{runtime} (pid {pid}): jprof did not ask it for JIT names: {}; its JIT frames are not named (fix: {fix})",
+                    not.why
+                ));
+                continue;
+            }
+        }
         let line = match (runtime, has_files) {
             ("java", true) => format!("java (pid {pid}): jprof's JVMTI agent wrote its jitdump"),
-            ("java", false) => match setup.env.iter().any(|(k, v)| k == "JAVA_TOOL_OPTIONS" && v.contains("-agentpath")) {
+            ("java", false) => match setup.java_notes.is_empty() {
                 true => format!("java (pid {pid}): no jitdump from jprof's agent (the JVM's environment was cleared, or it refused the agent): Java JIT frames are not named; `jprof record -p {pid}` attaches it"),
                 false => format!("java (pid {pid}): {AGENT_FILE} was not found next to jprof (or set JPROF_AGENT): Java JIT frames are not named"),
             },
@@ -205,46 +785,124 @@ pub fn observed_notes(
             ("mono", false) if !mono_log_profiler_installed() => format!("mono (pid {pid}): Mono's log profiler library is missing, so managed frames are named from --jitmap only: apt-get install libmono-profiler"),
             ("mono", false) if user_mono_option("--profile=log") => format!("mono (pid {pid}): managed frames named from --jitmap (the log profiler in MONO_ENV_OPTIONS is the user's: jprof does not read its file)"),
             ("mono", false) => format!("mono (pid {pid}): no log profiler file (MONO_ENV_OPTIONS was overridden or cleared): managed frames named from --jitmap only"),
-            _ => continue,
+            ("python", true) if kinds.contains(&SideKind::JITDUMP) => format!("python (pid {pid}): CPython wrote its jitdump (PYTHON_PERF_JIT_SUPPORT=1)"),
+            ("python", true) => format!("python (pid {pid}): CPython wrote its perf map (PYTHONPERFSUPPORT=1)"),
+            ("python", false) => format!("python (pid {pid}): no perf map from CPython (PYTHONPERFSUPPORT was cleared, or -X perf turned off): Python functions are not named; run it with PYTHONPERFSUPPORT=1"),
+            ("python (before 3.12)", _) => format!("python (pid {pid}) is older than CPython 3.12, which cannot write a perf map: Python functions are not named; {}", runtime_named(runtime).map_or("", |r| r.by_hand)),
+            (_, true) => match runtime_named(runtime) {
+                Some(r) => format!("{runtime} (pid {pid}): it wrote its JIT names ({})", r.asked_with),
+                None => continue,
+            },
+            (_, false) => match runtime_named(runtime) {
+                Some(r) if setup.asking.asked.contains(runtime) => format!(
+                    "{runtime} (pid {pid}): no JIT names from it though jprof asked ({}): the variable was cleared or overridden before it started; its JIT frames are not named",
+                    r.asked_with
+                ),
+                Some(r) if r.asked_with.is_empty() => format!(
+                    "{runtime} (pid {pid}): jprof cannot ask it for JIT names, so its JIT frames are not named: {}",
+                    r.by_hand
+                ),
+                _ => continue,
+            },
         };
         notes.push(line);
     }
     notes
 }
 
-/// Files a runtime wrote only because jprof enabled them, for process `pid`: the jitdump or
-/// Mono log (their bytes are in the recording; for Java the agent's) and, for Node, the V8 log
-/// `--perf-prof` opens as a side effect.
-pub fn created_files(runtime: &str, pid: u32, jitdumps: &[PathBuf]) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = jitdumps.to_vec();
-    if runtime == "mono" && !user_mono_option("--jitmap") {
-        // `--jitmap`'s map, which jprof asked for; its lines are in the recording.
-        files.push(crate::format::perf_map::path_of(pid));
+/// Whether jprof asked `runtime` to write `path` for process `nspid` (the pid in its own
+/// namespace): only such a file, once read into the recording, is removed.
+pub fn asked_for(setup: &Asking, runtime: &str, nspid: u32, path: &Path) -> bool {
+    if !setup.asked.contains(runtime) {
+        return false;
     }
-    if runtime == "node" {
-        // V8's log goes where the jitdump goes: Node's working directory.
-        let suffix = format!("-{pid}-v8.log");
-        for dir in jitdumps.iter().filter_map(|j| j.parent()) {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                files.extend(entries.flatten().map(|e| e.path()).filter(|p| {
+    let Some(r) = runtime_named(runtime) else {
+        return false;
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let dir = path.parent();
+    r.writes.iter().any(|w| match w {
+        Writes::Agent => crate::format::jitdump::is_jitdump_path(name) == Some(nspid),
+        Writes::WorkingDir => {
+            name == format!("jit-{nspid}.dump")
+                && dir.is_some_and(|d| setup.v8_dir.as_deref().is_some_and(|v| same_dir(d, v)))
+        }
+        Writes::Tmp(pattern) => {
+            setup.tmp_names.contains(&(r.name, *pattern))
+                && dir == Some(Path::new("/tmp"))
+                && name == pattern.replace("{pid}", &nspid.to_string())
+        }
+        Writes::Private => {
+            dir.is_some_and(|d| setup.private_dir.as_deref().is_some_and(|p| same_dir(d, p)))
+        }
+    })
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// The side files of process `nspid` that jprof asked for but does not read (so it never
+/// holds their identity): .NET's `/tmp/perfinfo-PID.map`. Removed only as a regular file of
+/// the process's user.
+pub fn unread_side_files(setup: &Asking, runtime: &str, nspid: u32) -> Vec<PathBuf> {
+    match runtime {
+        "dotnet" if setup.tmp_names.contains(&("dotnet", "perfinfo-{pid}.map")) => {
+            vec![PathBuf::from(format!("/tmp/perfinfo-{nspid}.map"))]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// V8's isolate logs of process `nspid` in the directory where jprof asked V8 to write.
+pub fn v8_logs(setup: &Asking, nspid: u32) -> Vec<PathBuf> {
+    let Some(dir) = &setup.v8_dir else {
+        return Vec::new();
+    };
+    let suffix = format!("-{nspid}-v8.log");
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
                     p.file_name()
                         .and_then(|n| n.to_str())
                         .is_some_and(|n| n.starts_with("isolate-0x") && n.ends_with(&suffix))
-                }));
-            }
-        }
-    }
-    files
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn places(cwd: Place, tmp: Place, target: Option<&'static str>) -> Places {
+        Places {
+            cwd: (PathBuf::from("/work/dir"), cwd),
+            tmp,
+            target,
+            taken: Vec::new(),
+            dwarf: false,
+        }
+    }
+
     #[test]
     fn mono_gets_the_log_profiler_the_jit_map_and_frame_pointers() {
         for program in ["mono", "/usr/bin/mono-sgen"] {
-            let setup = prepare(&[program.to_string(), "app.exe".to_string()]);
+            let setup = prepare_at(&places(
+                Place::Private,
+                Place::KernelGuarded,
+                program_run_by(&[program.to_string()])
+                    .and_then(|p| runtime_of_command(&p))
+                    .map(|r| r.name),
+            ));
             let var = |name: &str| {
                 setup
                     .env
@@ -256,10 +914,11 @@ mod tests {
             assert!(var("MONO_ENV_OPTIONS").ends_with("--jitmap"));
             assert!(var("MONO_DEBUG").ends_with("disable_omit_fp"));
             if !std::env::var("MONO_ENV_OPTIONS").is_ok_and(|o| o.contains("--profile=log")) {
-                let log = mono_log_path(4242);
-                assert!(log.ends_with("jprof-mono-4242.mlpd"));
-                assert!(var("MONO_ENV_OPTIONS").contains("--profile=log:jit,output="));
-                assert!(var("MONO_ENV_OPTIONS").contains("jprof-mono-%p.mlpd"));
+                let dir = setup.private_dir.as_ref().unwrap().path.clone();
+                let output = format!("{MONO_LOG}{}", dir.join("jprof-mono-%p.mlpd").display());
+                assert!(var("MONO_ENV_OPTIONS").contains(&output), "{output}");
+                let log = mono_log_path(&dir, 4242);
+                assert!(asked_for(&setup.asking, "mono", 4242, &log));
             }
         }
     }
@@ -267,12 +926,10 @@ mod tests {
     #[test]
     fn java_gets_the_agent_and_the_hotspot_flags() {
         let agent = std::env::current_exe().unwrap();
-        let setup = java_setup(Some(agent.clone()));
-        let (name, value) = &setup.env[0];
-        assert_eq!(name, "JAVA_TOOL_OPTIONS");
+        let (value, notes) = java_options(Some(agent.clone()));
         assert!(value.contains(&format!("-agentpath:{}", agent.display())));
         assert!(value.ends_with(JAVA_FLAGS));
-        assert!(setup.notes.is_empty());
+        assert!(notes.is_empty());
     }
 
     #[test]
@@ -281,7 +938,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let agent = dir.join(AGENT_FILE);
         std::fs::write(&agent, b"").unwrap();
-        let value = java_setup(Some(agent.clone())).env[0].1.clone();
+        let value = java_options(Some(agent.clone())).0;
         let _ = std::fs::remove_dir_all(&dir);
         assert!(
             value.starts_with(&format!("\"-agentpath:{}\" ", agent.display())),
@@ -291,16 +948,15 @@ mod tests {
 
     #[test]
     fn java_without_the_agent_says_so() {
-        let setup = java_setup(None);
-        assert!(!setup.env[0].1.contains("-agentpath"));
-        assert!(setup.notes[0].contains(AGENT_FILE));
-        let missing = java_setup(Some(PathBuf::from("/nonexistent/agent.so")));
-        assert!(missing.notes[0].contains("not a file"));
+        let (value, notes) = java_options(None);
+        assert!(!value.contains("-agentpath"));
+        assert!(notes[0].contains(AGENT_FILE));
+        let (_, missing) = java_options(Some(PathBuf::from("/nonexistent/agent.so")));
+        assert!(missing[0].contains("not a file"));
     }
 
     #[test]
     fn every_command_gets_every_runtimes_variables() {
-        let argv = |a: &str| vec![a.to_string(), "x".to_string()];
         for launcher in [
             "java",
             "node",
@@ -309,7 +965,11 @@ mod tests {
             "mcs",
             "./node_modules/.bin/tsc",
         ] {
-            let setup = prepare(&argv(launcher));
+            let argv = [launcher.to_string(), "x".to_string()];
+            let target = program_run_by(&argv)
+                .and_then(|p| runtime_of_command(&p))
+                .map(|r| r.name);
+            let setup = prepare_at(&places(Place::Private, Place::KernelGuarded, target));
             let names: Vec<&str> = setup.env.iter().map(|(k, _)| k.as_str()).collect();
             for var in [
                 "NODE_OPTIONS",
@@ -320,6 +980,263 @@ mod tests {
                 assert!(names.contains(&var), "{launcher}: {names:?}");
             }
         }
+    }
+
+    fn var(setup: &RuntimeSetup, name: &str) -> Option<String> {
+        setup
+            .env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Issue 24: V8 writes ./jit-PID.dump (and its log) following links, in a directory it
+    /// does not let jprof choose: asked only where no other user can plant a name.
+    #[test]
+    fn v8_is_asked_only_in_a_working_directory_no_one_else_can_write() {
+        for cwd in [Place::Private, Place::KernelGuarded] {
+            let setup = prepare_at(&places(cwd, Place::Sticky, Some("node")));
+            assert!(var(&setup, "NODE_OPTIONS").is_some_and(|v| v.contains("--perf-prof")));
+            assert!(setup.asking.asked.contains("node"));
+        }
+        for cwd in [Place::Sticky, Place::Open] {
+            let setup = prepare_at(&places(cwd, Place::Private, Some("node")));
+            assert!(var(&setup, "NODE_OPTIONS").is_none_or(|v| !v.contains("--perf-prof")));
+            assert!(!setup.asking.asked.contains("node"));
+            assert!(setup.not_asked["node"].why.contains("working directory"));
+        }
+    }
+
+    /// Issue 24: a fixed /tmp name in an unguarded sticky /tmp is asked for only for the
+    /// launched process, whose name jprof creates first.
+    #[test]
+    fn tmp_names_are_asked_for_only_where_jprof_can_create_them_first() {
+        let setup = prepare_at(&places(Place::Private, Place::Sticky, Some("mono")));
+        assert!(var(&setup, "MONO_ENV_OPTIONS").is_some_and(|v| v.contains("--jitmap")));
+        assert_eq!(setup.claims.len(), 1);
+        assert_eq!(setup.claims[0].1, PathBuf::from("/tmp/perf-{pid}.map"));
+
+        let through_a_script = prepare_at(&places(Place::Private, Place::Sticky, None));
+        let options = var(&through_a_script, "MONO_ENV_OPTIONS").unwrap();
+        assert!(!options.contains("--jitmap"), "{options}");
+        assert!(
+            options.contains("--profile=log"),
+            "the log goes to the private dir"
+        );
+        assert!(through_a_script.claims.is_empty());
+
+        let guarded = prepare_at(&places(Place::Private, Place::KernelGuarded, None));
+        assert!(var(&guarded, "MONO_ENV_OPTIONS").is_some_and(|v| v.contains("--jitmap")));
+        assert!(guarded.claims.is_empty());
+
+        let open = prepare_at(&places(Place::Private, Place::Open, Some("mono")));
+        assert!(!var(&open, "MONO_ENV_OPTIONS").unwrap().contains("--jitmap"));
+    }
+
+    /// Issue 24 (lower): only the names jprof asked a runtime to write are ever removed.
+    #[test]
+    fn only_files_jprof_asked_for_are_removable() {
+        let setup = prepare_at(&places(Place::Private, Place::KernelGuarded, Some("node")));
+        let tmp_dump = Path::new("/tmp/jit-77.dump");
+        assert!(!asked_for(&setup.asking, "node", 77, tmp_dump));
+        assert!(!asked_for(&setup.asking, "python", 77, tmp_dump));
+        assert!(asked_for(
+            &setup.asking,
+            "mono",
+            77,
+            Path::new("/tmp/perf-77.map")
+        ));
+        assert!(!asked_for(
+            &setup.asking,
+            "mono",
+            78,
+            Path::new("/tmp/perf-77.map")
+        ));
+        assert!(asked_for(
+            &setup.asking,
+            "java",
+            77,
+            Path::new("/anywhere/jit-77.dump")
+        ));
+    }
+
+    /// .NET: `PerfMapEnabled` under both prefixes; from .NET 8 on, `PerfMapJitDumpPath` puts
+    /// the perf map, perfinfo and jitdump in the private directory (implemented from the
+    /// runtime's documentation: no .NET 8 is installable here). Before 8 the perf map and
+    /// perfinfo go to /tmp, so the fixed-name rule applies to both.
+    #[test]
+    fn dotnet_is_asked_with_its_jitdump_path_in_the_private_dir() {
+        let setup = prepare_at(&places(Place::Private, Place::Sticky, Some("dotnet")));
+        for prefix in ["DOTNET", "COMPlus"] {
+            assert_eq!(
+                var(&setup, &format!("{prefix}_PerfMapEnabled")).as_deref(),
+                Some("1")
+            );
+            let path = var(&setup, &format!("{prefix}_PerfMapJitDumpPath")).unwrap();
+            assert_eq!(Path::new(&path), setup.private_dir.as_ref().unwrap().path);
+            // A .NET 8 perf map in the private directory is one jprof asked for.
+            let map = Path::new(&path).join("perf-9.map");
+            assert!(asked_for(&setup.asking, "dotnet", 9, &map));
+        }
+        let claimed: Vec<_> = setup.claims.iter().map(|c| c.1.clone()).collect();
+        assert!(claimed.contains(&PathBuf::from("/tmp/perf-{pid}.map")));
+        assert!(claimed.contains(&PathBuf::from("/tmp/perfinfo-{pid}.map")));
+        assert_eq!(
+            unread_side_files(&setup.asking, "dotnet", 9),
+            [PathBuf::from("/tmp/perfinfo-9.map")]
+        );
+        let launcher = prepare_at(&places(Place::Private, Place::Sticky, None));
+        assert!(var(&launcher, "DOTNET_PerfMapEnabled").is_none());
+        assert!(launcher.not_asked["dotnet"]
+            .why
+            .contains("/tmp/perf-PID.map"));
+    }
+
+    /// CPython: perf maps in fp mode; in dwarf mode also 3.13's jitdump (unwind info for the
+    /// trampolines), which 3.13 prefers when both are set and 3.12 ignores.
+    #[test]
+    fn python_gets_perf_maps_and_for_dwarf_the_jitdump() {
+        let fp = prepare_at(&places(Place::Private, Place::KernelGuarded, None));
+        assert_eq!(var(&fp, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
+        assert!(var(&fp, "PYTHON_PERF_JIT_SUPPORT").is_none());
+        let mut at = places(Place::Private, Place::Sticky, Some("python"));
+        at.dwarf = true;
+        let dwarf = prepare_at(&at);
+        assert_eq!(var(&dwarf, "PYTHON_PERF_JIT_SUPPORT").as_deref(), Some("1"));
+        assert_eq!(var(&dwarf, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
+        assert_eq!(dwarf.claims.len(), 2);
+        assert!(asked_for(
+            &dwarf.asking,
+            "python",
+            5,
+            Path::new("/tmp/jit-5.dump")
+        ));
+        assert!(!asked_for(
+            &fp.asking,
+            "python",
+            5,
+            Path::new("/tmp/jit-5.dump")
+        ));
+    }
+
+    /// Deno's V8 takes paths: everything it writes goes to the private directory, wherever
+    /// it runs, appended to the user's own flags.
+    #[test]
+    fn deno_writes_into_the_private_dir_only() {
+        let setup = prepare_at(&places(Place::Open, Place::Open, Some("deno")));
+        let flags = var(&setup, "DENO_V8_FLAGS").unwrap();
+        let dir = setup
+            .private_dir
+            .as_ref()
+            .unwrap()
+            .path
+            .display()
+            .to_string();
+        assert!(
+            flags.contains(&format!("--perf-prof-path={dir}")),
+            "{flags}"
+        );
+        assert!(
+            flags.contains(&format!("--logfile={dir}/v8.log")),
+            "{flags}"
+        );
+        assert!(flags.contains("--no-logfile-per-isolate"));
+        assert!(!setup.not_asked.contains_key("deno"));
+    }
+
+    #[test]
+    fn runtimes_that_cannot_be_asked_get_the_fix_by_name() {
+        let setup = prepare_at(&places(Place::Private, Place::KernelGuarded, None));
+        let runtimes: BTreeMap<u32, &'static str> = [
+            (1, runtime_of_mapping("/usr/bin/python3.11").unwrap()),
+            (2, runtime_of_mapping("/opt/wasmtime/bin/wasmtime").unwrap()),
+            (
+                3,
+                runtime_of_mapping("/usr/lib/erlang/erts-13.1.5/bin/beam.smp").unwrap(),
+            ),
+        ]
+        .into();
+        let notes = observed_notes(&runtimes, &BTreeMap::new(), &setup);
+        assert!(
+            notes[0].contains("older than CPython 3.12") && notes[0].contains("3.12 or later"),
+            "{notes:?}"
+        );
+        assert!(notes[1].contains("--profile=perfmap"), "{notes:?}");
+        assert!(
+            notes[2].contains("ERL_FLAGS=+JPperf map")
+                && notes[2].contains("cleared or overridden"),
+            "{notes:?}"
+        );
+        assert_eq!(
+            runtime_of_mapping("/root/.pyenv/versions/3.12.1/bin/python3.12"),
+            Some("python")
+        );
+        assert_eq!(
+            runtime_of_mapping("/usr/lib/x86_64-linux-gnu/libpython3.13.so.1.0"),
+            Some("python")
+        );
+        assert_eq!(
+            runtime_of_mapping(
+                "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.0.1/libcoreclr.so"
+            ),
+            Some("dotnet")
+        );
+    }
+
+    /// `-p`: a runtime that was already running says what to add next time, not that a
+    /// variable was overridden.
+    #[test]
+    fn an_attached_runtime_gets_what_to_add() {
+        let attached = RuntimeSetup::default();
+        let runtimes: BTreeMap<u32, &'static str> = [(7, "node"), (8, "python")].into();
+        let notes = observed_notes(&runtimes, &BTreeMap::new(), &attached);
+        assert!(
+            notes[0].contains("node (pid 7): it was already running"),
+            "{notes:?}"
+        );
+        assert!(notes[0].contains("--perf-prof"), "{notes:?}");
+        assert!(!notes[0].contains("overridden"), "{notes:?}");
+        assert!(notes[1].contains("PYTHONPERFSUPPORT=1"), "{notes:?}");
+    }
+
+    #[test]
+    fn the_program_is_found_through_env_shells_and_scripts() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            program_run_by(&argv(&["/usr/bin/node", "x.js"])).as_deref(),
+            Some("node")
+        );
+        assert_eq!(
+            program_run_by(&argv(&["env", "-i", "A=1", "nodejs", "a.js"])).as_deref(),
+            Some("nodejs")
+        );
+        assert_eq!(
+            program_run_by(&argv(&["sh", "-c", "X=1 exec mono app.exe"])).as_deref(),
+            Some("mono")
+        );
+        // dash forks for a lone command (its pid is not the launched one); bash execs it.
+        assert_eq!(
+            program_run_by(&argv(&["/bin/dash", "-c", "mono app.exe"])),
+            None
+        );
+        assert_eq!(
+            program_run_by(&argv(&["/bin/bash", "-c", "mono app.exe"])).as_deref(),
+            Some("mono")
+        );
+        assert_eq!(
+            program_run_by(&argv(&["/bin/bash", "-c", "mono a.exe; true"])),
+            None
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("tool");
+        std::fs::write(&script, "#!/usr/bin/env node\nconsole.log(1)\n").unwrap();
+        let script = script.display().to_string();
+        assert_eq!(program_run_by(&argv(&[&script])).as_deref(), Some("node"));
+        assert_eq!(
+            runtime_of_command("mono-sgen").map(|r| r.name),
+            Some("mono")
+        );
+        assert!(runtime_of_command("javac").is_none());
     }
 
     #[test]

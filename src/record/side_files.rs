@@ -50,12 +50,16 @@ pub struct SideFiles {
     gone: HashSet<u32>,
     /// The runtime each process showed itself to be by what it mapped.
     runtimes: BTreeMap<u32, &'static str>,
+    /// Which runtimes jprof asked and where they write (the files it will remove are listed).
+    asking: super::runtimes::Asking,
+    /// The pid each process has in its own PID namespace (it names the process's files).
+    nspids: BTreeMap<u32, u32>,
 }
 
 /// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see. The
 /// file is named with the pid the process has in its own PID namespace; a process in another
 /// mount namespace (a container) is looked for in its own working directory and `/tmp` only.
-fn jitdump_candidates(pid: u32, root: Option<&Path>) -> Vec<PathBuf> {
+fn jitdump_candidates(pid: u32, root: Option<&Path>, private: Option<&Path>) -> Vec<PathBuf> {
     let name = format!("jit-{}.dump", process_root::namespace_pid(pid));
     let mut dirs = vec![
         PathBuf::from(format!("/proc/{pid}/cwd")),
@@ -64,6 +68,7 @@ fn jitdump_candidates(pid: u32, root: Option<&Path>) -> Vec<PathBuf> {
     if root.is_some() {
         return dirs.into_iter().map(|d| d.join(&name)).collect();
     }
+    dirs.extend(private.map(Path::to_path_buf));
     if let Ok(d) = std::env::var("JITDUMPDIR") {
         dirs.push(PathBuf::from(&d));
         dirs.extend(subdirs(&Path::new(&d).join(".debug/jit")));
@@ -95,6 +100,7 @@ impl SideFiles {
             .ok()
             .map(|m| m.uid());
         self.pids.insert(pid, owner);
+        self.nspids.insert(pid, process_root::namespace_pid(pid));
         if let Some(root) = process_root::foreign_root(pid) {
             self.roots.insert(pid, root);
         }
@@ -161,7 +167,8 @@ impl SideFiles {
                 self.gone.insert(pid);
             }
             let root = self.roots.get(&pid).cloned();
-            for path in jitdump_candidates(pid, root.as_deref()) {
+            let private = self.asking.private_dir.clone();
+            for path in jitdump_candidates(pid, root.as_deref(), private.as_deref()) {
                 if path.is_file() {
                     self.add(SideKind::JITDUMP, pid, path);
                 }
@@ -173,9 +180,15 @@ impl SideFiles {
             if map.exists() {
                 self.add(SideKind::PERF_MAP, pid, map);
             }
-            let mono_log = super::runtimes::mono_log_path(pid);
-            if mono_log.is_file() {
-                self.add(SideKind::MLPD, pid, mono_log);
+            if let Some(dir) = &private {
+                let map = dir.join(format!("perf-{pid}.map"));
+                if map.exists() {
+                    self.add(SideKind::PERF_MAP, pid, map);
+                }
+                let mono_log = super::runtimes::mono_log_path(dir, pid);
+                if mono_log.is_file() {
+                    self.add(SideKind::MLPD, pid, mono_log);
+                }
             }
         }
     }
@@ -192,13 +205,14 @@ impl SideFiles {
             let owner = owners.get(&f.pid).copied().flatten();
             let was_open = f.handle.is_some();
             let result = read_new(f, owner);
-            // Only files of a process seen to be a runtime jprof set up (the same the end of
-            // the recording removes).
+            // Only files jprof asked a runtime to write (the same the end of the recording
+            // removes).
             let runtime = self.runtimes.get(&f.pid).copied();
+            let nspid = self.nspids.get(&f.pid).copied().unwrap_or(f.pid);
             if let (false, Some(h), Some(list), Some(runtime)) =
                 (was_open, &f.handle, self.leftovers.as_mut(), runtime)
             {
-                if f.kind == SideKind::JITDUMP || f.kind == SideKind::MLPD {
+                if super::runtimes::asked_for(&self.asking, runtime, nspid, &f.path) {
                     list.add(runtime, &f.path, h.dev, h.ino);
                 }
             }
@@ -248,13 +262,20 @@ impl SideFiles {
             .collect()
     }
 
-    /// The files runtimes wrote for jprof (jitdumps, Mono logs), by process.
-    pub fn runtime_files(&self) -> BTreeMap<u32, Vec<PathBuf>> {
+    /// Every jitdump seen, by process.
+    pub fn jitdump_paths(&self) -> BTreeMap<u32, Vec<PathBuf>> {
         let mut out: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
-        for f in &self.files {
-            if f.kind == SideKind::JITDUMP || f.kind == SideKind::MLPD {
-                out.entry(f.pid).or_default().push(f.path.clone());
-            }
+        for f in self.files.iter().filter(|f| f.kind == SideKind::JITDUMP) {
+            out.entry(f.pid).or_default().push(f.path.clone());
+        }
+        out
+    }
+
+    /// The side files that gave something (jitdumps, Mono logs, perf maps), by process.
+    pub fn runtime_files(&self) -> BTreeMap<u32, Vec<SideKind>> {
+        let mut out: BTreeMap<u32, Vec<SideKind>> = BTreeMap::new();
+        for f in self.files.iter().filter(|f| f.records > 0) {
+            out.entry(f.pid).or_default().push(f.kind);
         }
         out
     }
@@ -263,6 +284,31 @@ impl SideFiles {
     /// later jprof removes them if this one is killed.
     pub fn list_leftovers(&mut self, list: super::leftovers::Leftovers) {
         self.leftovers = Some(list);
+    }
+
+    /// Which runtimes jprof asked, and where they write.
+    pub fn set_asking(&mut self, asking: super::runtimes::Asking) {
+        self.asking = asking;
+    }
+
+    /// Every file read, with the process, its runtime, the pid in its namespace and the
+    /// identity of the file read (device, inode).
+    pub fn read_files(&self) -> Vec<ReadFile> {
+        self.files
+            .iter()
+            .filter_map(|f| {
+                let h = f.handle.as_ref()?;
+                Some(ReadFile {
+                    pid: f.pid,
+                    nspid: self.nspids.get(&f.pid).copied().unwrap_or(f.pid),
+                    runtime: self.runtimes.get(&f.pid).copied(),
+                    kind: f.kind,
+                    path: f.path.clone(),
+                    dev: h.dev,
+                    ino: h.ino,
+                })
+            })
+            .collect()
     }
 
     /// The recording removed its runtime files itself: the list is no longer needed.
@@ -281,15 +327,24 @@ impl SideFiles {
     pub fn owner_of(&self, pid: u32) -> Option<u32> {
         self.pids.get(&pid).copied().flatten()
     }
+}
 
-    /// Every jitdump seen, by process.
-    pub fn jitdump_paths(&self) -> BTreeMap<u32, Vec<PathBuf>> {
-        let mut out: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
-        for f in self.files.iter().filter(|f| f.kind == SideKind::JITDUMP) {
-            out.entry(f.pid).or_default().push(f.path.clone());
-        }
-        out
-    }
+/// A side file that was read into the recording.
+pub struct ReadFile {
+    /// The process it belongs to.
+    pub pid: u32,
+    /// That process's pid in its own namespace.
+    pub nspid: u32,
+    /// The runtime the process showed itself to be.
+    pub runtime: Option<&'static str>,
+    /// What it is.
+    pub kind: SideKind,
+    /// Where it was read.
+    pub path: PathBuf,
+    /// Its device, as read.
+    pub dev: u64,
+    /// Its inode, as read.
+    pub ino: u64,
 }
 
 /// Reads the unconsumed tail of a file (at most [`READ_STEP`] bytes a poll) and returns it with
