@@ -67,6 +67,12 @@ impl Error {
         }
     }
 
+    /// The message for a terminal: control characters (from names other users chose: paths,
+    /// process names) shown as escapes instead of sent.
+    pub fn terminal_message(&self) -> String {
+        crate::terminal::safe(self.to_string().as_bytes()).into_owned()
+    }
+
     /// An [`Error::Parse`] of `path`.
     pub(crate) fn parse(path: &Path, source: ParseError) -> Self {
         Self::Parse {

@@ -26,6 +26,7 @@ pub mod record;
 pub mod recording;
 pub mod report;
 pub mod symbolize;
+pub(crate) mod terminal;
 pub mod timeline;
 pub mod tools;
 

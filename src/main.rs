@@ -33,7 +33,7 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("jprof: error: {e}");
+            eprintln!("jprof: error: {}", e.terminal_message());
             std::process::ExitCode::from(2)
         }
     }

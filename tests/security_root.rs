@@ -947,3 +947,71 @@ fn a_binary_truncated_during_report_never_kills_it() {
         );
     }
 }
+
+/// Issue 24: a process of the user's names itself (argv and comm) with terminal escapes; root's
+/// `record -p`, `report -f text` and the flame graph's summary show them as `\x1b`, never send
+/// them to root's terminal (and the SVG stays valid XML).
+#[test]
+fn terminal_escapes_in_process_names_never_reach_roots_terminal() {
+    let _g = serial();
+    let work = tempfile::tempdir().unwrap();
+    let mut target = as_user("/usr/bin/python3");
+    target.args([
+        "-c",
+        "import ctypes, sys, time\n\
+         ctypes.CDLL(None).prctl(15, b'\\x1b[31mEVIL\\x07', 0, 0, 0)\n\
+         print('ready', flush=True)\n\
+         end = time.time() + 30\n\
+         while time.time() < end: pass\n",
+        "\x1b]0;pwned\x07",
+    ]);
+    let mut child = target.stdout(Stdio::piped()).spawn().unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let target = Running(child);
+    assert_eq!(ready.trim(), "ready");
+    let comm = std::fs::read(format!("/proc/{}/comm", target.pid())).unwrap();
+    assert!(
+        contains(&comm, b"\x1b[31m"),
+        "prctl did not name the process"
+    );
+    let data = work.path().join("esc.data");
+    let recorded = record_attached(target.pid(), &data, "1");
+    drop(target);
+    let text = succeeds(
+        jprof()
+            .args(["report", "-f", "text", "-o", "-", "-i"])
+            .arg(&data),
+    );
+    let svg = work.path().join("esc.svg");
+    let graph = succeeds(
+        jprof()
+            .args(["report", "-i"])
+            .arg(&data)
+            .arg("-o")
+            .arg(&svg),
+    );
+    let svg = std::fs::read(&svg).unwrap();
+    for (what, bytes) in [
+        ("record's stderr", &recorded.stderr),
+        ("record's stdout", &recorded.stdout),
+        ("the text report", &text.stdout),
+        ("the flame graph summary", &graph.stdout),
+        ("the SVG", &svg),
+    ] {
+        assert!(
+            !bytes.iter().any(|&b| b == 0x1b || b == 0x07),
+            "{what} carries a raw escape: {}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    assert!(
+        contains(&text.stdout, b"\\x1b]0;pwned\\x07"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+}

@@ -128,7 +128,7 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
         Target::Pid(_) => None,
     };
     if let Some(note) = pid_note {
-        eprintln!("jprof: {note}");
+        eprintln!("jprof: {}", crate::terminal::safe(note.as_bytes()));
         setup.notes.push(note.clone());
     }
 

@@ -58,5 +58,6 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         "  next: jprof report -i {}   # flamegraph.svg + top functions",
         path.display()
     );
+    let out = crate::terminal::safe(out.as_bytes());
     let _ = std::io::stderr().write_all(out.as_bytes());
 }

@@ -94,9 +94,14 @@ impl Look {
     /// inferno's options for this look, with `labels` and jprof's fixed colouring.
     fn options<'a>(&self, labels: &Labels, palette: Option<&'a mut PaletteMap>) -> Options<'a> {
         let mut options = Options::default();
-        options.title = self.title.clone().unwrap_or_else(|| labels.title.clone());
+        // The title holds the command line, which may carry control characters (invalid in
+        // XML, and escapes when the SVG is printed): shown as escapes.
+        fn shown(text: &str) -> String {
+            crate::terminal::safe(text.as_bytes()).into_owned()
+        }
+        options.title = shown(self.title.as_deref().unwrap_or(&labels.title));
         options.count_name = labels.count_name.clone();
-        options.subtitle = labels.subtitle.clone();
+        options.subtitle = labels.subtitle.as_deref().map(shown);
         if self.inverted {
             options.direction = Direction::Inverted;
         }

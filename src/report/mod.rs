@@ -95,8 +95,11 @@ pub fn run(config: &ReportConfig) -> Result<()> {
         crate::foreign_file::check_output(&path)?;
     }
     if config.format == Format::Text {
+        // Names in it come from other users' processes and files: no escape reaches a terminal.
         let text = input::text(&config.input)?;
-        return Destination::of(config.output.as_deref(), None).write_with(|w| w.write_all(&text));
+        let text = crate::terminal::safe(&text);
+        return Destination::of(config.output.as_deref(), None)
+            .write_with(|w| w.write_all(text.as_bytes()));
     }
     let loaded = input::load(&config.input)?;
     write_profile(config, loaded)
@@ -149,14 +152,16 @@ pub fn write_profile(config: &ReportConfig, loaded: Loaded) -> Result<()> {
             // The text top list goes to stdout next to the SVG file, or to stderr when the SVG
             // itself is on stdout, so it never corrupts the SVG.
             match &svg {
-                Destination::Stdout => io::stderr().write_all(&summary),
+                Destination::Stdout => {
+                    io::stderr().write_all(crate::terminal::safe(&summary).as_bytes())
+                }
                 Destination::File(path) => {
                     if drawn.is_ok() {
                         summary.extend_from_slice(
                             format!("\nFlame graph: {}\n", path.display()).as_bytes(),
                         );
                     }
-                    io::stdout().write_all(&summary)
+                    io::stdout().write_all(crate::terminal::safe(&summary).as_bytes())
                 }
             }
             .map_err(|e| Error::io(Path::new("<stdout>"), e))?;

@@ -108,7 +108,7 @@ pub fn run(config: &SymbolizeConfig, out: &mut dyn Write) -> Result<()> {
                 &ClockConversion::default(),
             );
             for note in &index.notes {
-                eprintln!("jprof: note: {note}");
+                eprintln!("jprof: note: {}", crate::terminal::safe(note.as_bytes()));
             }
             // Every body loaded at any time counts: the latest one at an address wins.
             print(
