@@ -258,6 +258,21 @@ fn a_perf_data_whose_library_changed_gets_names_only_from_the_recorded_build() {
     assert!(named > 0);
     setup.rebuild_library();
     setup.check_after_rebuild(&data, Some(&perf_home));
+
+    // Reported where the library is not installed at all: the note says which build to
+    // find, and a copy in a search directory names the frames.
+    std::fs::remove_file(&setup.library).unwrap();
+    let text = setup.report(&data, &setup.empty_home, "text", &[]);
+    let recorded = setup.original_id();
+    assert!(
+        text.lines().any(|l| l.contains("cannot read")
+            && l.contains(&setup.library.display().to_string())
+            && l.contains(&format!("no copy with its build id {recorded}"))),
+        "{text}"
+    );
+    let dir = setup.original.to_str().unwrap();
+    let (named, _) = setup.library_frames(&data, &setup.empty_home, &["--search-dir", dir]);
+    assert!(named > 0);
 }
 
 #[test]

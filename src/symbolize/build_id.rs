@@ -24,6 +24,9 @@ pub struct Lookup {
     copies: HashMap<Vec<u8>, Option<Arc<Binary>>>,
     /// Mapped path → the mismatch, for the notes.
     pub(crate) mismatches: BTreeMap<String, Mismatch>,
+    /// Mapped paths that could not be read and of whose recorded build id (hex) no copy was
+    /// found, for the notes.
+    pub(crate) not_found: BTreeMap<String, String>,
 }
 
 impl Lookup {
@@ -67,6 +70,9 @@ impl BinaryCache {
             }
         }
         let Some(on_disk) = on_disk else {
+            self.by_build_id
+                .not_found
+                .insert(path.to_string(), hex(recorded));
             return at_path;
         };
         let mismatch = Mismatch {

@@ -422,7 +422,14 @@ fn notes(
         } else if let Some(mismatch) = binaries.by_build_id.mismatches.get(path) {
             mismatch.why(path)
         } else if let Some(reason) = failures.get(path.as_str()) {
-            format!("cannot read {path} ({reason}) and the recording has no symbols for it")
+            let copy = match binaries.by_build_id.not_found.get(path) {
+                Some(id) => format!(
+                    "; no copy with its build id {id} was found (looked in --search-dir, \
+                     ~/.debug/.build-id and /usr/lib/debug/.build-id)"
+                ),
+                None => String::new(),
+            };
+            format!("cannot read {path} ({reason}) and the recording has no symbols for it{copy}")
         } else {
             format!("{path} has no symbol for these addresses")
         };
