@@ -184,6 +184,27 @@ fn every_format_carries_the_off_cpu_weight() {
         );
         std::fs::read(&path).unwrap()
     };
+    // The text report's top list names the user-level function that waited, not the
+    // scheduler every wait ends in; the kernel paths get their own table.
+    let text = String::from_utf8(report("text", "off.txt", "off-cpu")).unwrap();
+    let by_self = &text[text
+        .find("Top 15 functions by self time")
+        .expect("self table")..];
+    let by_self = &by_self[..by_self.find("\n\n").unwrap_or(by_self.len())];
+    let first = by_self.lines().nth(2).expect("a row");
+    assert!(
+        first.contains("sleep") && !first.ends_with("_[k]"),
+        "the top waiting function is not the user-level sleep: {by_self}"
+    );
+    assert!(!by_self.contains("schedule_[k]"), "{by_self}");
+    let paths = &text[text
+        .find("kernel paths of the waits off the CPU:")
+        .expect("kernel paths")..];
+    assert!(
+        paths.contains("nanosleep") && paths.contains("> schedule"),
+        "{paths}"
+    );
+
     let svg = String::from_utf8(report("flamegraph", "off.svg", "off-cpu")).unwrap();
     assert!(svg.contains("off-CPU time"), "the SVG's title says nothing");
     // Tooltips give the time with its unit: `wait_in_sleeper (1.00 s off-CPU, 49.95%)`.

@@ -358,3 +358,49 @@ fn progress_bars_only_on_a_terminal() {
     );
     assert_eq!(stderr, "", "nothing drawn on a pipe");
 }
+
+/// The text report's tables on the Java fixture: one table with `--sort`, `--limit` rows,
+/// callers and callees of the hot method; options that cannot apply are refused.
+#[test]
+fn text_tables_sort_limit_callers_callees() {
+    let (text, _) = java_report(&["--format", "text", "--sort", "self", "--limit", "3"]);
+    let table = &text[text
+        .find("Top 3 functions by self time:")
+        .expect("self table")..];
+    assert_eq!(table.lines().count(), 2 + 3, "{table}");
+    assert!(!text.contains("by total"), "{text}");
+    assert!(table.contains("demo.matrix.Matrix.multiply_[j]"), "{table}");
+
+    let (text, _) = java_report(&["-f", "text", "--callees", "demo.matrix.Matrix.multiply"]);
+    let callees = &text[text
+        .find("Callees of demo.matrix.Matrix.multiply_[j] (total ")
+        .expect("callees table")..];
+    // Most of multiply's time is its own; dot is among what it calls.
+    let share = |row: &str| -> f64 {
+        let line = callees
+            .lines()
+            .find(|l| l.ends_with(row))
+            .unwrap_or_else(|| panic!("no {row} in {callees}"));
+        line.trim().split('%').next().unwrap().parse().unwrap()
+    };
+    assert!(share("[self]") > 80.0, "{callees}");
+    assert!(share("demo.matrix.Matrix.dot_[j]") > 0.0, "{callees}");
+    let (text, _) = java_report(&["-f", "text", "--callers", "Matrix.dot"]);
+    assert!(
+        text.contains("Callers of demo.matrix.Matrix.dot_[j]")
+            && text.contains("demo.matrix.Matrix.multiply_[j]"),
+        "{text}"
+    );
+
+    let data = java("perf-jvmti.data");
+    let (_, err, ok) = outcome(&[
+        "report",
+        "-i",
+        data.to_str().unwrap(),
+        "-f",
+        "collapsed",
+        "--limit",
+        "5",
+    ]);
+    assert!(!ok && err.contains("--format text"), "{err}");
+}

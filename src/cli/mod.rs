@@ -35,7 +35,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording and write a flame graph, folded stacks or a text summary.
     #[command(
-        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -f text --sort total --limit 30\n  jprof report -f text --callers malloc   # who calls it, and how much\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
     Report(ReportArgs),
     /// List a jitdump (header and every record with its offset) or a recording's chunks.
@@ -271,6 +271,52 @@ pub struct ReportArgs {
     pub(crate) filters: FilterArgs,
     #[command(flatten)]
     pub(crate) flame: FlameArgs,
+    #[command(flatten)]
+    pub(crate) tables: TableArgs,
+}
+
+/// The text report's tables (`--format text`, and the summary next to a flame graph).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Text report")]
+pub(crate) struct TableArgs {
+    /// Only the top table by this weight (by default both: self, then total).
+    #[arg(long, value_enum, value_name = "self|total")]
+    pub(crate) sort: Option<SortArg>,
+    /// Rows per table.
+    #[arg(long, value_name = "N", default_value_t = crate::input::recording::text::DEFAULT_LIMIT as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) limit: u64,
+    /// Who calls FUNC, with the share of FUNC's time each caller accounts for, instead of the
+    /// top tables. FUNC is a name as the tables show it, or a part of one.
+    #[arg(long, value_name = "FUNC", conflicts_with = "callees")]
+    pub(crate) callers: Option<String>,
+    /// What FUNC calls (and `[self]`, its own time), instead of the top tables.
+    #[arg(long, value_name = "FUNC")]
+    pub(crate) callees: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum SortArg {
+    /// Time in the function itself.
+    #[value(name = "self")]
+    SelfTime,
+    /// Time in the function and everything it calls.
+    Total,
+}
+
+impl From<TableArgs> for crate::input::recording::text::Tables {
+    fn from(a: TableArgs) -> Self {
+        use crate::input::recording::text::SortBy;
+        Self {
+            sort: a.sort.map(|s| match s {
+                SortArg::SelfTime => SortBy::SelfWeight,
+                SortArg::Total => SortBy::Total,
+            }),
+            limit: usize::try_from(a.limit).unwrap_or(usize::MAX),
+            callers: a.callers,
+            callees: a.callees,
+        }
+    }
 }
 
 /// The filters every output format shares (report and diff).
@@ -525,6 +571,7 @@ impl From<ReportArgs> for ReportConfig {
                 debug_files: a.debug_files,
                 binary: a.binary,
                 signatures: a.filters.signatures,
+                tables: a.tables.into(),
             },
             format: match a.format {
                 FormatArg::Flamegraph => Format::Flamegraph,
@@ -551,6 +598,7 @@ impl From<DiffArgs> for DiffConfig {
                 debug_files: a.debug_files,
                 binary: None,
                 signatures: a.filters.signatures,
+                tables: Default::default(),
             },
             format: Format::Flamegraph,
             output: None,

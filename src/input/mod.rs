@@ -12,7 +12,7 @@
 
 pub(crate) mod mlpd;
 pub mod perf_data;
-pub(crate) mod recording;
+pub mod recording;
 pub mod xray;
 
 use std::path::{Path, PathBuf};
@@ -67,8 +67,10 @@ pub struct Request {
     pub(crate) debug_files: bool,
     /// The instrumented binary of an XRay log (`--binary`).
     pub(crate) binary: Option<PathBuf>,
-    /// Keep every Java signature (`--signatures`); by default only overloads keep theirs.
+    /// Names as written (`--signatures`); by default they are short (`profile::names`).
     pub(crate) signatures: bool,
+    /// The text report's tables (`--sort`, `--limit`, `--callers`, `--callees`).
+    pub(crate) tables: recording::text::Tables,
 }
 
 /// What an input hands the writers.
@@ -111,6 +113,8 @@ pub struct Accepts {
     pub search_dirs: bool,
     /// `--debug-files`: native code symbolized from separate debug files.
     pub debug_files: bool,
+    /// `--sort`, `--limit`, `--callers`, `--callees`: its text report has jprof's tables.
+    pub tables: bool,
 }
 
 impl Kind {
@@ -173,6 +177,7 @@ impl Kind {
             binary: false,
             search_dirs: false,
             debug_files: false,
+            tables: false,
         };
         match self {
             Self::Recording => Accepts {
@@ -180,6 +185,7 @@ impl Kind {
                 comm: true,
                 search_dirs: true,
                 debug_files: true,
+                tables: true,
                 ..none
             },
             Self::PerfData => Accepts {
@@ -187,6 +193,7 @@ impl Kind {
                 comm: true,
                 search_dirs: true,
                 debug_files: true,
+                tables: true,
                 ..none
             },
             Self::Mlpd => Accepts {
@@ -253,6 +260,13 @@ impl Kind {
                 "--search-dir",
                 "it is where the binaries, jitdumps and perf maps of a recording or perf.data \
                  are looked for",
+            );
+        }
+        if request.tables != recording::text::Tables::default() && !accepts.tables {
+            return refuse(
+                "--sort, --limit, --callers and --callees",
+                "they shape the text report of a recording or perf.data; this input's text \
+                 report is its own (mprof-report's or llvm-xray's tables)",
             );
         }
         if request.debug_files && !accepts.debug_files {
@@ -373,6 +387,18 @@ mod tests {
         refusal(Kind::Mlpd, &dirs);
         Kind::Recording.check(&dirs).unwrap();
         Kind::PerfData.check(&dirs).unwrap();
+
+        let tables = Request {
+            tables: recording::text::Tables {
+                callers: Some("main".into()),
+                ..Default::default()
+            },
+            ..request()
+        };
+        assert!(refusal(Kind::Mlpd, &tables).contains("--callers"));
+        refusal(Kind::XrayLog, &tables);
+        Kind::Recording.check(&tables).unwrap();
+        Kind::PerfData.check(&tables).unwrap();
 
         let debug = Request {
             debug_files: true,

@@ -86,6 +86,15 @@ impl Destination {
 /// Runs `jprof report`: the input gives its text report, or a profile that is written in the
 /// chosen format.
 pub fn run(config: &ReportConfig) -> Result<()> {
+    if !matches!(config.format, Format::Text | Format::Flamegraph)
+        && config.input.tables != crate::input::recording::text::Tables::default()
+    {
+        return Err(Error::Usage(
+            "--sort, --limit, --callers and --callees shape the text report: use them with \
+             --format text (or the flame graph, whose summary has the same tables)"
+                .into(),
+        ));
+    }
     // A bad destination is found before the report is computed.
     let default_file = match config.format {
         Format::Flamegraph => Some(DEFAULT_SVG),

@@ -3,7 +3,7 @@
 //! weighed. Its text report (`text.rs`) is the recording's summary and the top functions.
 
 mod coverage;
-pub(crate) mod text;
+pub mod text;
 
 use crate::error::{Error, Result};
 use crate::profile::context::first_sample_time;
@@ -13,9 +13,6 @@ use crate::symbolize::jit_index::JitIndex;
 use crate::symbolize::{self, ResolveOptions};
 
 use super::{perf_data, Kind, Loaded, Request, Weight};
-
-/// How many functions the text tables list.
-pub const TOP_N: usize = 15;
 
 /// Every format but text: the filtered, weighted profile and its context.
 pub fn load(request: &Request, kind: Kind) -> Result<Loaded> {
@@ -43,7 +40,7 @@ fn read(request: &Request, kind: Kind, xray_table: bool) -> Result<Loaded> {
         context.shows = w.shows;
     }
     let mut summary = Vec::new();
-    text::write(&recording, &profile, TOP_N, &mut summary)
+    text::write(&recording, &profile, &request.tables, &mut summary)
         .and_then(|()| match &xray {
             Some(x) if xray_table => x.write(&mut summary),
             Some(x) => {

@@ -24,9 +24,14 @@ pub struct FunctionCost {
 pub struct FunctionCosts {
     /// Sum of all sample weights: the 100%.
     pub total_weight: u64,
+    /// How many samples the profile has.
     pub samples: usize,
     /// Sorted by self weight, then total, then name.
     pub functions: Vec<FunctionCost>,
+    /// Off-CPU samples only: the kernel frames they waited in (`a > b > schedule`, outermost
+    /// first) with their weight, heaviest first. Their self weight is counted for the
+    /// user-level function that waited.
+    pub kernel_paths: Vec<(String, u64)>,
 }
 
 /// Stands in for the leaf of a sample that has no frame besides the thread name.
@@ -43,7 +48,10 @@ fn text_label(profile: &Profile, id: FrameId, frame: &Frame) -> String {
 }
 
 /// Self and total weight of every function. Root frames (thread names) are left out: they
-/// would be 100% of their thread and say nothing about code.
+/// would be 100% of their thread and say nothing about code. A switch off the CPU
+/// (`--weight off-cpu`, `wall`) ends in the kernel's scheduler whatever the program waited
+/// for, so its self weight goes to the user-level function that waited (the innermost frame
+/// outside the kernel), and its kernel path is counted in [`FunctionCosts::kernel_paths`].
 pub fn function_costs(profile: &Profile) -> FunctionCosts {
     // Distinct frames (e.g. one function at two lines) can share a label; cost is per label.
     let mut index: FxHashMap<String, usize> = FxHashMap::default();
@@ -69,12 +77,14 @@ pub fn function_costs(profile: &Profile) -> FunctionCosts {
         .collect();
     let no_frames = slot(NO_FRAMES.to_string());
     let mut total_weight = 0u64;
+    let mut kernel_paths: FxHashMap<Vec<FrameId>, u64> = FxHashMap::default();
     // The last sample (1-based) each function was counted for.
     let mut counted_in: Vec<usize> = vec![0; functions.len()];
     for (n, sample) in profile.samples.iter().enumerate() {
         let n = n + 1;
         total_weight += sample.weight;
         let mut leaf = no_frames;
+        let mut user_leaf = None;
         for &id in sample.stack.iter() {
             let Some(i) = slot_of_frame[id.0 as usize] else {
                 continue;
@@ -86,9 +96,24 @@ pub fn function_costs(profile: &Profile) -> FunctionCosts {
                 functions[i].total_weight += sample.weight;
             }
             leaf = i;
+            if profile.frame(id).kind != FrameKind::Kernel {
+                user_leaf = Some(i);
+            }
         }
         if leaf == no_frames {
             functions[leaf].total_weight += sample.weight;
+        }
+        if sample.off_cpu {
+            if let Some(user) = user_leaf {
+                let kernel: Vec<FrameId> = sample
+                    .stack
+                    .iter()
+                    .copied()
+                    .skip_while(|&id| profile.frame(id).kind != FrameKind::Kernel)
+                    .collect();
+                *kernel_paths.entry(kernel).or_default() += sample.weight;
+                leaf = user;
+            }
         }
         functions[leaf].self_weight += sample.weight;
     }
@@ -96,10 +121,23 @@ pub fn function_costs(profile: &Profile) -> FunctionCosts {
     functions.sort_by(|a, b| {
         (b.self_weight, b.total_weight, &a.name).cmp(&(a.self_weight, a.total_weight, &b.name))
     });
+    let mut kernel_paths: Vec<(String, u64)> = kernel_paths
+        .into_iter()
+        .filter(|(path, _)| !path.is_empty())
+        .map(|(path, weight)| {
+            let names: Vec<&str> = path
+                .iter()
+                .map(|&id| profile.frame(id).name.as_str())
+                .collect();
+            (names.join(" > "), weight)
+        })
+        .collect();
+    kernel_paths.sort_by(|a, b| (b.1, &a.0).cmp(&(a.1, &b.0)));
     FunctionCosts {
         total_weight,
         samples: profile.samples.len(),
         functions,
+        kernel_paths,
     }
 }
 
@@ -111,35 +149,61 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// The two top-`n` tables, by self and by total weight.
-pub fn write_top(costs: &FunctionCosts, n: usize, mut out: impl Write) -> io::Result<()> {
+/// The top tables: by self and by total weight (one of them with `--sort`), `limit` rows each,
+/// and for off-CPU weights the kernel paths the waits went through.
+pub fn write_top(costs: &FunctionCosts, tables: &Tables, mut out: impl Write) -> io::Result<()> {
     if costs.samples == 0 {
         return writeln!(out, "No samples to report.");
     }
+    let n = tables.limit;
     let whole = costs.total_weight;
-    writeln!(out, "Top {n} functions by self time:")?;
-    let by_self = costs.functions.iter().filter(|f| f.self_weight > 0).take(n);
-    write_rows(
-        &mut out,
-        ("self%", "total%"),
-        by_self,
-        |f| (f.self_weight, f.total_weight),
-        whole,
-    )?;
-    let mut by_total: Vec<&FunctionCost> = costs.functions.iter().collect();
-    by_total.sort_by(|a, b| {
-        (b.total_weight, b.self_weight, &a.name).cmp(&(a.total_weight, a.self_weight, &b.name))
-    });
-    writeln!(out)?;
-    writeln!(out, "Top {n} functions by total (inclusive) time:")?;
-    let by_total = by_total.into_iter().take(n);
-    write_rows(
-        &mut out,
-        ("total%", "self%"),
-        by_total,
-        |f| (f.total_weight, f.self_weight),
-        whole,
-    )
+    let waits = !costs.kernel_paths.is_empty();
+    if tables.sort != Some(SortBy::Total) {
+        write!(out, "Top {n} functions by self time")?;
+        if waits {
+            write!(
+                out,
+                " (a wait off the CPU counts for the user-level function that waited; its \
+                 kernel path is listed below)"
+            )?;
+        }
+        writeln!(out, ":")?;
+        let by_self = costs.functions.iter().filter(|f| f.self_weight > 0).take(n);
+        write_rows(
+            &mut out,
+            ("self%", "total%"),
+            by_self,
+            |f| (f.self_weight, f.total_weight),
+            whole,
+        )?;
+    }
+    if tables.sort != Some(SortBy::SelfWeight) {
+        let mut by_total: Vec<&FunctionCost> = costs.functions.iter().collect();
+        by_total.sort_by(|a, b| {
+            (b.total_weight, b.self_weight, &a.name).cmp(&(a.total_weight, a.self_weight, &b.name))
+        });
+        if tables.sort.is_none() {
+            writeln!(out)?;
+        }
+        writeln!(out, "Top {n} functions by total (inclusive) time:")?;
+        let by_total = by_total.into_iter().take(n);
+        write_rows(
+            &mut out,
+            ("total%", "self%"),
+            by_total,
+            |f| (f.total_weight, f.self_weight),
+            whole,
+        )?;
+    }
+    if waits {
+        writeln!(out)?;
+        writeln!(out, "Top {n} kernel paths of the waits off the CPU:")?;
+        writeln!(out, "  {:>7}  kernel frames, outermost first", "self%")?;
+        for (path, weight) in costs.kernel_paths.iter().take(n) {
+            writeln!(out, "  {:>6.2}%  {path}", percent(*weight, whole))?;
+        }
+    }
+    Ok(())
 }
 
 /// One table of [`write_top`]: a header naming the two percentage columns, then a row per
@@ -265,16 +329,198 @@ pub fn write_summary(
     Ok(())
 }
 
-/// The full text report: summary, then the top-`n` tables.
+/// The full text report: summary, then the top tables, or the callers or callees of a
+/// function (`--callers`, `--callees`).
 pub fn write(
     recording: &Recording,
     profile: &Profile,
-    n: usize,
+    tables: &Tables,
     mut out: impl Write,
 ) -> io::Result<()> {
     write_summary(recording, profile, &mut out)?;
     writeln!(out)?;
-    write_top(&function_costs(profile), n, out)
+    match (&tables.callers, &tables.callees) {
+        (Some(function), _) => write_neighbours(profile, function, Direction::Callers, tables, out),
+        (None, Some(function)) => {
+            write_neighbours(profile, function, Direction::Callees, tables, out)
+        }
+        (None, None) => write_top(&function_costs(profile), tables, out),
+    }
+}
+
+/// How the text report's tables are chosen, sorted and cut (`report --sort`, `--limit`,
+/// `--callers`, `--callees`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tables {
+    /// Only the table by this weight (`--sort`); both when None.
+    pub sort: Option<SortBy>,
+    /// Rows per table (`--limit`).
+    pub limit: usize,
+    /// Show who calls this function instead of the top tables (`--callers`).
+    pub callers: Option<String>,
+    /// Show what this function calls instead of the top tables (`--callees`).
+    pub callees: Option<String>,
+}
+
+/// How many rows a table has by default.
+pub const DEFAULT_LIMIT: usize = 15;
+
+impl Default for Tables {
+    fn default() -> Self {
+        Self {
+            sort: None,
+            limit: DEFAULT_LIMIT,
+            callers: None,
+            callees: None,
+        }
+    }
+}
+
+/// What the top table is sorted by (`--sort`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortBy {
+    /// The weight of samples where the function is the leaf.
+    SelfWeight,
+    /// The weight of samples where the function is anywhere on the stack.
+    Total,
+}
+
+/// Which neighbours of a function a table lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Callers,
+    Callees,
+}
+
+/// The frames `wanted` names: those whose name or label is exactly it, else those whose name
+/// contains it.
+fn matching_frames(profile: &Profile, wanted: &str) -> Vec<bool> {
+    let exact: Vec<bool> = profile
+        .frames()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            f.kind != FrameKind::Root
+                && (f.name == wanted
+                    || crate::profile::frame_label(f) == wanted
+                    || text_label(profile, FrameId(i as u32), f) == wanted)
+        })
+        .collect();
+    if exact.iter().any(|&m| m) {
+        return exact;
+    }
+    profile
+        .frames()
+        .iter()
+        .map(|f| f.kind != FrameKind::Root && f.name.contains(wanted))
+        .collect()
+}
+
+/// The callers or callees of `function`: for every sample with it on the stack, the function
+/// next to it (towards the root for callers, the leaf for callees; `[self]` where it is the
+/// leaf, `[root]` where nothing called it), each counted once per sample. Shares are of the
+/// function's total weight.
+fn write_neighbours(
+    profile: &Profile,
+    function: &str,
+    direction: Direction,
+    tables: &Tables,
+    mut out: impl Write,
+) -> io::Result<()> {
+    let matches = matching_frames(profile, function);
+    let is_match = |id: FrameId| matches[id.0 as usize];
+    let mut names: Vec<String> = profile
+        .frames()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| matches[*i])
+        .map(|(i, f)| text_label(profile, FrameId(i as u32), f))
+        .collect();
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        return writeln!(
+            out,
+            "No function matches {function:?}: give a name as the top table lists it, or a \
+             part of one."
+        );
+    }
+    let whole: u64 = profile.samples.iter().map(|s| s.weight).sum();
+    let mut total = 0u64;
+    let mut neighbours: FxHashMap<String, u64> = FxHashMap::default();
+    for sample in &profile.samples {
+        let stack = &sample.stack;
+        if !stack.iter().any(|&id| is_match(id)) {
+            continue;
+        }
+        total += sample.weight;
+        let mut seen: Vec<String> = Vec::new();
+        for (i, &id) in stack.iter().enumerate() {
+            if !is_match(id) {
+                continue;
+            }
+            let next = match direction {
+                Direction::Callers => i.checked_sub(1).map(|j| stack[j]),
+                Direction::Callees => stack.get(i + 1).copied(),
+            };
+            let name = match next {
+                // Recursion: the function calling itself is not a neighbour.
+                Some(n) if is_match(n) => continue,
+                Some(n) if profile.frame(n).kind == FrameKind::Root => "[root]".to_string(),
+                Some(n) => text_label(profile, n, profile.frame(n)),
+                None if direction == Direction::Callees => "[self]".to_string(),
+                None => "[root]".to_string(),
+            };
+            if !seen.contains(&name) {
+                *neighbours.entry(name.clone()).or_default() += sample.weight;
+                seen.push(name);
+            }
+        }
+    }
+    let what = match direction {
+        Direction::Callers => "Callers",
+        Direction::Callees => "Callees",
+    };
+    writeln!(
+        out,
+        "{what} of {} (total {:.2}%, self {:.2}% of all samples):",
+        names.join(", "),
+        percent(total, whole),
+        percent(own_weight(profile, &matches), whole)
+    )?;
+    let mut rows: Vec<(String, u64)> = neighbours.into_iter().collect();
+    rows.sort_by(|a, b| (b.1, &a.0).cmp(&(a.1, &b.0)));
+    let column = match direction {
+        Direction::Callers => "caller",
+        Direction::Callees => "callee",
+    };
+    writeln!(out, "  {:>7} {:>7}  {column}", "share", "total%")?;
+    for (name, weight) in rows.iter().take(tables.limit) {
+        writeln!(
+            out,
+            "  {:>6.2}% {:>6.2}%  {name}",
+            percent(*weight, total),
+            percent(*weight, whole)
+        )?;
+    }
+    if rows.len() > tables.limit {
+        writeln!(
+            out,
+            "  ({} more; --limit shows more)",
+            rows.len() - tables.limit
+        )?;
+    }
+    Ok(())
+}
+
+/// The weight of samples whose leaf is one of the matching frames.
+fn own_weight(profile: &Profile, matches: &[bool]) -> u64 {
+    profile
+        .samples
+        .iter()
+        .filter(|s| s.stack.last().is_some_and(|id| matches[id.0 as usize]))
+        .map(|s| s.weight)
+        .sum()
 }
 
 #[cfg(test)]
@@ -332,7 +578,7 @@ mod tests {
             (&[("main", Native), ("b", Native)], 1),
         ]);
         let mut out = Vec::new();
-        write_top(&function_costs(&p), 15, &mut out).unwrap();
+        write_top(&function_costs(&p), &Tables::default(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains(" 75.00% 100.00%  a") || text.contains("75.00%  75.00%  a"),
@@ -392,10 +638,172 @@ mod tests {
         assert_eq!(cost(&c, "f").total_weight, 5);
     }
 
+    fn text_of(p: &Profile, tables: &Tables) -> String {
+        let mut out = Vec::new();
+        match (&tables.callers, &tables.callees) {
+            (Some(f), _) => write_neighbours(p, f, Direction::Callers, tables, &mut out),
+            (None, Some(f)) => write_neighbours(p, f, Direction::Callees, tables, &mut out),
+            (None, None) => write_top(&function_costs(p), tables, &mut out),
+        }
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn callers_and_callees_with_their_shares() {
+        let p = profile(&[
+            (&[("main", Native), ("a", Native), ("work", Native)], 30),
+            (&[("main", Native), ("b", Native), ("work", Native)], 10),
+            // Recursion: work calling itself counts once, under its outer caller.
+            (
+                &[
+                    ("main", Native),
+                    ("a", Native),
+                    ("work", Native),
+                    ("work", Native),
+                    ("leaf", Native),
+                ],
+                40,
+            ),
+            (&[("main", Native), ("other", Native)], 20),
+        ]);
+        let callers = text_of(
+            &p,
+            &Tables {
+                callers: Some("work".into()),
+                ..Tables::default()
+            },
+        );
+        assert!(
+            callers.starts_with("Callers of work (total 80.00%, self 40.00% of all samples):\n"),
+            "{callers}"
+        );
+        assert!(callers.contains(" 87.50%  70.00%  a\n"), "{callers}");
+        assert!(callers.contains(" 12.50%  10.00%  b\n"), "{callers}");
+        let callees = text_of(
+            &p,
+            &Tables {
+                callees: Some("work".into()),
+                limit: 1,
+                ..Tables::default()
+            },
+        );
+        assert!(callees.contains(" 50.00%  40.00%  [self]\n"), "{callees}");
+        assert!(
+            callees.contains("(1 more; --limit shows more)"),
+            "{callees}"
+        );
+        assert!(!callees.contains("leaf"), "{callees}");
+        // A part of a name matches; nothing matching says so.
+        assert!(text_of(
+            &p,
+            &Tables {
+                callers: Some("ork".into()),
+                ..Tables::default()
+            }
+        )
+        .contains("Callers of work "));
+        assert!(text_of(
+            &p,
+            &Tables {
+                callees: Some("nothing".into()),
+                ..Tables::default()
+            }
+        )
+        .starts_with("No function matches \"nothing\""));
+    }
+
+    #[test]
+    fn sort_and_limit_pick_the_table_and_its_rows() {
+        let p = profile(&[
+            (&[("main", Native), ("a", Native)], 3),
+            (&[("main", Native), ("b", Native)], 2),
+            (&[("main", Native), ("c", Native)], 1),
+        ]);
+        let by_total = text_of(
+            &p,
+            &Tables {
+                sort: Some(SortBy::Total),
+                limit: 2,
+                ..Tables::default()
+            },
+        );
+        assert_eq!(
+            by_total,
+            "Top 2 functions by total (inclusive) time:\n   total%   self%  function\n\
+             \x20 100.00%   0.00%  main\n   50.00%  50.00%  a\n"
+        );
+        let by_self = text_of(
+            &p,
+            &Tables {
+                sort: Some(SortBy::SelfWeight),
+                ..Tables::default()
+            },
+        );
+        assert!(by_self.starts_with("Top 15 functions by self time:\n"));
+        assert!(!by_self.contains("by total"));
+        assert_eq!(by_self.lines().count(), 2 + 3);
+    }
+
+    #[test]
+    fn a_wait_counts_for_the_user_function_that_waited() {
+        let mut p = profile(&[
+            (
+                &[
+                    ("main", Native),
+                    ("read_config", Native),
+                    ("read", Native),
+                    ("ksys_read", Kernel),
+                    ("schedule", Kernel),
+                ],
+                600,
+            ),
+            (
+                &[
+                    ("main", Native),
+                    ("nanosleep", Native),
+                    ("do_nanosleep", Kernel),
+                    ("schedule", Kernel),
+                ],
+                400,
+            ),
+        ]);
+        for s in &mut p.samples {
+            s.off_cpu = true;
+        }
+        let costs = function_costs(&p);
+        assert_eq!(cost(&costs, "read").self_weight, 600);
+        assert_eq!(cost(&costs, "nanosleep").self_weight, 400);
+        assert_eq!(cost(&costs, "schedule_[k]").self_weight, 0);
+        assert_eq!(cost(&costs, "schedule_[k]").total_weight, 1000);
+        assert_eq!(
+            costs.kernel_paths,
+            vec![
+                ("ksys_read > schedule".to_string(), 600),
+                ("do_nanosleep > schedule".to_string(), 400)
+            ]
+        );
+        let text = text_of(&p, &Tables::default());
+        assert!(
+            text.contains("Top 15 kernel paths of the waits off the CPU:"),
+            "{text}"
+        );
+        assert!(text.contains(" 60.00%  ksys_read > schedule\n"), "{text}");
+        // A CPU sample in the kernel stays the kernel's.
+        let cpu = profile(&[(&[("main", Native), ("ksys_read", Kernel)], 1)]);
+        assert_eq!(cost(&function_costs(&cpu), "ksys_read_[k]").self_weight, 1);
+        assert!(function_costs(&cpu).kernel_paths.is_empty());
+    }
+
     #[test]
     fn empty_profile_says_so() {
         let mut out = Vec::new();
-        write_top(&function_costs(&Profile::default()), 15, &mut out).unwrap();
+        write_top(
+            &function_costs(&Profile::default()),
+            &Tables::default(),
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "No samples to report.\n");
     }
 }
