@@ -9,8 +9,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use jprof::format::perf::Record;
 use jprof::recording::Recording;
 use jprof::symbolize::{resolve, ResolveOptions};
+use object::Object;
 
 /// Kills the target when the test ends, pass or fail.
 struct Target(Child);
@@ -70,6 +72,33 @@ spin()\n";
 
     let rec = Recording::open(&data).unwrap();
     assert_eq!(rec.meta.attached_pid, Some(target.0.id()));
+    // The synthesized MMAP2 record of the interpreter carries its file's build id (read from
+    // its notes), as the kernel's own records do, so a report can tell a changed file.
+    let exe = std::fs::read_link(format!("/proc/{}/exe", target.0.id())).unwrap();
+    let bytes = std::fs::read(&exe).unwrap();
+    let on_disk = object::File::parse(&*bytes)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .expect("python3 has a build id")
+        .to_vec();
+    let layout = rec.layout();
+    let recorded: Vec<Option<Vec<u8>>> = rec
+        .perf_records()
+        .filter_map(|raw| match layout.parse(&raw.ok()?).ok()? {
+            Record::Mmap2 {
+                filename, build_id, ..
+            } if std::path::Path::new(&filename) == exe => Some(build_id),
+            _ => None,
+        })
+        .collect();
+    assert!(!recorded.is_empty(), "an MMAP2 record of {}", exe.display());
+    assert!(
+        recorded
+            .iter()
+            .all(|id| id.as_deref() == Some(&on_disk[..])),
+        "{recorded:?}"
+    );
     let profile = resolve(&rec, &ResolveOptions::default()).unwrap();
     let mut tids: Vec<u32> = profile.samples.iter().map(|s| s.tid).collect();
     tids.sort_unstable();
