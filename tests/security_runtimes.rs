@@ -398,19 +398,114 @@ fn python_never_writes_through_perf_maps_planted_in_tmp() {
     let pid = target_pid(&data);
     maps.assert_untouched(&victim);
     // Every pid jprof took was planted: it tried three, then launched without asking Python,
-    // and says why.
+    // and says why. (Where the kernel guards /tmp, jprof asks, and the kernel refuses them.)
+    if !tmp_guarded() {
+        assert!(
+            text.contains(&format!("python (pid {pid}): jprof did not ask it"))
+                && text.contains("is not jprof's"),
+            "{text}"
+        );
+        let planted_here = maps
+            .links
+            .iter()
+            .chain(&maps.files)
+            .any(|p| p.ends_with(format!("perf-{pid}.map")));
+        assert!(
+            planted_here,
+            "the launched pid {pid} was not among those planted: {text}"
+        );
+    }
+}
+
+/// Issue 24 with Deno: its V8 takes a path, so it writes into jprof's private directory
+/// whatever the working directory is. Run from a directory the user owns (names planted for
+/// every pid there): nothing is written there, nothing planted is touched, and the JavaScript
+/// is still named.
+#[test]
+fn deno_writes_only_into_the_private_directory() {
+    let _serial = serial();
+    let (uid, gid) = user();
+    let shared = tempfile::Builder::new()
+        .prefix("jprofsec-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::os::unix::fs::chown(shared.path(), Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("hot.js");
+    std::fs::write(&script, NODE_SCRIPT).unwrap();
+    let victim = victim();
+    let planted = plant(shared.path(), "jit-{pid}.dump", &victim.path);
+    let data = work.path().join("deno.data");
+    let out = run(Command::new(JPROF)
+        .current_dir(shared.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "deno", "run"])
+        .arg(&script)
+        .env_remove("DENO_V8_FLAGS"));
+    let text = stderr(&out);
+    let pid = target_pid(&data);
+    planted.assert_untouched(&victim);
     assert!(
-        text.contains(&format!("python (pid {pid}): jprof did not ask it"))
-            && text.contains("is not jprof's"),
+        text.contains(&format!("deno (pid {pid}): it wrote its JIT names")),
         "{text}"
     );
+    let roots: Vec<String> = std::fs::read_dir(shared.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == 0))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(roots.is_empty(), "root wrote {roots:?}");
+}
+
+/// Issue 24 with the BEAM JIT's `/tmp/perf-PID.map` (`+JPperf map` truncates through links):
+/// planted for every pid jprof could get, none is written through; jprof says why.
+#[test]
+fn erlang_never_writes_through_perf_maps_planted_in_tmp() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    let victim = victim();
+    let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
+    let data = work.path().join("erl.data");
+    let out = run(Command::new(JPROF)
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "erl",
+            "-noshell",
+            "-eval",
+            "erlang:display(ok), halt().",
+        ])
+        .env_remove("ERL_FLAGS"));
+    let text = stderr(&out);
+    let pid = target_pid(&data);
+    maps.assert_untouched(&victim);
     let planted_here = maps
         .links
         .iter()
         .chain(&maps.files)
         .any(|p| p.ends_with(format!("perf-{pid}.map")));
-    assert!(
-        planted_here,
-        "the launched pid {pid} was not among those planted: {text}"
-    );
+    // Where the kernel guards /tmp, jprof asks, and the kernel refuses the planted names.
+    if !tmp_guarded() {
+        assert!(
+            planted_here,
+            "the launched pid {pid} was not planted: {text}"
+        );
+        assert!(
+            text.contains(&format!("erlang (pid {pid}): jprof did not ask it"))
+                && text.contains("is not jprof's"),
+            "{text}"
+        );
+    }
+}
+
+/// Whether the kernel refuses names planted in /tmp (`fs.protected_symlinks` and
+/// `fs.protected_regular`); these machines have both off.
+fn tmp_guarded() -> bool {
+    let read = |n: &str| std::fs::read_to_string(format!("/proc/sys/fs/{n}")).unwrap_or_default();
+    read("protected_symlinks").trim() == "1" && read("protected_regular").trim() != "0"
 }
