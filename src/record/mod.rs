@@ -214,10 +214,14 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     if let Some(list) = leftover_list {
         side.list_leftovers(list);
     }
+    let writer_failed = stop.writer_failed();
     let writer_thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
             let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side);
+            if result.is_err() {
+                writer_failed.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             (result, calibration, side)
         })
         .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
@@ -279,7 +283,13 @@ pub fn run(config: &RecordConfig) -> Result<i32> {
     let (result, calibration, mut side) = writer_thread
         .join()
         .map_err(|_| Error::Other("the writer thread panicked".into()))?;
-    let (mut out, counters) = result?;
+    let (mut out, counters) = result.map_err(|e| {
+        Error::Other(format!(
+            "{e}; {stopped_by}. What was written is kept in {p}, readable up to its last \
+             complete chunk: jprof report -i {p}",
+            p = partial.display()
+        ))
+    })?;
 
     let clock = calibration.finish();
     out.write_json(ChunkKind::CLOCK, &clock)?;

@@ -18,6 +18,8 @@ pub(super) struct StopFlags {
     interrupt: Arc<AtomicBool>,
     terminate: Arc<AtomicBool>,
     hangup: Arc<AtomicBool>,
+    /// Set by the writer thread when it cannot write the recording (a full disk).
+    writer_failed: Arc<AtomicBool>,
 }
 
 impl StopFlags {
@@ -26,6 +28,7 @@ impl StopFlags {
             interrupt: Arc::default(),
             terminate: Arc::default(),
             hangup: Arc::default(),
+            writer_failed: Arc::default(),
         };
         for (sig, flag) in [
             (libc::SIGINT, &flags.interrupt),
@@ -36,6 +39,12 @@ impl StopFlags {
                 .map_err(|e| Error::Other(format!("cannot install the signal handler: {e}")))?;
         }
         Ok(flags)
+    }
+
+    /// The flag the writer thread sets when it fails: recording then stops as for
+    /// `--duration`, since nothing more can be kept.
+    pub(super) fn writer_failed(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.writer_failed)
     }
 }
 
@@ -189,6 +198,14 @@ impl Launched {
                 self.following_since.get_or_insert(now);
             }
         }
+        if stop.writer_failed.load(Ordering::SeqCst) && self.term_sent_at.is_none() {
+            *stopped_by =
+                "the recording could not be written (SIGTERM sent to the target's processes)"
+                    .into();
+            events::disable_all(events);
+            tree.signal_all(libc::SIGTERM);
+            self.term_sent_at = Some(now);
+        }
         if let Some(duration) = duration.filter(|&d| now >= started + d) {
             if self.term_sent_at.is_none() {
                 *stopped_by = format!(
@@ -263,6 +280,10 @@ fn attached_pass(
             "--duration {:.1}s reached (the target keeps running)",
             duration.as_secs_f64()
         );
+        return Pass::Stop(None);
+    }
+    if stop.writer_failed.load(Ordering::SeqCst) {
+        *stopped_by = "the recording could not be written (the target keeps running)".into();
         return Pass::Stop(None);
     }
     if !attach::alive(pid) {
