@@ -185,6 +185,41 @@ pub struct Summary {
     pub off_cpu: Option<OffCpuCounts>,
 }
 
+impl Summary {
+    /// What the recording lost, one exact phrase per kind of loss (empty: nothing). The kernel
+    /// counts records lost to a full ring buffer without saying which were samples, so they
+    /// are never called samples.
+    pub fn losses(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if self.lost_records > 0 {
+            parts.push(format!(
+                "{} records lost by the kernel (a ring buffer was full; samples and other \
+                 records alike, not told apart)",
+                self.lost_records
+            ));
+        }
+        if self.lost_samples > 0 {
+            parts.push(format!(
+                "{} samples lost by the kernel (PERF_RECORD_LOST_SAMPLES)",
+                self.lost_samples
+            ));
+        }
+        if self.throttles > 0 {
+            parts.push(format!(
+                "sampling throttled {} times by the kernel",
+                self.throttles
+            ));
+        }
+        if self.dropped_batches > 0 {
+            parts.push(format!(
+                "{} samples in {} batches dropped by jprof (its writer fell behind)",
+                self.dropped_samples, self.dropped_batches
+            ));
+        }
+        parts
+    }
+}
+
 /// Context switches seen with `--off-cpu`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct OffCpuCounts {
@@ -747,4 +782,42 @@ fn default_meta(records: &[u8]) -> Option<Meta> {
         event,
         start_unix_ns: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn losses_never_call_lost_records_samples_nor_say_zero() {
+        let ring_full = Summary {
+            lost_records: 3456,
+            ..Summary::default()
+        };
+        assert_eq!(
+            ring_full.losses(),
+            [
+                "3456 records lost by the kernel (a ring buffer was full; samples and other \
+              records alike, not told apart)"
+            ]
+        );
+        assert!(Summary::default().losses().is_empty());
+        let all = Summary {
+            lost_records: 1,
+            lost_samples: 2,
+            throttles: 3,
+            dropped_batches: 4,
+            dropped_samples: 5,
+            ..Summary::default()
+        };
+        let text = all.losses().join("; ");
+        assert!(!text.contains(" 0 "), "{text}");
+        for part in [
+            "2 samples lost by the kernel",
+            "throttled 3 times",
+            "5 samples in 4 batches dropped by jprof",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
+    }
 }

@@ -95,7 +95,9 @@ fn text_format_prints_the_recording_summary() {
         "Command:   ./app --fast",
         "Event:     cpu-clock at 999 Hz, call graph fp, no kernel frames (no PMU: cpu-clock instead)",
         "Clock:     CLOCK_MONOTONIC",
-        "Lost:      3 records, 7 samples; 2 throttles",
+        "Lost:      3 records lost by the kernel (a ring buffer was full; samples and other \
+         records alike, not told apart); 7 samples lost by the kernel (PERF_RECORD_LOST_SAMPLES); \
+         sampling throttled 2 times by the kernel",
         "Threads:   5 in 1 processes",
         "Duration:  1.500 s, exit code 0, stopped by target exited",
         "Note:      kernel frames unavailable",

@@ -574,6 +574,38 @@ fn diff_takes_folded_files_with_long_lines() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("<svg"));
 }
 
+/// `diff` used to drop a line it could not read without a word (inferno skips it), and to
+/// add counts without checking.
+#[test]
+fn diff_names_the_file_and_line_of_a_bad_folded_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.folded");
+    let b = dir.path().join("b.folded");
+    std::fs::write(&a, "main;f 10\nmain;g 5\n").unwrap();
+    for (content, says) in [
+        (
+            "main;f 10\nmain;g five\n",
+            "b.folded:2: expected a folded line",
+        ),
+        (
+            "main;f 18446744073709551615\nmain;g 1\n",
+            "b.folded:2: the counts up to this line add up to more than",
+        ),
+    ] {
+        std::fs::write(&b, content).unwrap();
+        let out = jprof()
+            .arg("diff")
+            .arg(&a)
+            .arg(&b)
+            .args(["-o", "-"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{content:?}");
+        assert!(out.stdout.is_empty(), "{content:?}: no graph");
+        assert!(text(&out).contains(says), "{content:?}: {}", text(&out));
+    }
+}
+
 #[test]
 fn losses_show_in_the_flame_graph_and_exports() {
     let dir = tempfile::tempdir().unwrap();

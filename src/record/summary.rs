@@ -32,11 +32,14 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         e.call_graph,
         if e.kernel_callchains { "on" } else { "off" }
     );
-    let _ = writeln!(
-        out,
-        "  threads {}, processes {}; lost records {}, lost samples {}, throttled {} times, dropped batches {} ({} samples)",
-        s.threads, s.processes, s.lost_records, s.lost_samples, s.throttles, s.dropped_batches, s.dropped_samples
-    );
+    let _ = writeln!(out, "  threads {}, processes {}", s.threads, s.processes);
+    let losses = s.losses();
+    if losses.is_empty() {
+        let _ = writeln!(out, "  lost: nothing");
+    }
+    for loss in losses {
+        let _ = writeln!(out, "  lost: {loss}");
+    }
     if let Some(off) = &s.off_cpu {
         let _ = writeln!(out, "  off-CPU: {}", off.describe(e.off_cpu_min_ns));
     }

@@ -82,11 +82,7 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
         )
         .map_err(|e| Error::io(path, e))?;
         return Ok(Side {
-            folded: text
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_string)
-                .collect(),
+            folded: folded_lines(path, &text)?,
             count_name: "samples".into(),
             unit: crate::profile::WeightUnit::Events,
             full_names: Default::default(),
@@ -113,6 +109,47 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
         unit: loaded.context.weight_unit,
         full_names: labels.full_names,
     })
+}
+
+/// The lines of a folded-stacks file, each checked: a stack, a space, a whole count; the counts
+/// must add up to at most `u64::MAX` (inferno would drop a bad line without a word, and sums
+/// counts without checking). Blank lines are skipped.
+fn folded_lines(path: &Path, text: &str) -> Result<Vec<String>> {
+    let mut total = 0u64;
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{}:{}", path.display(), i + 1);
+        let count = line
+            .rsplit_once(' ')
+            .filter(|(stack, count)| {
+                !stack.trim().is_empty() && count.bytes().all(|b| b.is_ascii_digit())
+            })
+            .and_then(|(_, count)| count.parse::<u64>().ok());
+        let Some(count) = count else {
+            let shown: String = line.chars().take(80).collect();
+            return Err(Error::Other(format!(
+                "{}: expected a folded line `frame;frame;... COUNT` (a stack, a space and a whole \
+                 count of at most {}), found {shown:?}{}",
+                at(),
+                u64::MAX,
+                if shown.len() < line.len() { "…" } else { "" }
+            )));
+        };
+        total = total.checked_add(count).ok_or_else(|| {
+            Error::Other(format!(
+                "{}: the counts up to this line add up to more than {}, which jprof diff cannot \
+                 weigh",
+                at(),
+                u64::MAX
+            ))
+        })?;
+        lines.push(line.to_string());
+    }
+    Ok(lines)
 }
 
 /// The two-count folded lines (`stack before after`) inferno draws as a differential graph.
@@ -211,6 +248,27 @@ mod tests {
         let mut cut = "main;caf\u{e9} 4\nmain;\u{e9}".as_bytes().to_vec();
         cut.pop();
         assert!(looks_folded(&cut));
+    }
+
+    #[test]
+    fn bad_folded_lines_and_overflowing_counts_are_errors_with_file_and_line() {
+        let path = Path::new("a.folded");
+        assert_eq!(
+            folded_lines(path, "main;f 3\n\nmain;g 4 \n").unwrap(),
+            ["main;f 3", "main;g 4"]
+        );
+        for (text, line, says) in [
+            ("main;f 3\nmain;g\n", 2, "found \"main;g\""),
+            ("main;f 3\nmain;g 1.5\n", 2, "a whole count"),
+            ("main;f -3\n", 1, "a whole count"),
+            (" 7\n", 1, "a stack"),
+            ("a 18446744073709551616\n", 1, "a whole count"),
+            ("a 18446744073709551615\nb 1\n", 2, "add up to more than"),
+        ] {
+            let e = folded_lines(path, text).unwrap_err().to_string();
+            assert!(e.contains(&format!("a.folded:{line}: ")), "{text:?}: {e}");
+            assert!(e.contains(says), "{text:?}: {e}");
+        }
     }
 
     #[test]

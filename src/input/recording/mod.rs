@@ -108,24 +108,8 @@ fn title(recording: &Recording) -> String {
 /// What the recording lost, for every output's title or subtitle: a flame graph missing a
 /// share of its samples must say so where the user looks.
 pub fn losses(recording: &Recording) -> Option<String> {
-    let s = recording.summary.as_ref()?;
-    let mut parts = Vec::new();
-    if s.lost_samples > 0 || s.lost_records > 0 {
-        parts.push(format!(
-            "{} samples lost ({} records dropped by the kernel)",
-            s.lost_samples, s.lost_records
-        ));
-    }
-    if s.throttles > 0 {
-        parts.push(format!("throttled {} times", s.throttles));
-    }
-    if s.dropped_batches > 0 {
-        parts.push(format!(
-            "{} samples in {} batches dropped by jprof",
-            s.dropped_samples, s.dropped_batches
-        ));
-    }
-    (!parts.is_empty()).then(|| format!("incomplete: {}", parts.join(", ")))
+    let parts = recording.summary.as_ref()?.losses();
+    (!parts.is_empty()).then(|| format!("incomplete: {}", parts.join("; ")))
 }
 
 /// What the widths of a weighed profile count.

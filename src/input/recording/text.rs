@@ -285,11 +285,12 @@ pub fn write_summary(
                 s.samples,
                 profile.samples.len()
             )?;
-            writeln!(
-                out,
-                "Lost:      {} records, {} samples; {} throttles; {} batches dropped by jprof",
-                s.lost_records, s.lost_samples, s.throttles, s.dropped_batches
-            )?;
+            let losses = s.losses();
+            if losses.is_empty() {
+                writeln!(out, "Lost:      nothing")?;
+            } else {
+                writeln!(out, "Lost:      {}", losses.join("; "))?;
+            }
             writeln!(out, "Threads:   {} in {} processes", s.threads, s.processes)?;
             if let Some(off) = &s.off_cpu {
                 writeln!(out, "Off-CPU:   {}", off.describe(event.off_cpu_min_ns))?;
