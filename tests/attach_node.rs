@@ -87,8 +87,37 @@ fn attached_node_coverage_is_not_understated() {
             "an unqualified share below 100%: {line}"
         );
     }
+    // jprof set nothing: the note must not say it did.
+    assert!(
+        stderr.contains(&format!(
+            "node (pid {pid}): it writes its JIT names (it was started with them turned on)"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("NODE_OPTIONS"), "{stderr}");
     assert!(
         node.0.try_wait().unwrap().is_none(),
         "node did not keep running"
+    );
+}
+
+/// Node started without V8's perf flags: the note says what the user can do (restart it with
+/// the flags, or under `jprof record --`), and blames no variable.
+#[test]
+fn attached_node_without_flags_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[]);
+    let pid = node.0.id();
+    let stderr = record_attached(dir.path(), pid);
+    let note = stderr
+        .lines()
+        .find(|l| l.contains(&format!("node (pid {pid}):")))
+        .unwrap_or_else(|| panic!("no note for node {pid}: {stderr}"));
+    assert!(note.contains("it was already running"), "{note}");
+    assert!(note.contains("--perf-prof"), "{note}");
+    assert!(note.contains("`jprof record -- …`"), "{note}");
+    assert!(
+        !note.contains("overridden") && !note.contains("NODE_OPTIONS"),
+        "{note}"
     );
 }

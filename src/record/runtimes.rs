@@ -747,13 +747,23 @@ pub fn observed_notes(
             "mono" => kinds.contains(&SideKind::MLPD),
             _ => !kinds.is_empty(),
         };
-        if !setup.launched && runtime != "java" && !has_files {
-            // `-p`: the process started before jprof, with whatever its user gave it.
+        if !setup.launched && runtime != "java" {
+            // `-p`: the process started before jprof, with whatever its user gave it; jprof
+            // set nothing, so no variable of jprof's is named.
             if let Some(r) = runtime_named(runtime) {
-                notes.push(format!(
-                    "{runtime} (pid {pid}): it was already running, so jprof could not ask it for JIT names; its JIT frames are not named (next time: {})",
-                    r.by_hand
-                ));
+                notes.push(match (!kinds.is_empty(), r.asked_with.is_empty()) {
+                    (true, _) => format!(
+                        "{runtime} (pid {pid}): it writes its JIT names (it was started with them turned on)"
+                    ),
+                    (false, true) => format!(
+                        "{runtime} (pid {pid}): it was already running, so jprof could not ask it for JIT names; its JIT frames are not named (next time: {})",
+                        r.by_hand
+                    ),
+                    (false, false) => format!(
+                        "{runtime} (pid {pid}): it was already running, so jprof could not ask it for JIT names; its JIT frames are not named (next time: {}; or start it under `jprof record -- …`, which asks it)",
+                        r.by_hand
+                    ),
+                });
             }
             continue;
         }
@@ -1195,8 +1205,16 @@ mod tests {
             "{notes:?}"
         );
         assert!(notes[0].contains("--perf-prof"), "{notes:?}");
+        assert!(notes[0].contains("`jprof record -- …`"), "{notes:?}");
         assert!(!notes[0].contains("overridden"), "{notes:?}");
         assert!(notes[1].contains("PYTHONPERFSUPPORT=1"), "{notes:?}");
+        // Started with its flags: it writes its names, and no variable of jprof's is named.
+        let files: BTreeMap<u32, Vec<SideKind>> = [(7, vec![SideKind::JITDUMP])].into();
+        let notes = observed_notes(&runtimes, &files, &attached);
+        assert_eq!(
+            notes[0],
+            "node (pid 7): it writes its JIT names (it was started with them turned on)"
+        );
     }
 
     #[test]
