@@ -529,6 +529,34 @@ fn a_cut_mlpd_says_it_was_cut() {
     );
 }
 
+/// An .mlpd cut inside its file header used to report as an empty profile with exit 0.
+#[test]
+fn an_mlpd_cut_inside_its_header_is_an_error() {
+    let full = std::fs::read(format!("{FIXTURES}/mono/shapes-sample.mlpd")).unwrap();
+    let header_len = jprof::format::mlpd::parse_header(&full)
+        .unwrap()
+        .unwrap()
+        .len;
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.mlpd");
+    for len in [4, 20, 33, header_len - 1] {
+        std::fs::write(&cut, &full[..len]).unwrap();
+        let out = jprof()
+            .args(["report", "-f", "text", "-o", "-", "-i"])
+            .arg(&cut)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "cut at {len}: {}", text(&out));
+        assert!(
+            text(&out).contains(&format!(
+                "cut.mlpd: at byte offset {len}: expected a complete .mlpd file header"
+            )),
+            "cut at {len}: {}",
+            text(&out)
+        );
+    }
+}
+
 #[test]
 fn a_jitdump_header_size_that_is_no_size_is_noted() {
     let mut bytes = jitdump_write::header(4242, 1, false);

@@ -200,6 +200,17 @@ fn decode(request: &Request) -> Result<Decoded> {
         path: path.clone(),
         source,
     })?;
+    // A file at rest cut inside its header holds nothing: an error, not an empty profile.
+    if decoder.header().is_none() {
+        return Err(Error::Parse {
+            path: path.clone(),
+            source: crate::format::ParseError::new(
+                data.len(),
+                "a complete .mlpd file header (the file ends inside it: it was cut short, or is \
+                 not a Mono log profiler file)",
+            ),
+        });
+    }
     // A file at rest that ends inside a buffer: Mono was killed (or is still writing).
     let truncated = (decoder.consumed() < data.len()).then(|| {
         format!(
