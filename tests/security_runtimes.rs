@@ -509,3 +509,78 @@ fn tmp_guarded() -> bool {
     let read = |n: &str| std::fs::read_to_string(format!("/proc/sys/fs/{n}")).unwrap_or_default();
     read("protected_symlinks").trim() == "1" && read("protected_regular").trim() != "0"
 }
+
+/// The .NET runtime of PyPI's `dotnetcore2`, found through the Python that installed it.
+fn dotnet() -> PathBuf {
+    for python in ["python3", "/usr/bin/python3"] {
+        let out = Command::new(python)
+            .args([
+                "-c",
+                "import dotnetcore2, os; print(os.path.join(os.path.dirname(dotnetcore2.__file__), 'bin', 'dotnet'))",
+            ])
+            .output();
+        if let Some(out) = out.ok().filter(|o| o.status.success()) {
+            let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if path.is_file() {
+                return path;
+            }
+        }
+    }
+    panic!("dotnetcore2 is not installed (.ci/run: pip install dotnetcore2)")
+}
+
+/// Issue 24 with .NET Core 3.1, which writes `/tmp/perf-PID.map` and `/tmp/perfinfo-PID.map`
+/// (truncating through links): both planted for every pid jprof could get, neither is written
+/// through.
+#[test]
+fn dotnet_never_writes_through_names_planted_in_tmp() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("App.cs"),
+        "class App { static void Main() { System.Console.WriteLine(6 * 7); } }\n",
+    )
+    .unwrap();
+    let made = Command::new("mcs")
+        .args(["-out:App.dll", "App.cs"])
+        .current_dir(work.path())
+        .status()
+        .expect("mcs (apt-get install mono-mcs)");
+    assert!(made.success());
+    std::fs::write(
+        work.path().join("App.runtimeconfig.json"),
+        r#"{ "runtimeOptions": { "tfm": "netcoreapp3.1",
+  "framework": { "name": "Microsoft.NETCore.App", "version": "3.1.0" },
+  "configProperties": { "System.Globalization.Invariant": true } } }"#,
+    )
+    .unwrap();
+    let victim = victim();
+    let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
+    let infos = plant(Path::new("/tmp"), "perfinfo-{pid}.map", &victim.path);
+    let data = work.path().join("dotnet.data");
+    let out = run(Command::new(JPROF)
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(dotnet())
+        .arg("App.dll")
+        .env_remove("TMPDIR")
+        .env_remove("DOTNET_PerfMapEnabled")
+        .env_remove("COMPlus_PerfMapEnabled"));
+    let text = stderr(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("42"),
+        "{text}"
+    );
+    let pid = target_pid(&data);
+    maps.assert_untouched(&victim);
+    infos.assert_untouched(&victim);
+    if !tmp_guarded() {
+        assert!(
+            text.contains(&format!("dotnet (pid {pid}): jprof did not ask it"))
+                && text.contains("is not jprof's"),
+            "{text}"
+        );
+    }
+}

@@ -644,6 +644,11 @@ fn dotnet(setup: &mut RuntimeSetup, at: &Places) {
             );
             return;
         }
+        setup.asking.tmp_names.insert(("dotnet", "perf-{pid}.map"));
+        setup
+            .asking
+            .tmp_names
+            .insert(("dotnet", "perfinfo-{pid}.map"));
     } else if !(setup.may_write_tmp("dotnet", "perf-{pid}.map", at)
         && setup.may_write_tmp("dotnet", "perfinfo-{pid}.map", at))
     {
@@ -838,8 +843,10 @@ pub fn asked_for(setup: &Asking, runtime: &str, nspid: u32, path: &Path) -> bool
                 && dir.is_some_and(|d| setup.v8_dir.as_deref().is_some_and(|v| same_dir(d, v)))
         }
         Writes::Tmp(pattern) => {
-            setup.tmp_names.contains(&(r.name, *pattern))
-                && dir == Some(Path::new("/tmp"))
+            // .NET before 8 uses $TMPDIR when set (checked like /tmp before it was asked).
+            let tmp = dir == Some(Path::new("/tmp"))
+                || (r.name == "dotnet" && dir == Some(std::env::temp_dir().as_path()));
+            tmp && setup.tmp_names.contains(&(r.name, *pattern))
                 && name == pattern.replace("{pid}", &nspid.to_string())
         }
         Writes::Private => {
@@ -862,7 +869,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 pub fn unread_side_files(setup: &Asking, runtime: &str, nspid: u32) -> Vec<PathBuf> {
     match runtime {
         "dotnet" if setup.tmp_names.contains(&("dotnet", "perfinfo-{pid}.map")) => {
-            vec![PathBuf::from(format!("/tmp/perfinfo-{nspid}.map"))]
+            vec![std::env::temp_dir().join(format!("perfinfo-{nspid}.map"))]
         }
         _ => Vec::new(),
     }

@@ -180,6 +180,14 @@ impl SideFiles {
             if map.exists() {
                 self.add(SideKind::PERF_MAP, pid, map);
             }
+            // .NET before 8 writes its perf map in $TMPDIR (jprof's, inherited) when set.
+            let tmpdir = std::env::temp_dir();
+            if root.is_none() && tmpdir != Path::new("/tmp") {
+                let map = tmpdir.join(format!("perf-{pid}.map"));
+                if map.exists() {
+                    self.add(SideKind::PERF_MAP, pid, map);
+                }
+            }
             if let Some(dir) = &private {
                 let map = dir.join(format!("perf-{pid}.map"));
                 if map.exists() {
