@@ -125,7 +125,15 @@ pub(crate) fn places(
     }
     let hex = hex(id);
     let (head, rest) = hex.split_at(2);
-    let relative = path.trim_start_matches('/');
+    // A recorded path climbing out with `..` is not followed under any directory.
+    let climbs = Path::new(path)
+        .components()
+        .any(|c| c == std::path::Component::ParentDir);
+    let relative = if climbs {
+        ""
+    } else {
+        path.trim_start_matches('/')
+    };
     let name = Path::new(path).file_name();
     for dir in search_dirs {
         if let Some(name) = name {
@@ -303,5 +311,13 @@ mod tests {
         .collect();
         assert_eq!(got, want);
         assert!(places("/x", &[1], &[], None).is_empty());
+        let climbing = places("/a/../../etc/x.so", &id, &[PathBuf::from("/s")], None);
+        assert_eq!(
+            climbing,
+            [
+                PathBuf::from("/s/x.so"),
+                PathBuf::from("/usr/lib/debug/.build-id/ab/cdef.debug")
+            ]
+        );
     }
 }
