@@ -2,12 +2,11 @@
 
 #![forbid(unsafe_code)]
 
-use clap::Parser;
-use jprof::cli::{Cli, Command};
+use jprof::cli::Command;
 
 fn main() -> std::process::ExitCode {
     jprof::sys::memory::return_large_blocks();
-    let cli = Cli::parse();
+    let cli = jprof::cli::parse();
     let result = match cli.command {
         Command::Record(args) => jprof::record::run(&args.into()),
         Command::Report(args) => jprof::report::run(&args.into()).map(|()| 0),

@@ -68,6 +68,70 @@ pub enum Command {
     Completions(CompletionsArgs),
 }
 
+/// Parses the command line, or exits with clap's message (and status 2). A command given to
+/// `record` without `--` (`jprof record ls -la`) gets the corrected command line as a tip.
+pub fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let tip = missing_dashes_tip(&error, &args);
+            // Help and version requests print to stdout and exit 0, like any clap error.
+            let _ = error.print();
+            if let Some(tip) = tip {
+                eprintln!("\n{tip}");
+            }
+            std::process::exit(error.exit_code());
+        }
+    }
+}
+
+/// For `jprof record [OPTIONS] CMD ARGS...`, which clap refuses as an unexpected argument:
+/// the same command line with `--` before CMD.
+pub fn missing_dashes_tip(error: &clap::Error, args: &[std::ffi::OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(stray)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    if stray.starts_with('-') {
+        return None;
+    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let record = args.iter().position(|a| a == "record")?;
+    if args.iter().any(|a| a == "--") {
+        return None;
+    }
+    let at = record + 1 + args[record + 1..].iter().position(|a| a == stray)?;
+    let mut fixed: Vec<String> = vec!["jprof".into()];
+    fixed.extend(args[1..at].iter().cloned());
+    fixed.push("--".into());
+    fixed.extend(args[at..].iter().cloned());
+    let shown: Vec<String> = fixed.iter().map(|a| shell_word(a)).collect();
+    Some(format!(
+        "tip: the command to profile goes after `--`: {}",
+        shown.join(" ")
+    ))
+}
+
+/// `word` as a shell would need it typed (quoted when it holds anything but plain characters).
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// Writes the completion script of `shell` for the whole CLI.
 pub fn write_completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
     use clap::CommandFactory;
@@ -461,6 +525,32 @@ impl From<WeightArg> for Weight {
 
 fn parse_time_range(text: &str) -> Result<TimeRange, String> {
     TimeRange::parse(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tip(line: &[&str]) -> Option<String> {
+        let args: Vec<std::ffi::OsString> = line.iter().map(Into::into).collect();
+        let error = Cli::try_parse_from(&args).expect_err("refused");
+        missing_dashes_tip(&error, &args)
+    }
+
+    #[test]
+    fn a_command_without_dashes_gets_the_fixed_command_line() {
+        assert_eq!(
+            tip(&["jprof", "record", "ls"]).as_deref(),
+            Some("tip: the command to profile goes after `--`: jprof record -- ls")
+        );
+        assert_eq!(
+            tip(&["jprof", "record", "-F", "99", "ls", "-la", "my dir"]).as_deref(),
+            Some("tip: the command to profile goes after `--`: jprof record -F 99 -- ls -la 'my dir'")
+        );
+        // Other mistakes get clap's message alone.
+        assert_eq!(tip(&["jprof", "record", "--frobnicate", "ls"]), None);
+        assert_eq!(tip(&["jprof", "report", "extra"]), None);
+    }
 }
 
 /// Arguments of `jprof dump`.

@@ -320,8 +320,9 @@ pub fn write_summary(
         .summary
         .iter()
         .flat_map(|s| s.notes.iter())
-        .chain(profile.notes.iter());
-    for note in notes {
+        .chain(profile.notes.iter())
+        .map(String::as_str);
+    for note in crate::profile::notes::group(notes) {
         writeln!(out, "Note:      {note}")?;
     }
     for line in super::coverage::lines(profile) {
