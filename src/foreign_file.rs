@@ -50,6 +50,11 @@ pub(crate) enum Refusal {
     WrongOwner { found: u32, expected: u32 },
     #[error("refused: {len} bytes, more than the {limit} allowed")]
     TooLarge { len: u64, limit: u64 },
+    #[error(
+        "refused: its {len} bytes would pass the {limit} bytes jprof reads into memory, all \
+         files together, of files it does not map"
+    )]
+    OverBudget { len: u64, limit: u64 },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -172,6 +177,24 @@ fn open_in_root(root: &Path, rest: &Path, flags: OFlag, mode: u32) -> std::io::R
 /// The most bytes of a file read into memory (a file jprof does not map: see [`FileBytes`]).
 pub(crate) const MAX_READ: u64 = 2 << 30;
 
+/// The most bytes read into memory from files jprof does not map, all of them together in one
+/// run: a target that maps many large files of its own cannot make root's jprof hold more.
+const MAX_READ_TOTAL: u64 = 4 << 30;
+
+/// Bytes read so far into memory from files jprof does not map (never given back: a bound,
+/// not an account).
+static READ_TOTAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Takes `len` bytes from the budget `total` of at most `limit`; false when they would pass it.
+fn reserve(total: &std::sync::atomic::AtomicU64, len: u64, limit: u64) -> bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    total
+        .fetch_update(SeqCst, SeqCst, |t| {
+            t.checked_add(len).filter(|&n| n <= limit)
+        })
+        .is_ok()
+}
+
 /// A whole file's bytes: mapped when only the user running jprof or root could truncate it
 /// (reading a mapped page the file lost raises SIGBUS), read into memory otherwise (another
 /// user's binary or recording, a container's files). Root's libraries and the user's own
@@ -283,6 +306,13 @@ impl ForeignFile {
         if FileBytes::may_map(&meta, self.in_container) {
             let mapped = crate::sys::mapped_file::MappedFile::map(&self.file)?;
             return Ok(FileBytes::Mapped(mapped));
+        }
+        let len = meta.len();
+        if len <= MAX_READ && !reserve(&READ_TOTAL, len, MAX_READ_TOTAL) {
+            return Err(Refusal::OverBudget {
+                len,
+                limit: MAX_READ_TOTAL,
+            });
         }
         self.read_all(MAX_READ).map(FileBytes::Read)
     }
@@ -951,6 +981,16 @@ mod tests {
         let through = PathBuf::from(format!("/proc/{me}/root"))
             .join(root.join("usr/lib/libx.so").strip_prefix("/").unwrap());
         assert!(ForeignFile::open(&through, Owner::Anyone).is_ok());
+    }
+
+    #[test]
+    fn reads_of_unmapped_files_share_one_budget() {
+        let total = std::sync::atomic::AtomicU64::new(0);
+        assert!(reserve(&total, 3, 10));
+        assert!(reserve(&total, 7, 10));
+        assert!(!reserve(&total, 1, 10), "the budget is spent");
+        assert!(!reserve(&total, u64::MAX, u64::MAX), "no overflow");
+        assert_eq!(total.into_inner(), 10);
     }
 
     #[test]
