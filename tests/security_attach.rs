@@ -58,7 +58,8 @@ fn user() -> (u32, u32) {
 
 /// The fake JVM: maps `lib` executable (a real HotSpot libjvm through the dynamic loader, or
 /// any file named libjvm.so through mmap), serves /tmp/.java_pid<its pid>, prints "ready",
-/// then "asked" for each request, and answers as `answer` says: "endless" or "trickle".
+/// then "asked" for each request, and answers as `answer` says: "endless" or "trickle"; with
+/// "none" it serves nothing.
 const FAKE_JVM: &str = r#"
 import ctypes, mmap, os, socket, sys, threading, time
 answer, lib, how = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -67,6 +68,10 @@ if how == 'dlopen':
 else:
     f = open(lib, 'rb')
     m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ | mmap.PROT_EXEC, flags=mmap.MAP_PRIVATE)
+if answer == 'none':
+    print('ready', flush=True)
+    while True:
+        time.sleep(60)
 path = '/tmp/.java_pid%d' % os.getpid()
 try:
     os.unlink(path)
@@ -111,6 +116,12 @@ impl Drop for FakeJvm {
 
 impl FakeJvm {
     fn start(answer: &str, lib: &Path, how: &str) -> Self {
+        Self::start_after(&[], answer, lib, how)
+    }
+
+    /// The fake JVM, run as the user through `wrapper` (a command that ends by running its
+    /// arguments).
+    fn start_after(wrapper: &[&str], answer: &str, lib: &Path, how: &str) -> Self {
         let (uid, gid) = user();
         // Debian's python3: a python3 earlier on root's PATH may live where the user cannot go.
         let mut child = Command::new("setpriv")
@@ -119,11 +130,9 @@ impl FakeJvm {
                 &format!("--regid={gid}"),
                 "--clear-groups",
                 "--",
-                "/usr/bin/python3",
-                "-c",
-                FAKE_JVM,
-                answer,
             ])
+            .args(wrapper)
+            .args(["/usr/bin/python3", "-c", FAKE_JVM, answer])
             .arg(lib)
             .arg(how)
             .stdout(Stdio::piped())
@@ -317,4 +326,61 @@ fn a_file_named_libjvm_is_not_a_jvm() {
     assert!(stderr.contains("is not a HotSpot JVM library"), "{stderr}");
     assert_finished_without_a_claim(&data, &out);
     assert!(fake.alive(), "the process was sent SIGQUIT");
+}
+
+/// The user puts a root directory (`/etc`, bind-mounted in its own user and mount namespace)
+/// in place of its `/tmp`: root's jprof must create neither the attach trigger nor the agent
+/// copy there, and sends no SIGQUIT.
+#[test]
+fn a_root_directory_as_the_jvms_tmp_is_not_written() {
+    let _g = serial();
+    let probe = Command::new("setpriv")
+        .args([
+            &format!("--reuid={}", user().0),
+            &format!("--regid={}", user().1),
+            "--clear-groups",
+            "--",
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "true",
+        ])
+        .status()
+        .expect("unshare");
+    if !probe.success() {
+        eprintln!("skipped: this kernel does not let an unprivileged user make a user namespace");
+        return;
+    }
+    let wrapper = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "sh",
+        "-c",
+        "mount --bind /etc /tmp && exec \"$0\" \"$@\"",
+    ];
+    let mut fake = FakeJvm::start_after(&wrapper, "none", &hotspot_libjvm(), "dlopen");
+    let pid = fake.pid();
+    let trigger = PathBuf::from(format!("/etc/.attach_pid{pid}"));
+    let dir = out_dir();
+    let data = dir.path().join("root.data");
+    let jprof = jprof_attached(pid, &data, &["--duration", "2"]);
+    let out = exits_within(jprof, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!trigger.exists(), "{} was created", trigger.display());
+    assert!(
+        stderr.contains("jprof does not use its /tmp"),
+        "the refusal is not explained: {stderr}"
+    );
+    assert!(fake.alive(), "the process was sent SIGQUIT");
+    assert_finished_without_a_claim(&data, &out);
+    let leftovers: Vec<_> = std::fs::read_dir("/etc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("jprof-agent-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
