@@ -11,6 +11,7 @@ mod off_cpu;
 mod places;
 mod reader;
 mod runtimes;
+mod session;
 mod side_files;
 mod summary;
 mod tree;
@@ -19,14 +20,12 @@ mod xray_logs;
 
 use std::borrow::Cow;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::foreign_file;
-use crate::format::recording::ChunkKind;
-use crate::recording::{Meta, Recording};
-use crate::sys::child::{self, ChildExit};
-use crate::timeline::Calibration;
+use crate::recording::Recording;
+use crate::sys::child;
 
 pub use events::online_cpus;
 pub(crate) use events::{attr_for, read_sysctl};
@@ -104,276 +103,18 @@ impl Profiled {
     }
 }
 
-/// Records as configured; returns the exit code to give the shell (the target's).
+/// Records as configured; returns the exit code to give the shell (the target's). An error at
+/// any step undoes what was set up (record/session.rs).
 pub fn run(config: &RecordConfig) -> Result<i32> {
     if config.frequency_hz == 0 {
         return Err(Error::Usage("-F must be at least 1 Hz".into()));
     }
     let (config, pid_note) = &resolve_target(config)?;
-    let config = config.as_ref();
-    let (argv, mut setup) = match &config.target {
-        Target::Launch(argv) if !argv.is_empty() => (
-            argv.clone(),
-            runtimes::prepare(argv, config.call_graph == CallGraph::Dwarf),
-        ),
-        Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
-        Target::Pid(pid) => (
-            attach::command_line(*pid)?,
-            runtimes::RuntimeSetup::default(),
-        ),
-    };
-
-    let xray = match &config.target {
-        Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr, config.keep_side_files),
-        Target::Pid(_) => None,
-    };
-    if let Some(note) = pid_note {
-        eprintln!("jprof: {}", crate::terminal::safe(note.as_bytes()));
-        setup.notes.push(note.clone());
-    }
-
-    // Killed recordings' side files are removed, and this one's are listed from the start.
-    let (mut leftover_list, cleaned) = leftovers::Leftovers::start();
-    if let Some(note) = cleaned {
-        setup.notes.push(note);
-    }
-    if config.keep_side_files || !matches!(config.target, Target::Launch(_)) {
-        if let Some(list) = leftover_list.take() {
-            list.finish();
-        }
-    }
-
-    let calibration = Calibration::start();
-    let wall_start = Instant::now();
-    let (mut profiled, opened) = match &config.target {
-        Target::Launch(_) => {
-            // Before the target runs: a child it starts and leaves at once must be reparented
-            // to jprof, not to init (on a busy machine that can happen before the reader loop
-            // starts). Without it the tree is lost from view and only the target is followed.
-            let _ = child::become_subreaper();
-            let xray_env = xray.as_ref().map_or(&[][..], |x| x.env.as_slice());
-            let child = spawn_claiming(&argv, &mut setup, xray_env)?;
-            if let (Some(list), Some(dir)) = (leftover_list.as_mut(), &setup.private_dir) {
-                let (dev, ino) = dir.identity();
-                list.add("dir", &dir.path, dev, ino);
-            }
-            if let Some(list) = leftover_list.as_mut() {
-                for made in &setup.claimed {
-                    list.add("file", &made.path, made.dev, made.ino);
-                }
-            }
-            let opened = events::open(
-                &[child.pid],
-                config.event,
-                config.frequency_hz,
-                config.call_graph,
-                true,
-                config.off_cpu_min_ns,
-            );
-            (Profiled::Child(child), opened)
-        }
-        Target::Pid(pid) => {
-            let pid = *pid as i32;
-            let opened = attach::open_events(pid, config);
-            (Profiled::Attached(pid), opened)
-        }
-    };
-    // On any error from here on, dropping what was set up undoes it: a held child is killed,
-    // the XRay log directory and the partial output are removed.
-    let mut events = opened?;
-    let attached = matches!(profiled, Profiled::Attached(_));
-    let meta = Meta {
-        jprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: argv.clone(),
-        attached_pid: attached.then_some(profiled.pid() as u32),
-        target_pid: Some(profiled.pid() as u32),
-        host: host::facts(),
-        event: events.config.clone(),
-        start_unix_ns: host::unix_now_ns(),
-    };
-    // Written beside the destination and renamed into place when complete: an existing
-    // recording survives a failed launch, a crash or a concurrent run (docs/security.md).
-    let created = foreign_file::AtomicOutput::create(&config.output).and_then(|output| {
-        let partial = output.partial_path().to_path_buf();
-        let file = output.try_clone().map_err(|e| Error::io(&partial, e))?;
-        let out = writer::ChunkWriter::create(file, &partial, &meta)?;
-        Ok((output, partial, out))
-    });
-    let (mut output, partial, out) = created?;
-    let stop = reader::StopFlags::install()?;
-
-    let (tx, rx) = crossbeam_channel::bounded::<writer::Batch>(CHANNEL_BATCHES);
-    let layout = events.config.layout();
-    let off_cpu = off_cpu::SwitchPairing::new(
-        layout,
-        &events.config.off_cpu_ids,
-        events.config.off_cpu_min_ns,
-    );
-    let mut side = side_files::SideFiles::default();
-    side.set_asking(setup.asking.clone());
-    if let Some(list) = leftover_list {
-        side.list_leftovers(list);
-    }
-    let writer_failed = stop.writer_failed();
-    let writer_thread = std::thread::Builder::new()
-        .name("jprof-writer".into())
-        .spawn(move || {
-            let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side);
-            if result.is_err() {
-                writer_failed.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-            (result, calibration, side)
-        })
-        .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
-
-    let started = match &mut profiled {
-        Profiled::Child(child) => child.release().map_err(|source| Error::Spawn {
-            command: argv.join(" "),
-            source,
-        }),
-        Profiled::Attached(pid) => {
-            // What existed before the events were opened is not reported by the kernel.
-            let existing = writer::Batch {
-                records: attach::synthesize(*pid as u32, &layout),
-                complete_before: None,
-            };
-            let sent = tx
-                .send(existing)
-                .map_err(|_| Error::Other("the writer thread stopped".into()));
-            sent.and_then(|()| events::enable_all(&events))
-        }
-    };
-    if let Err(e) = started {
-        drop(tx);
-        let _ = writer_thread.join();
-        return Err(e);
-    }
-    // From here on, whatever stops jprof leaves the partial recording readable.
-    output.keep_if_dropped();
-
-    // A HotSpot JVM gets jprof's agent through the attach protocol, off the reader loop (the
-    // JVM takes a moment to start its attach listener).
-    let java_attach = match &profiled {
-        Profiled::Attached(pid) => Some(jvm_attach::start(*pid as u32, false)),
-        Profiled::Child(_) => None,
-    };
-
-    let stopped = reader::read_until_stopped(&mut events, &tx, &profiled, &stop, config.duration);
-    let reader::Stopped {
-        exit,
-        stopped_by,
-        mut dropped_batches,
-        dropped_samples,
-        tree_notes,
-        jvm_watch,
-    } = stopped;
-    // An attach still talking to its JVM gives up now: the stop is obeyed whatever it does.
-    if let Some(attach) = &java_attach {
-        attach.stop();
-    }
-    jvm_watch.stop();
-    events::disable_all(&events);
-    let batch = reader::drain_all(&mut events);
-    if !batch.records.is_empty() && tx.send(batch).is_err() {
-        dropped_batches += 1;
-    }
-    drop(tx);
-    drop(events);
-    let wall = wall_start.elapsed();
-    let (result, calibration, mut side) = writer_thread
-        .join()
-        .map_err(|_| Error::Other("the writer thread panicked".into()))?;
-    let (mut out, counters) = result.map_err(|e| {
-        Error::Other(format!(
-            "{e}; {stopped_by}. What was written is kept in {p}, readable up to its last \
-             complete chunk: jprof report -i {p}",
-            p = partial.display()
-        ))
-    })?;
-
-    let clock = calibration.finish();
-    out.write_json(ChunkKind::CLOCK, &clock)?;
-    let mut summary = counters.finish();
-    summary.dropped_batches = dropped_batches;
-    summary.dropped_samples = dropped_samples;
-    summary.wall_duration_ns = wall.as_nanos() as u64;
-    summary.exit_code = exit.map(ChildExit::shell_code);
-    summary.stopped_by = stopped_by;
-    if let Some(note) = &meta.event.event_note {
-        summary.notes.push(note.clone());
-    }
-    summary.notes.extend(side.notes());
-    if let Some(x) = &xray {
-        let pid = profiled.pid() as u32;
-        summary.notes.extend(xray_logs::store(x, pid, &mut out)?);
-    }
-    summary.notes.extend(setup.notes.iter().cloned());
-    summary.notes.extend(tree_notes);
-    let agent_loaded = {
-        let mut attached = jvm_watch.finish();
-        attached.merge(
-            java_attach
-                .map(jvm_attach::Running::finish)
-                .unwrap_or_default(),
-        );
-        let jitdumps = side.jitdump_paths();
-        let (loaded, notes) = attached.confirm(|pid| jitdumps.contains_key(&pid));
-        summary.notes.extend(notes);
-        loaded
-    };
-    summary.notes.extend(runtime_notes_and_cleanup(
-        config,
-        &mut setup,
-        &side,
-        agent_loaded,
-    ));
-    side.finish_leftovers();
-    if let Some(ChildExit::Signal(s)) = exit {
-        summary
-            .notes
-            .push(format!("the target was killed by signal {s}"));
-    }
-    // META once more, far from the first copies, so that damage to the file's first blocks
-    // costs a finished recording nothing.
-    out.write_json(ChunkKind::META, &meta)?;
-    out.write_json(ChunkKind::SUMMARY, &summary)?;
-    drop(out);
-
-    if config.embed_symbols {
-        // What the ring reader and writer threads used is free now; the embedding is the
-        // recorder's largest user of memory.
-        crate::sys::memory::trim();
-        // An attached process that runs on, its JIT files kept, may still hold JIT names in
-        // its runtime's buffer (V8 writes its jitdump in batches): `jprof report` reads them
-        // from the file once written, so this summary's share is a lower bound.
-        let still_writing = match &profiled {
-            Profiled::Attached(pid)
-                if !agent_loaded
-                    && nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), None).is_ok() =>
-            {
-                Some(*pid as u32)
-            }
-            _ => None,
-        };
-        match embed_symbols(&output, &partial, still_writing) {
-            // Printed with the summary (the SUMMARY chunk is already written; reports compute
-            // their own coverage lines).
-            Ok(coverage) => summary.notes.extend(coverage),
-            Err(e) => summary
-                .notes
-                .push(format!("symbols were not embedded: {e}")),
-        }
-    }
-    let file = output.try_clone().map_err(|e| Error::io(&partial, e))?;
-    writer::ChunkWriter::append(file, &partial).write_chunk(ChunkKind::END, &[])?;
-    output.commit()?;
-
-    summary::print(&config.output, &meta, &summary, &clock);
-    Ok(exit.map_or(0, ChildExit::shell_code))
+    let (session, reading) = session::start(config.as_ref(), pid_note.as_deref())?;
+    let read = reading.read(&session)?;
+    session.finish(read)
 }
 
-/// `-p` of a thread that is not its process's main thread records the whole process (with a
-/// note saying so).
 /// Launches `argv` held before exec, after creating the fixed names its runtime will write for
 /// its pid. A name another user holds is not written through: the held child is dropped and the
 /// command launched again without asking the runtime that writes it (noted in the summary).
@@ -412,6 +153,8 @@ fn spawn_claiming(
     unreachable!("the loop returns")
 }
 
+/// `-p` of a thread that is not its process's main thread records the whole process (with a
+/// note saying so).
 fn resolve_target(config: &RecordConfig) -> Result<(Cow<'_, RecordConfig>, Option<String>)> {
     if let Target::Pid(tid) = &config.target {
         if let Some(pid) = attach::process_of_thread(*tid)? {

@@ -1,0 +1,415 @@
+//! One recording from launch (or attach) to the finished file, in three steps: [`start`] sets
+//! everything up and releases the target, [`Reading::read`] drains the rings until the
+//! recording should stop, [`Session::finish`] writes the summary, embeds the symbols and renames
+//! the file into place.
+//!
+//! Every part a step holds undoes itself when dropped, so an error at any step (a `?`) leaves
+//! nothing behind that it should not: a child still held before exec is killed
+//! (`SuspendedChild`), the files jprof made for runtimes and the XRay log directory are removed
+//! unless kept (`RuntimeSetup`, `XraySetup`), the partial output is removed until the target
+//! was released and kept readable after (`AtomicOutput`), and the writer thread is stopped and
+//! joined ([`Writer`]).
+
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+
+use super::writer::{self, Batch, ChunkWriter, Counters};
+use super::{
+    attach, child, events, host, jvm_attach, leftovers, off_cpu, reader, runtimes, side_files,
+    xray_logs, CallGraph, Profiled, RecordConfig, Target, CHANNEL_BATCHES,
+};
+use crate::error::{Error, Result};
+use crate::foreign_file::AtomicOutput;
+use crate::format::recording::ChunkKind;
+use crate::recording::Meta;
+use crate::timeline::Calibration;
+
+/// What the writer thread hands back: the file, the counts, the clock calibration and the side
+/// files it tailed.
+type WriterEnd = (
+    Result<(ChunkWriter, Counters)>,
+    Calibration,
+    side_files::SideFiles,
+);
+
+/// The writer thread and the channel that feeds it. Dropped (an error on the way), the channel
+/// closes and the thread is joined, so it never writes on after `run` returned.
+pub(super) struct Writer {
+    tx: Option<Sender<Batch>>,
+    thread: Option<JoinHandle<WriterEnd>>,
+}
+
+impl Writer {
+    fn tx(&self) -> &Sender<Batch> {
+        self.tx.as_ref().expect("the channel is open until finish")
+    }
+
+    /// Closes the channel and waits for the thread to write what it holds.
+    fn finish(mut self) -> Result<WriterEnd> {
+        self.tx = None;
+        let thread = self.thread.take().expect("joined once");
+        thread
+            .join()
+            .map_err(|_| Error::Other("the writer thread panicked".into()))
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A recording from start to finish (see the module documentation for what dropping it undoes).
+pub(super) struct Session<'a> {
+    config: &'a RecordConfig,
+    meta: Meta,
+    output: AtomicOutput,
+    partial: PathBuf,
+    profiled: Profiled,
+    setup: runtimes::RuntimeSetup,
+    xray: Option<xray_logs::XraySetup>,
+}
+
+/// What only the reading needs; it ends with the reading, so the rings' memory is free before
+/// the symbols are embedded.
+pub(super) struct Reading {
+    wall_start: Instant,
+    events: events::Events,
+    stop: reader::StopFlags,
+    writer: Writer,
+    /// The HotSpot attach of an attached JVM, running beside the reader.
+    java_attach: Option<jvm_attach::Running>,
+}
+
+/// What reading the rings ended with, for [`Session::finish`].
+pub(super) struct Read {
+    stopped: reader::Stopped,
+    java_attach: Option<jvm_attach::Running>,
+    wall: Duration,
+    end: WriterEnd,
+}
+
+/// Launches the target held before exec (or attaches), opens its events, creates the output
+/// and the writer thread, then releases the target.
+pub(super) fn start<'a>(
+    config: &'a RecordConfig,
+    pid_note: Option<&str>,
+) -> Result<(Session<'a>, Reading)> {
+    let (argv, mut setup) = match &config.target {
+        Target::Launch(argv) if !argv.is_empty() => (
+            argv.clone(),
+            runtimes::prepare(argv, config.call_graph == CallGraph::Dwarf),
+        ),
+        Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
+        Target::Pid(pid) => (
+            attach::command_line(*pid)?,
+            runtimes::RuntimeSetup::default(),
+        ),
+    };
+    let xray = match &config.target {
+        Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr, config.keep_side_files),
+        Target::Pid(_) => None,
+    };
+    if let Some(note) = pid_note {
+        eprintln!("jprof: {}", crate::terminal::safe(note.as_bytes()));
+        setup.notes.push(note.to_string());
+    }
+
+    // Killed recordings' side files are removed, and this one's are listed from the start.
+    let (mut leftover_list, cleaned) = leftovers::Leftovers::start();
+    if let Some(note) = cleaned {
+        setup.notes.push(note);
+    }
+    if config.keep_side_files || !matches!(config.target, Target::Launch(_)) {
+        if let Some(list) = leftover_list.take() {
+            list.finish();
+        }
+    }
+
+    let calibration = Calibration::start();
+    let wall_start = Instant::now();
+    let (mut profiled, opened) = match &config.target {
+        Target::Launch(_) => {
+            // Before the target runs: a child it starts and leaves at once must be reparented
+            // to jprof, not to init (on a busy machine that can happen before the reader loop
+            // starts). Without it the tree is lost from view and only the target is followed.
+            let _ = child::become_subreaper();
+            let xray_env = xray.as_ref().map_or(&[][..], |x| x.env.as_slice());
+            let child = super::spawn_claiming(&argv, &mut setup, xray_env)?;
+            if let (Some(list), Some(dir)) = (leftover_list.as_mut(), &setup.private_dir) {
+                let (dev, ino) = dir.identity();
+                list.add("dir", &dir.path, dev, ino);
+            }
+            if let Some(list) = leftover_list.as_mut() {
+                for made in &setup.claimed {
+                    list.add("file", &made.path, made.dev, made.ino);
+                }
+            }
+            let opened = events::open(
+                &[child.pid],
+                config.event,
+                config.frequency_hz,
+                config.call_graph,
+                true,
+                config.off_cpu_min_ns,
+            );
+            (Profiled::Child(child), opened)
+        }
+        Target::Pid(pid) => {
+            let pid = *pid as i32;
+            let opened = attach::open_events(pid, config);
+            (Profiled::Attached(pid), opened)
+        }
+    };
+    let events = opened?;
+    let attached = matches!(profiled, Profiled::Attached(_));
+    let meta = Meta {
+        jprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: argv.clone(),
+        attached_pid: attached.then_some(profiled.pid() as u32),
+        target_pid: Some(profiled.pid() as u32),
+        host: host::facts(),
+        event: events.config.clone(),
+        start_unix_ns: host::unix_now_ns(),
+    };
+    // Written beside the destination and renamed into place when complete: an existing
+    // recording survives a failed launch, a crash or a concurrent run (docs/security.md).
+    let mut output = AtomicOutput::create(&config.output)?;
+    let partial = output.partial_path().to_path_buf();
+    let file = output.try_clone().map_err(|e| Error::io(&partial, e))?;
+    let out = ChunkWriter::create(file, &partial, &meta)?;
+    let stop = reader::StopFlags::install()?;
+
+    let (tx, rx) = crossbeam_channel::bounded::<Batch>(CHANNEL_BATCHES);
+    let layout = events.config.layout();
+    let off_cpu = off_cpu::SwitchPairing::new(
+        layout,
+        &events.config.off_cpu_ids,
+        events.config.off_cpu_min_ns,
+    );
+    let mut side = side_files::SideFiles::default();
+    side.set_asking(setup.asking.clone());
+    if let Some(list) = leftover_list {
+        side.list_leftovers(list);
+    }
+    let writer_failed = stop.writer_failed();
+    let thread = std::thread::Builder::new()
+        .name("jprof-writer".into())
+        .spawn(move || {
+            let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side);
+            if result.is_err() {
+                writer_failed.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            (result, calibration, side)
+        })
+        .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
+    let writer = Writer {
+        tx: Some(tx),
+        thread: Some(thread),
+    };
+
+    match &mut profiled {
+        Profiled::Child(child) => child.release().map_err(|source| Error::Spawn {
+            command: argv.join(" "),
+            source,
+        })?,
+        Profiled::Attached(pid) => {
+            // What existed before the events were opened is not reported by the kernel.
+            let existing = Batch {
+                records: attach::synthesize(*pid as u32, &layout),
+                complete_before: None,
+            };
+            writer
+                .tx()
+                .send(existing)
+                .map_err(|_| Error::Other("the writer thread stopped".into()))?;
+            events::enable_all(&events)?;
+        }
+    }
+    // From here on, whatever stops jprof leaves the partial recording readable.
+    output.keep_if_dropped();
+
+    // A HotSpot JVM gets jprof's agent through the attach protocol, off the reader loop (the
+    // JVM takes a moment to start its attach listener).
+    let java_attach = match &profiled {
+        Profiled::Attached(pid) => Some(jvm_attach::start(*pid as u32, false)),
+        Profiled::Child(_) => None,
+    };
+    let session = Session {
+        config,
+        meta,
+        output,
+        partial,
+        profiled,
+        setup,
+        xray,
+    };
+    let reading = Reading {
+        wall_start,
+        events,
+        stop,
+        writer,
+        java_attach,
+    };
+    Ok((session, reading))
+}
+
+impl Reading {
+    /// Reads the rings until the recording should stop, then hands the rest to the writer and
+    /// waits for it.
+    pub(super) fn read(mut self, session: &Session) -> Result<Read> {
+        let mut stopped = reader::read_until_stopped(
+            &mut self.events,
+            self.writer.tx(),
+            &session.profiled,
+            &self.stop,
+            session.config.duration,
+        );
+        // An attach still talking to its JVM gives up now: the stop is obeyed whatever it does.
+        if let Some(attach) = &self.java_attach {
+            attach.stop();
+        }
+        stopped.jvm_watch.stop();
+        events::disable_all(&self.events);
+        let batch = reader::drain_all(&mut self.events);
+        if !batch.records.is_empty() && self.writer.tx().send(batch).is_err() {
+            stopped.dropped_batches += 1;
+        }
+        let wall = self.wall_start.elapsed();
+        let Reading {
+            events,
+            writer,
+            java_attach,
+            ..
+        } = self;
+        drop(events);
+        let end = writer.finish()?;
+        Ok(Read {
+            stopped,
+            java_attach,
+            wall,
+            end,
+        })
+    }
+}
+
+impl Session<'_> {
+    /// Writes the clock, the summary and the embedded symbols, renames the recording into
+    /// place and prints the summary; returns the exit code to give the shell (the target's).
+    pub(super) fn finish(mut self, read: Read) -> Result<i32> {
+        let Read {
+            stopped,
+            java_attach,
+            wall,
+            end,
+        } = read;
+        let (result, calibration, mut side) = end;
+        let reader::Stopped {
+            exit,
+            stopped_by,
+            dropped_batches,
+            dropped_samples,
+            tree_notes,
+            jvm_watch,
+        } = stopped;
+        let (config, meta) = (self.config, &self.meta);
+        let (mut out, counters) = result.map_err(|e| {
+            Error::Other(format!(
+                "{e}; {stopped_by}. What was written is kept in {p}, readable up to its last \
+                 complete chunk: jprof report -i {p}",
+                p = self.partial.display()
+            ))
+        })?;
+
+        let clock = calibration.finish();
+        out.write_json(ChunkKind::CLOCK, &clock)?;
+        let mut summary = counters.finish();
+        summary.dropped_batches = dropped_batches;
+        summary.dropped_samples = dropped_samples;
+        summary.wall_duration_ns = wall.as_nanos() as u64;
+        summary.exit_code = exit.map(child::ChildExit::shell_code);
+        summary.stopped_by = stopped_by;
+        if let Some(note) = &meta.event.event_note {
+            summary.notes.push(note.clone());
+        }
+        summary.notes.extend(side.notes());
+        if let Some(x) = &self.xray {
+            let pid = self.profiled.pid() as u32;
+            summary.notes.extend(xray_logs::store(x, pid, &mut out)?);
+        }
+        summary.notes.extend(self.setup.notes.iter().cloned());
+        summary.notes.extend(tree_notes);
+        let agent_loaded = {
+            let mut attached = jvm_watch.finish();
+            attached.merge(
+                java_attach
+                    .map(jvm_attach::Running::finish)
+                    .unwrap_or_default(),
+            );
+            let jitdumps = side.jitdump_paths();
+            let (loaded, notes) = attached.confirm(|pid| jitdumps.contains_key(&pid));
+            summary.notes.extend(notes);
+            loaded
+        };
+        summary.notes.extend(super::runtime_notes_and_cleanup(
+            config,
+            &mut self.setup,
+            &side,
+            agent_loaded,
+        ));
+        side.finish_leftovers();
+        if let Some(child::ChildExit::Signal(s)) = exit {
+            summary
+                .notes
+                .push(format!("the target was killed by signal {s}"));
+        }
+        // META once more, far from the first copies, so that damage to the file's first blocks
+        // costs a finished recording nothing.
+        out.write_json(ChunkKind::META, meta)?;
+        out.write_json(ChunkKind::SUMMARY, &summary)?;
+        drop(out);
+
+        if config.embed_symbols {
+            // What the ring reader and writer threads used is free now; the embedding is the
+            // recorder's largest user of memory.
+            crate::sys::memory::trim();
+            // An attached process that runs on, its JIT files kept, may still hold JIT names in
+            // its runtime's buffer (V8 writes its jitdump in batches): `jprof report` reads them
+            // from the file once written, so this summary's share is a lower bound.
+            let still_writing = match &self.profiled {
+                Profiled::Attached(pid)
+                    if !agent_loaded
+                        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), None)
+                            .is_ok() =>
+                {
+                    Some(*pid as u32)
+                }
+                _ => None,
+            };
+            match super::embed_symbols(&self.output, &self.partial, still_writing) {
+                // Printed with the summary (the SUMMARY chunk is already written; reports
+                // compute their own coverage lines).
+                Ok(coverage) => summary.notes.extend(coverage),
+                Err(e) => summary
+                    .notes
+                    .push(format!("symbols were not embedded: {e}")),
+            }
+        }
+        let file = self
+            .output
+            .try_clone()
+            .map_err(|e| Error::io(&self.partial, e))?;
+        ChunkWriter::append(file, &self.partial).write_chunk(ChunkKind::END, &[])?;
+        self.output.commit()?;
+
+        super::summary::print(&config.output, meta, &summary, &clock);
+        Ok(exit.map_or(0, child::ChildExit::shell_code))
+    }
+}
