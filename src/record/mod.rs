@@ -31,6 +31,12 @@ pub use events::online_cpus;
 pub(crate) use events::{attr_for, read_sysctl};
 pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
 
+/// Whether the kernel refuses names planted in `/tmp` (so every runtime of a launched tree can
+/// be asked for its fixed `/tmp` names).
+pub(crate) fn tmp_guarded() -> bool {
+    places::place_of(std::path::Path::new("/tmp")) == places::Place::KernelGuarded
+}
+
 /// What to profile.
 #[derive(Clone, Debug)]
 pub enum Target {

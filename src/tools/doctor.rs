@@ -59,6 +59,8 @@ pub(crate) struct Facts {
     pub(crate) xray_runtime: Option<PathBuf>,
     /// Whether Mono's log profiler library (`libmono-profiler`) is installed.
     pub(crate) mono_log_profiler: bool,
+    /// The kernel refuses names planted in `/tmp` (`fs.protected_symlinks`/`protected_regular`).
+    pub(crate) tmp_guarded: bool,
     /// Where jprof looks for its JVMTI agent, and whether a file is there.
     pub(crate) agent: Option<(PathBuf, bool)>,
 }
@@ -148,6 +150,7 @@ impl Facts {
             runtimes: runtimes(),
             xray_runtime: xray_runtime(),
             mono_log_profiler: crate::record::mono_log_profiler_installed(),
+            tmp_guarded: crate::record::tmp_guarded(),
             agent: find_agent().map(|p| {
                 let found = p.is_file();
                 (p, found)
@@ -529,7 +532,7 @@ fn runtime_checks(f: &Facts) -> Vec<Check> {
         Some(v) => check(
             Status::Ok,
             "node",
-            format!("{v}; jprof passes --perf-prof (jitdump)"),
+            format!("{v}; jprof passes --perf-prof (jitdump) where no other user can write the working directory"),
         ),
         None => check(Status::Ok, "node", "not installed"),
     });
@@ -546,6 +549,20 @@ fn runtime_checks(f: &Facts) -> Vec<Check> {
         )
         .fix("apt-get install libmono-profiler"),
         None => check(Status::Ok, "mono", "not installed"),
+    });
+    out.push(if f.tmp_guarded {
+        check(
+            Status::Ok,
+            "runtime side files",
+            "the kernel refuses names planted in /tmp: every runtime of a launched tree is asked for its /tmp perf map",
+        )
+    } else {
+        check(
+            Status::Warn,
+            "runtime side files",
+            "fs.protected_symlinks/protected_regular are off: runtimes that write /tmp/perf-PID.map (CPython, Erlang, .NET, Mono's --jitmap) are asked only when they are the command jprof launches (docs/jit.md)",
+        )
+        .fix("sysctl -w fs.protected_symlinks=1 fs.protected_regular=1 (systemd's default)")
     });
     out.push(match (version("clang"), &f.xray_runtime) {
         (None, _) => check(Status::Ok, "clang xray", "clang not installed"),
@@ -629,6 +646,7 @@ mod tests {
             runtimes: vec![("java".into(), "openjdk version \"17\"".into())],
             xray_runtime: None,
             mono_log_profiler: false,
+            tmp_guarded: false,
             agent: Some(("/opt/jprof/libjprof_agent.so".into(), false)),
         }
     }
@@ -709,6 +727,7 @@ mod tests {
             cap_user_time_zero: Some(true),
             measured_tsc_hz: Some(2.4e9),
             agent: Some(("/opt/jprof/libjprof_agent.so".into(), true)),
+            tmp_guarded: true,
             ..user_on_vm()
         };
         let checks = checks(&facts);
