@@ -60,10 +60,17 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
-    /// The refusal as an error naming `path`.
+    /// The refusal of an input as an error naming `path`.
     pub(crate) fn into_error(self, path: &Path) -> Error {
         match self {
             Refusal::Io(e) => Error::io(path, e),
+            too_large @ (Refusal::TooLarge { .. } | Refusal::OverBudget { .. }) => {
+                Error::Other(format!(
+                    "{}: {too_large}. It is read into memory, not mapped, because another user \
+                     could truncate it under jprof: copy it (`cp`) and read the copy",
+                    path.display()
+                ))
+            }
             other => Error::Other(format!("{}: {other}", path.display())),
         }
     }
@@ -991,6 +998,9 @@ mod tests {
         assert!(!reserve(&total, 1, 10), "the budget is spent");
         assert!(!reserve(&total, u64::MAX, u64::MAX), "no overflow");
         assert_eq!(total.into_inner(), 10);
+        // An input refused for its size says how to read it anyway.
+        let err = Refusal::OverBudget { len: 3, limit: 2 }.into_error(Path::new("big.data"));
+        assert!(err.to_string().contains("copy it (`cp`)"), "{err}");
     }
 
     #[test]
