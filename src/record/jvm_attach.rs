@@ -222,15 +222,30 @@ struct Made {
 
 impl JvmTmp {
     fn open(pid: u32, jvm_uid: u32) -> std::io::Result<Self> {
-        // /proc/PID/root is the JVM's root (a container's, a chroot); `tmp` below it is
-        // opened without following a link.
+        // /proc/PID/root is the JVM's root (a container's, a chroot).
+        Self::open_in(Path::new(&format!("/proc/{pid}/root")), jvm_uid)
+    }
+
+    /// `tmp` under `root`, resolved as the JVM resolves it but inside that root: a link there
+    /// never leads into the host.
+    fn open_in(root: &Path, jvm_uid: u32) -> std::io::Result<Self> {
+        use nix::fcntl::{openat2, OpenHow, ResolveFlag};
         let root = nix::fcntl::open(
-            format!("/proc/{pid}/root").as_str(),
+            root,
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )?;
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let dir = openat(&root, "tmp", flags, Mode::empty())?;
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let dir = match openat2(&root, "tmp", how) {
+            // Kernels before 5.6, or a seccomp filter: no link followed at all.
+            Err(Errno::ENOSYS | Errno::EPERM) => {
+                openat(&root, "tmp", flags | OFlag::O_NOFOLLOW, Mode::empty())?
+            }
+            opened => opened?,
+        };
         let st = fstat(&dir)?;
         if !tmp_is_usable(st.st_mode, st.st_uid, jvm_uid) {
             return Err(std::io::Error::other(format!(
@@ -789,6 +804,26 @@ mod tests {
         );
         let err = hotspot_library(file).unwrap_err();
         assert!(err.contains("does not define JNI_CreateJavaVM"), "{err}");
+    }
+
+    /// A container's `/tmp` that is a link is followed inside the container's root, never to
+    /// the host's directory of that name.
+    #[test]
+    fn the_jvms_tmp_is_resolved_inside_its_root() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let real = root.path().join("real_tmp");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        std::os::unix::fs::symlink("/real_tmp", root.path().join("tmp")).unwrap();
+        let tmp = JvmTmp::open_in(root.path(), 12345).unwrap();
+        let made = tmp.create("probe", 0o600).unwrap();
+        assert!(real.join("probe").is_file());
+        assert!(tmp.remove(&made));
+        // An absolute link to /etc means the container's /etc (absent here), not the host's.
+        std::fs::remove_file(root.path().join("tmp")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.path().join("tmp")).unwrap();
+        assert!(JvmTmp::open_in(root.path(), 12345).is_err());
     }
 
     #[test]
