@@ -625,6 +625,22 @@ fn resolve_output(dest: &Path) -> Result<Resolved, Error> {
     Err(fail("an output must name a file".into()))
 }
 
+/// Whether the output path leads to this process's standard output (`-o /dev/stdout`, or a
+/// link to `/proc/self/fd/1`): such an output is treated as `-o -`, so nothing else jprof prints
+/// to stdout lands in the middle of it.
+pub(crate) fn is_stdout(dest: &Path) -> bool {
+    let Ok(Resolved::InPlace { file, .. }) = resolve_output(dest) else {
+        return false;
+    };
+    let (Ok(out), Ok(ours)) = (
+        nix::sys::stat::fstat(&file),
+        nix::sys::stat::fstat(std::io::stdout()),
+    ) else {
+        return false;
+    };
+    (out.st_dev, out.st_ino) == (ours.st_dev, ours.st_ino)
+}
+
 /// Checks an output path before the work that fills it is done (a report of a large recording
 /// should not be computed to find that `-o` names a directory). The path is resolved again when
 /// the output is written.

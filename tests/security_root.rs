@@ -712,6 +712,25 @@ fn devices_and_fd_links_at_outputs_are_written_in_place() {
         "the folded stacks went to stdout"
     );
     assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+    // A flame graph to our own stdout is like `-o -`: the SVG alone, the top list on stderr.
+    let out = succeeds(
+        jprof()
+            .args(["report", "-i"])
+            .arg(&data)
+            .arg("-o")
+            .arg(&link),
+    );
+    assert!(
+        out.stdout.starts_with(b"<?xml"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.stdout.trim_ascii_end().ends_with(b"</svg>"));
+    assert!(
+        contains(&out.stderr, b"Top"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // A directory: refused before the (here missing) input is even opened.
     let err = jprof()

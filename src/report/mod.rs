@@ -58,7 +58,9 @@ pub(crate) enum Destination {
 impl Destination {
     pub(crate) fn of(output: Option<&Path>, default_file: Option<&str>) -> Self {
         match (output, default_file) {
-            (Some(p), _) if p == Path::new("-") => Self::Stdout,
+            (Some(p), _) if p == Path::new("-") || crate::foreign_file::is_stdout(p) => {
+                Self::Stdout
+            }
             (Some(p), _) => Self::File(p.to_path_buf()),
             (None, Some(f)) => Self::File(PathBuf::from(f)),
             (None, None) => Self::Stdout,
