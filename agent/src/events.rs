@@ -242,6 +242,12 @@ fn method_addresses(
         .collect()
 }
 
+/// Whether the agent publishes `Method*` names (HotSpot before JDK 26), so a prepared class's
+/// methods are worth listing.
+pub fn names_methods(agent: &Agent) -> bool {
+    !agent.openj9 && agent.ids_are_pointers
+}
+
 /// JPROF_METHOD_NAMES for a class's methods (HotSpot: `Method*` → name), so the report can
 /// name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md). Nothing on
 /// JDK 26+, where a jmethodID no longer leads to its `Method*` (interpreted frames stay

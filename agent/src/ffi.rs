@@ -555,7 +555,11 @@ unsafe extern "C" fn on_class_prepare(
     _thread: *mut c_void,
     class: JClass,
 ) {
-    with_agent(|agent| events::class_prepared(agent, agent.jvmti.methods_of(class)));
+    with_agent(|agent| {
+        if events::names_methods(agent) {
+            events::class_prepared(agent, agent.jvmti.methods_of(class));
+        }
+    });
 }
 
 unsafe extern "C" fn on_vm_death(_env: RawEnv, _jni: *mut c_void) {
