@@ -709,7 +709,6 @@ fn mono(setup: &mut RuntimeSetup, at: &Places) {
         setup
             .env
             .push(extend_var("MONO_ENV_OPTIONS", &options.join(" ")));
-        setup.not_asked.remove("mono");
     }
     let debug = match std::env::var("MONO_DEBUG") {
         Ok(old) if !old.trim().is_empty() => format!("{old},disable_omit_fp"),
@@ -773,13 +772,14 @@ pub fn observed_notes(
             continue;
         }
         if let Some(not) = setup.not_asked.get(runtime) {
+            // Mono not asked for --jitmap is still asked for its log (below when it is missing).
             if runtime == "mono" && has_files {
                 notes.push(format!(
                     "mono (pid {pid}): the log profiler named managed code (no --jitmap perf map: {})",
                     not.why
                 ));
                 continue;
-            } else {
+            } else if runtime != "mono" || !setup.asking.asked.contains("mono") {
                 let fix = runtime_named(runtime).map_or("", |r| r.by_hand);
                 notes.push(format!(
                     "{runtime} (pid {pid}): jprof did not ask it for JIT names: {}; its JIT frames are not named (fix: {fix})",
@@ -1041,6 +1041,13 @@ mod tests {
             "the log goes to the private dir"
         );
         assert!(through_a_script.claims.is_empty());
+        let mono: BTreeMap<u32, &'static str> = [(9, "mono")].into();
+        let logged: BTreeMap<u32, Vec<SideKind>> = [(9, vec![SideKind::MLPD])].into();
+        let notes = observed_notes(&mono, &logged, &through_a_script);
+        assert!(
+            notes[0].contains("the log profiler named managed code (no --jitmap perf map: other users can put names in /tmp"),
+            "{notes:?}"
+        );
 
         let guarded = prepare_at(&places(Place::Private, Place::KernelGuarded, None));
         assert!(var(&guarded, "MONO_ENV_OPTIONS").is_some_and(|v| v.contains("--jitmap")));
