@@ -696,8 +696,15 @@ fn attach_java(pid: u32, launched: bool, stop: &AtomicBool) -> Attach {
             return outcome;
         }
         Err(e) => {
+            // The request was sent: the JVM may still load the agent after jprof is gone.
+            let later = match e {
+                Failure::Stopped | Failure::TimedOut(_) => format!(
+                    "; the JVM may still load the agent, which then writes a jit-{nspid}.dump jprof does not remove"
+                ),
+                _ => String::new(),
+            };
             outcome.notes.push(format!(
-                "HotSpot JVM {pid}: attach failed ({e}); Java JIT frames will not be named"
+                "HotSpot JVM {pid}: attach failed ({e}); Java JIT frames will not be named{later}"
             ));
             return outcome;
         }
