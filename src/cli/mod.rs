@@ -35,7 +35,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording and write a flame graph, folded stacks or a text summary.
     #[command(
-        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -f text --sort total --limit 30\n  jprof report -f text --callers malloc   # who calls it, and how much\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -f text --sort total --limit 30\n  jprof report -f text --callers malloc   # who calls it, and how much\n  jprof report --serve                 # look around in the browser (speedscope)\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
     Report(ReportArgs),
     /// List a jitdump (header and every record with its offset) or a recording's chunks.
@@ -337,6 +337,10 @@ pub struct ReportArgs {
     pub(crate) flame: FlameArgs,
     #[command(flatten)]
     pub(crate) tables: TableArgs,
+    /// Show the profile in the browser: speedscope (built in, works offline) served on
+    /// 127.0.0.1 under a random token; open the printed URL. Runs until Ctrl-C.
+    #[arg(long, conflicts_with_all = ["output", "format"])]
+    pub(crate) serve: bool,
 }
 
 /// The text report's tables (`--format text`, and the summary next to a flame graph).
@@ -673,6 +677,7 @@ impl From<ReportArgs> for ReportConfig {
             },
             output: a.output,
             flamegraph: a.flame.into(),
+            serve: a.serve,
         }
     }
 }
@@ -693,6 +698,7 @@ impl From<DiffArgs> for DiffConfig {
             format: Format::Flamegraph,
             output: None,
             flamegraph: a.flame.into(),
+            serve: false,
         };
         DiffConfig {
             before: a.before,

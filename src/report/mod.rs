@@ -8,6 +8,7 @@ pub mod export;
 pub(crate) mod firefox;
 pub mod flamegraph;
 pub mod pprof;
+pub mod serve;
 pub(crate) mod speedscope;
 
 use std::io::{self, BufWriter, Write};
@@ -44,6 +45,9 @@ pub struct ReportConfig {
     pub output: Option<PathBuf>,
     /// `--inverted`, `--title`, `--min-width` of the flame graph.
     pub flamegraph: flamegraph::Look,
+    /// Show the profile in speedscope, served on 127.0.0.1, instead of writing a file
+    /// (`--serve`).
+    pub serve: bool,
 }
 
 /// Default output file of the flamegraph format.
@@ -97,6 +101,9 @@ pub fn run(config: &ReportConfig) -> Result<()> {
                 .into(),
         ));
     }
+    if config.serve {
+        return serve(config);
+    }
     // A bad destination is found before the report is computed.
     let default_file = match config.format {
         Format::Flamegraph => Some(DEFAULT_SVG),
@@ -114,6 +121,37 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     }
     let loaded = input::load(&config.input)?;
     write_profile(config, loaded)
+}
+
+/// `--serve`: the profile as speedscope JSON, served with speedscope until Ctrl-C.
+fn serve(config: &ReportConfig) -> Result<()> {
+    let loaded = input::load(&config.input)?;
+    let mut json = Vec::new();
+    export::write(
+        Format::Speedscope,
+        &loaded.profile,
+        &loaded.context,
+        &mut json,
+    )
+    .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+    let title = config
+        .flamegraph
+        .title
+        .clone()
+        .unwrap_or_else(|| loaded.context.export_title());
+    let server = serve::Server::bind(json, &title)?;
+    let mut stdout = io::stdout().lock();
+    writeln!(
+        stdout,
+        "{} samples in speedscope at\n  {}\n(served from 127.0.0.1 only, works offline; \
+         Ctrl-C stops)",
+        loaded.profile.samples.len(),
+        server.url
+    )
+    .and_then(|()| stdout.flush())
+    .map_err(|e| Error::io(Path::new("<stdout>"), e))?;
+    drop(stdout);
+    server.run()
 }
 
 /// Writes a profile in `config.format` (any format but text, which each input kind writes
