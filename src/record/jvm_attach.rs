@@ -7,8 +7,8 @@
 //!   `/proc/PID/map_files`, is an ELF file defining HotSpot's exported symbols (a file merely
 //!   named `libjvm.so` is not enough, and only then is it sent SIGQUIT);
 //! - jprof's files (the trigger, the agent copy for a container) are created only in the JVM's
-//!   own `/tmp`, opened once as a directory descriptor, and only when that is a shared sticky
-//!   directory or the JVM user's own; never through a link;
+//!   own `/tmp` (resolved inside its root, opened once as a directory descriptor), only when
+//!   that is a shared sticky directory or the JVM user's own, and never through a link;
 //! - the socket must be served by the target process itself (its peer credentials);
 //! - every reply is capped at [`REPLY_LIMIT`] and every exchange has a total deadline;
 //! - the attach runs on its own thread and gives up within [`SLICE`] once the recording stops,
