@@ -734,7 +734,11 @@ fn soak_with_fork_and_exec_loses_nothing_unaccounted() {
     // samples, and said in the summary.
     if s.dropped_batches > 0 {
         assert!(s.dropped_samples > 0, "{}", text(&out));
-        assert!(text(&out).contains(&format!("({} samples)", s.dropped_samples)));
+        let said = format!(
+            "{} samples in {} batches dropped by jprof",
+            s.dropped_samples, s.dropped_batches
+        );
+        assert!(text(&out).contains(&said), "{}", text(&out));
     }
     // Relative to the CPU time the busy processes certainly ran (at least 4999 samples per
     // CPU-second, less a margin for the kernel's frequency adjustment), so it holds on a loaded
