@@ -528,6 +528,25 @@ mod tests {
         }
     }
 
+    /// Every input the fuzzers found a crash with (`fuzz/seeds/perf_data/crash-*`).
+    #[test]
+    fn the_fuzz_seeds_are_read_or_refused() {
+        let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/perf_data");
+        let mut crashes = 0;
+        for entry in std::fs::read_dir(seeds).unwrap() {
+            let path = entry.unwrap().path();
+            crashes += usize::from(path.to_string_lossy().contains("/crash-"));
+            if let Err(e) = import_in_memory(&std::fs::read(&path).unwrap()) {
+                assert!(
+                    e.to_string().contains("bad.data"),
+                    "{}: {e}",
+                    path.display()
+                );
+            }
+        }
+        assert!(crashes >= 3, "{crashes} crash inputs");
+    }
+
     #[test]
     fn a_damaged_command_line_count_drops_the_features_with_a_note() {
         let cmdline_count_at = 2524;

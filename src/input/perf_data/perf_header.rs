@@ -185,7 +185,8 @@ pub fn check_features(file: &[u8], data: &DataSection) -> Option<DamagedFeatures
     if present.is_empty() {
         return None;
     }
-    let table = data.offset as u64 + data.declared_size;
+    // A declared data size past the end of the file (or of u64) puts the table nowhere.
+    let table = (data.offset as u64).saturating_add(data.declared_size);
     let len = file.len() as u64;
     let all = |why: String| {
         Some(DamagedFeatures {
@@ -298,7 +299,8 @@ fn check_event_desc(section: &[u8]) -> Result<(), String> {
 /// others closed up (it lists the present features' sections in bit order).
 pub fn without_features(file: &[u8], data: &DataSection, dropped: &[usize]) -> Vec<u8> {
     let mut out = file.to_vec();
-    let table = data.offset + data.declared_size as usize;
+    // Saturating: with every feature dropped the table may be nowhere (then it is not read).
+    let table = data.offset.saturating_add(data.declared_size as usize);
     // Where the feature's entry is in the table as written, and where it goes.
     let (mut entry, mut kept) = (table, table);
     for feature in 0..FEATURES_LEN * 8 {
@@ -313,7 +315,7 @@ pub fn without_features(file: &[u8], data: &DataSection, dropped: &[usize]) -> V
             out.copy_within(entry..entry + 16, kept);
             kept += 16;
         }
-        entry += 16;
+        entry = entry.saturating_add(16);
     }
     out
 }
