@@ -39,6 +39,16 @@ fn read(request: &Request, kind: Kind, xray_table: bool) -> Result<Loaded> {
         context.time_kind = w.time_kind;
         context.shows = w.shows;
     }
+    // A jprof recording made with frame pointers: when many interpreter frames stayed unnamed,
+    // the mode that names more of them is worth a note (a perf.data's come from perf's agent,
+    // which names none).
+    if kind == Kind::Recording
+        && recording.meta.event.call_graph == crate::recording::CallGraph::FramePointers
+    {
+        profile
+            .notes
+            .extend(text::unnamed_interpreter_hint(&profile));
+    }
     let mut summary = Vec::new();
     text::write(&recording, &profile, &request.tables, &mut summary)
         .and_then(|()| match &xray {

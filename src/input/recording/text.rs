@@ -331,6 +331,40 @@ pub fn write_summary(
     Ok(())
 }
 
+/// Share of the weight from which an unnamed HotSpot interpreter frame (`Interpreter`) is worth
+/// a hint.
+const INTERPRETER_HINT_SHARE: f64 = 0.05;
+
+/// In fp mode a HotSpot interpreter frame is named only when its frame is in the sample's small
+/// stack copy; when many samples keep an unnamed `Interpreter` frame, the hint names the mode
+/// that copies more of the stack.
+pub fn unnamed_interpreter_hint(profile: &Profile) -> Option<String> {
+    let unnamed: Vec<bool> = profile
+        .frames()
+        .iter()
+        .map(|f| f.kind == FrameKind::Jit && f.name == "Interpreter")
+        .collect();
+    if !unnamed.contains(&true) {
+        return None;
+    }
+    let total: u64 = profile.samples.iter().map(|s| s.weight).sum();
+    let with: u64 = profile
+        .samples
+        .iter()
+        .filter(|s| s.stack.iter().any(|id| unnamed[id.0 as usize]))
+        .map(|s| s.weight)
+        .sum();
+    let share = with as f64 / total.max(1) as f64;
+    (share >= INTERPRETER_HINT_SHARE).then(|| {
+        format!(
+            "{:.1}% of the samples pass through Java interpreter frames left unnamed \
+             (`Interpreter`): with frame pointers only the frames in a small copy of the stack \
+             are named; `jprof record --call-graph dwarf` copies 8 KiB and names more of them",
+            share * 100.0
+        )
+    })
+}
+
 /// The full text report: summary, then the top tables, or the callers or callees of a
 /// function (`--callers`, `--callees`).
 pub fn write(
@@ -795,6 +829,22 @@ mod tests {
         let cpu = profile(&[(&[("main", Native), ("ksys_read", Kernel)], 1)]);
         assert_eq!(cost(&function_costs(&cpu), "ksys_read_[k]").self_weight, 1);
         assert!(function_costs(&cpu).kernel_paths.is_empty());
+    }
+
+    #[test]
+    fn many_unnamed_interpreter_frames_get_a_hint() {
+        let p = profile(&[
+            (&[("main", Native), ("Interpreter", Jit), ("f", Jit)], 30),
+            (&[("main", Native), ("App.run", Interpreter)], 70),
+        ]);
+        let hint = unnamed_interpreter_hint(&p).expect("a hint");
+        assert!(hint.starts_with("30.0% of the samples"), "{hint}");
+        assert!(hint.contains("--call-graph dwarf"), "{hint}");
+        let few = profile(&[
+            (&[("main", Native), ("Interpreter", Jit)], 1),
+            (&[("main", Native)], 99),
+        ]);
+        assert_eq!(unnamed_interpreter_hint(&few), None);
     }
 
     #[test]
