@@ -490,9 +490,7 @@ fn resolve_output(dest: &Path) -> Result<Resolved, Error> {
         let last = names.is_empty();
         if name == ".." {
             dir = openat(&dir, "..", dir_flags, Mode::empty()).map_err(to_io)?;
-            if !dir_path.pop() || dir_path.as_os_str().is_empty() {
-                dir_path.push("..");
-            }
+            step_up(&mut dir_path);
             continue;
         }
         let stat: Option<FileStat> =
@@ -623,6 +621,18 @@ fn resolve_output(dest: &Path) -> Result<Resolved, Error> {
         };
     }
     Err(fail("an output must name a file".into()))
+}
+
+/// `path/..` as a path the partial file can be named by (and read back through): `a/..` is
+/// `` (the working directory), `/..` is `/`, and `..` above the working directory stays.
+fn step_up(path: &mut PathBuf) {
+    match path.components().next_back() {
+        Some(Component::Normal(_)) => {
+            path.pop();
+        }
+        Some(Component::RootDir) => {}
+        _ => path.push(".."),
+    }
 }
 
 /// Whether the output path leads to this process's standard output (`-o /dev/stdout`, or a
@@ -1165,5 +1175,17 @@ mod tests {
         assert_eq!(out.partial_path().parent(), Some(sub.parent().unwrap()));
         out.commit().unwrap();
         assert!(real.join("rec.data").is_file());
+        // The partial file's name, by which a recording is read back, follows `..` too.
+        for (from, up) in [
+            ("a", ""),
+            ("/x/y", "/x"),
+            ("/", "/"),
+            ("", ".."),
+            ("..", "../.."),
+        ] {
+            let mut path = PathBuf::from(from);
+            step_up(&mut path);
+            assert_eq!(path, PathBuf::from(up), "{from}/..");
+        }
     }
 }
