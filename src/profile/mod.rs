@@ -263,6 +263,26 @@ impl Profile {
                 .or_default()
                 .extend(originals);
         }
+        self.reindex();
+    }
+
+    /// Gives frames without a source file the file (and line) `locate` finds for them, e.g.
+    /// from a runtime's name that holds its location. Frame ids stay.
+    pub fn locate_frames(
+        &mut self,
+        mut locate: impl FnMut(&Frame) -> Option<(String, Option<u32>)>,
+    ) {
+        for frame in self.frames.iter_mut().filter(|f| f.file.is_none()) {
+            if let Some((file, line)) = locate(frame) {
+                frame.file = Some(file);
+                frame.line = frame.line.or(line);
+            }
+        }
+        self.reindex();
+    }
+
+    /// Rebuilds the interning index after frames changed in place.
+    fn reindex(&mut self) {
         let tiers = &self.tiers;
         self.index = self
             .frames

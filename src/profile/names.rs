@@ -19,8 +19,19 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::profile::{FrameKind, Profile};
 
-/// Shortens every frame name of `profile` (see the module doc), Java's included.
+/// Shortens every frame name of `profile` (see the module doc), Java's included. JS and Python
+/// frames without a source file get the one their name holds (the viewer formats show it).
 pub fn shorten(profile: &mut Profile) {
+    profile.locate_frames(|frame| {
+        if !matches!(frame.kind, FrameKind::Jit | FrameKind::Inlined) {
+            return None;
+        }
+        if let Some(js) = v8_name(&frame.name) {
+            return (!js.path.is_empty()).then(|| (js.path.to_string(), Some(js.line)));
+        }
+        let (_, path) = frame.name.strip_prefix("py::")?.split_once(':')?;
+        (!path.is_empty()).then(|| (path.to_string(), None))
+    });
     let mut ambiguous: Vec<Candidate> = Vec::new();
     let mut direct: HashMap<String, String> = HashMap::new();
     for frame in profile.frames() {
@@ -628,6 +639,15 @@ mod tests {
             1,
         )]);
         shorten(&mut p);
+        let js = p
+            .frames()
+            .iter()
+            .find(|f| f.name == "main tokens.js:7")
+            .unwrap();
+        assert_eq!(
+            (js.file.as_deref(), js.line),
+            (Some("/app/tokens.js"), Some(7))
+        );
         let full = |name: &str| p.full_names(name).collect::<Vec<_>>();
         assert_eq!(full("ns::f"), vec!["ns::f(double)", "ns::f(int)"]);
         assert_eq!(
