@@ -18,6 +18,8 @@ const EVENT_TYPES_AT: usize = 56;
 const DATA_SIZE_AT: usize = 48;
 const FEATURES_AT: usize = 72;
 const FEATURES_LEN: usize = 32;
+/// perf's own record that is followed by `size` bytes of AUX-area trace data.
+const PERF_RECORD_AUXTRACE: u32 = 71;
 const HEADER_MIN_LEN: usize = FEATURES_AT + FEATURES_LEN;
 
 /// Where the records are, and how much of that is readable.
@@ -71,20 +73,42 @@ pub fn check(file: &[u8]) -> Result<DataSection, ParseError> {
     let window = &file[offset..offset + declared_size.min(available) as usize];
     let mut readable_size = 0;
     let mut stopped = None;
-    for record in RecordIter::new(window) {
-        match record {
-            Ok(raw) => readable_size = raw.offset + 8 + raw.body.len(),
+    let damaged = |at: usize, expected: &str| {
+        Some(ParseError::new(
+            offset + at,
+            format!("{expected} (the data section is damaged or cut off here)"),
+        ))
+    };
+    while readable_size < window.len() {
+        let Some(record) = RecordIter::new(&window[readable_size..]).next() else {
+            break;
+        };
+        let raw = match record {
+            Ok(raw) => raw,
             Err(e) => {
-                stopped = Some(ParseError::new(
-                    offset + e.offset,
-                    format!(
-                        "{} (the data section is damaged or cut off here)",
-                        e.expected
-                    ),
-                ));
+                stopped = damaged(readable_size + e.offset, &e.expected);
                 break;
             }
+        };
+        let mut end = readable_size + 8 + raw.body.len();
+        if raw.kind.0 == PERF_RECORD_AUXTRACE {
+            // The trace data follows the record, outside its size: linux-perf-data sizes a
+            // buffer from this field.
+            let trace = raw.body.get(..8).map_or(u64::MAX, |b| {
+                u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]))
+            });
+            if trace > (window.len() - end) as u64 {
+                stopped = damaged(
+                    readable_size,
+                    &format!(
+                        "an AUXTRACE record whose {trace} bytes of trace data fit the data section"
+                    ),
+                );
+                break;
+            }
+            end += trace as usize;
         }
+        readable_size = end;
     }
     if stopped.is_none() && declared_size > available {
         stopped = Some(ParseError::new(
