@@ -279,13 +279,26 @@ fn finish(svg: &str, labels: &Labels) -> String {
             }
         }
         let written = full.and_then(|f| f.first()).map(String::as_str);
-        match crate::profile::names::function_len(name, written) {
+        let name_end = crate::profile::names::function_len(name, written);
+        match name_end {
             Some(end) => out.push_str(&format!("<g data-name-end=\"{end}\"><title>")),
             None => out.push_str(START),
         }
         out.push_str(&escape(&tooltip));
         out.push_str(END);
         rest = &rest[title_start + len + END.len()..];
+        // The label as drawn without the script (an `<img>`, an image viewer): cut the same way.
+        if let Some((before_text, after_text)) = drawn_text(rest) {
+            let width = rect_width(&rest[..before_text]).unwrap_or(0.0);
+            let fits = (width / char_width_percent()).trunc() as usize;
+            let name_end = name_end.map(|units| {
+                let utf16: Vec<u16> = name.encode_utf16().take(units).collect();
+                String::from_utf16_lossy(&utf16).chars().count()
+            });
+            out.push_str(&rest[..before_text]);
+            out.push_str(&escape(&cut_label(name, name_end, fits)));
+            rest = &rest[after_text..];
+        }
     }
     out.push_str(rest);
     // Before the closing tag of the document: the script that cuts labels.
@@ -294,6 +307,48 @@ fn finish(svg: &str, labels: &Labels) -> String {
         None => out.push_str(CUT_LABELS_SCRIPT),
     }
     out
+}
+
+/// The width of a character in percent of the graph, as inferno computes it.
+fn char_width_percent() -> f64 {
+    let options = Options::default();
+    let image_width = options.image_width.unwrap_or(1200) as f64;
+    100.0 * options.font_size as f64 * options.font_width / image_width
+}
+
+/// The `width="W%"` of the frame's `<rect`, in `frame` (its markup after the title).
+fn rect_width(frame: &str) -> Option<f64> {
+    let rect = &frame[frame.find("<rect")?..];
+    let width = &rect[rect.find(" width=\"")? + 8..];
+    width[..width.find('"')?].trim_end_matches('%').parse().ok()
+}
+
+/// Where the content of the frame's `<text>` starts and ends in `frame`, before its `</g>`.
+fn drawn_text(frame: &str) -> Option<(usize, usize)> {
+    let end_of_frame = frame.find("</g>")?;
+    let text = frame[..end_of_frame].find("<text")?;
+    let start = text + frame[text..].find('>')? + 1;
+    let end = start + frame[start..end_of_frame].find("</text>")?;
+    Some((start, end))
+}
+
+/// The label cut to `fits` characters as the script cuts it: whole if it fits, else the part up
+/// to the end of the function name (`name_end` characters, when the label has a location after
+/// it), else `..` and the end of that; nothing below 3 characters.
+fn cut_label(label: &str, name_end: Option<usize>, fits: usize) -> String {
+    let chars: Vec<char> = label.chars().collect();
+    if chars.len() <= fits {
+        return label.to_string();
+    }
+    if fits < 3 {
+        return String::new();
+    }
+    let name = &chars[..name_end.unwrap_or(chars.len()).min(chars.len())];
+    if name.len() <= fits {
+        return name.iter().collect();
+    }
+    let tail: String = name[name.len() - (fits - 2)..].iter().collect();
+    format!("..{tail}")
 }
 
 /// Replaces inferno's label fitting (its functions of the same names, declared earlier in the
@@ -503,6 +558,34 @@ mod tests {
         let ctx = Context::for_profile(&p, "t", "samples", WeightUnit::Events);
         let svg = draw(&p, &Labels::of(&ctx, &p), &Look::default());
         assert!(svg.contains("<title>ns::f (1,500,000 samples, 100.00%)"));
+    }
+
+    #[test]
+    fn labels_are_cut_in_the_file_too() {
+        assert_eq!(
+            cut_label("ns::Class::method", None, 40),
+            "ns::Class::method"
+        );
+        assert_eq!(cut_label("ns::Class::method", None, 10), "..::method");
+        assert_eq!(cut_label("main tokens.js:77", Some(4), 10), "main");
+        assert_eq!(cut_label("scoreToken tokens.js:42", Some(10), 6), "..oken");
+        assert_eq!(cut_label("anything", None, 2), "");
+        // A frame too narrow for its whole name, as drawn without the script.
+        let p = crate::profile::testing::profile(&[
+            (&[("main", Native), ("hot", Native)], 999),
+            (
+                &[("main", Native), ("v8::internal::Isolate::Invoke", Native)],
+                90,
+            ),
+        ]);
+        let svg = draw(&p, &labels(), &Look::default());
+        let at = svg.find("<title>v8::internal::Isolate::Invoke (").unwrap();
+        let (start, end) = drawn_text(&svg[at..]).unwrap();
+        let drawn = &svg[at..][start..end];
+        assert!(
+            drawn.starts_with("..") && drawn.ends_with("::Invoke"),
+            "{drawn}"
+        );
     }
 
     #[test]
