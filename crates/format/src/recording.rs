@@ -213,7 +213,7 @@ fn end_of_data(file: &[u8], done: &mut impl FnMut(std::ops::Range<usize>)) -> us
         let block = &file[start..end];
         if block != &ZEROS[..block.len()] {
             let last = block.iter().rposition(|&b| b != 0).unwrap_or(0);
-            return (start + last + 1).div_ceil(8) * 8;
+            return ((start + last + 1).div_ceil(8) * 8).min(file.len());
         }
         end = start;
         if zeros_from - end >= RELEASE_STEP {
@@ -330,7 +330,7 @@ impl Problem {
 /// The header at `pos` (kind, CRC, length) and where its payload starts, if the kind is one
 /// and the length fits the file.
 fn header_at(file: &[u8], pos: usize) -> Result<(ChunkKind, u32, usize, usize), Problem> {
-    let mut c = Cursor::new(&file[pos..], pos);
+    let mut c = Cursor::new(file.get(pos..).unwrap_or_default(), pos);
     let (Ok(kind), Ok(crc), Ok(len)) = (c.u32(), c.u32(), c.u64()) else {
         return Err(Problem::ShortHeader);
     };
@@ -565,6 +565,29 @@ mod tests {
             .unwrap_err()
             .expected
             .contains("newer jprof"));
+    }
+
+    /// Found by libFuzzer: a header length that is not a multiple of 8 put the search for
+    /// intact chunks past the end of the file (a panic).
+    #[test]
+    fn any_header_length_and_any_cut_is_read_without_a_panic() {
+        let crash =
+            include_bytes!("../../../fuzz/seeds/recording_reader/crash-header-length-resync.data");
+        assert!(parse_chunks(crash).is_ok());
+        for header_len in 16..40u32 {
+            // Chunks right after a header of that length, the second one damaged.
+            let mut f = file_header().to_vec();
+            f[12..16].copy_from_slice(&header_len.to_le_bytes());
+            f.resize(header_len as usize, 0);
+            f.extend(encode_chunk(ChunkKind::META, b"{}"));
+            let second = f.len();
+            f.extend(encode_chunk(ChunkKind::PERF_RECORDS, &[7; 20]));
+            f.extend(encode_chunk(ChunkKind::SUMMARY, b"{}"));
+            f[second + 20] ^= 1;
+            for cut in 0..=f.len() {
+                let _ = parse_chunks(&f[..cut]);
+            }
+        }
     }
 
     #[test]
