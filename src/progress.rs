@@ -5,8 +5,8 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use crossbeam_channel::RecvTimeoutError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::sync::mpsc::{self, RecvTimeoutError};
 
 /// Work shorter than this shows nothing.
 const SHOW_AFTER: Duration = Duration::from_secs(1);
@@ -77,7 +77,7 @@ pub fn while_busy<T>(what: &str, work: impl FnOnce() -> T) -> T {
     if !enabled() {
         return work();
     }
-    let (done, is_done) = crossbeam_channel::bounded::<()>(0);
+    let (done, is_done) = mpsc::sync_channel::<()>(0);
     std::thread::scope(|scope| {
         scope.spawn(move || {
             // Dropping `done` disconnects the channel: the work finished in time.

@@ -4,7 +4,7 @@
 //! crates depend only downward too (jprof-format and jprof-sys on no workspace crate, the agent
 //! on jprof-format alone), and `unsafe` stays in jprof-sys and the agent's `ffi`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Layers, lowest first (docs/architecture.md draws the same).
@@ -275,9 +275,9 @@ fn the_public_modules_are_the_documented_api() {
     }
 }
 
-/// Each workspace package's dependencies on other workspace packages (normal, dev and build),
-/// as `cargo metadata` reads the manifests.
-fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
+/// The packages of the workspace whose manifest is `manifest` (relative to this crate), as
+/// `cargo metadata` reads them.
+fn packages(manifest: &str) -> Vec<serde_json::Value> {
     let out = std::process::Command::new(env!("CARGO"))
         .args([
             "metadata",
@@ -285,6 +285,8 @@ fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
             "1",
             "--no-deps",
             "--offline",
+            "--manifest-path",
+            manifest,
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -295,7 +297,13 @@ fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
         String::from_utf8_lossy(&out.stderr)
     );
     let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let packages = metadata["packages"].as_array().expect("packages");
+    metadata["packages"].as_array().expect("packages").clone()
+}
+
+/// Each workspace package's dependencies on other workspace packages (normal, dev and build),
+/// as `cargo metadata` reads the manifests.
+fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
+    let packages = &packages("Cargo.toml");
     let names: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
     packages
         .iter()
@@ -442,4 +450,49 @@ fn library_crates_require_docs_on_public_items() {
             "{lib} must keep #![warn(missing_docs)]: the public API is documented item by item"
         );
     }
+}
+
+/// docs/dependencies.md explains every crate jprof's packages (the workspace and `fuzz/`)
+/// depend on, and names none that nothing uses.
+#[test]
+fn every_dependency_is_explained_in_docs_dependencies_md() {
+    let mut used = BTreeMap::<String, Vec<String>>::new();
+    for manifest in ["Cargo.toml", "fuzz/Cargo.toml"] {
+        let packages = packages(manifest);
+        let ours: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+        for p in &packages {
+            for d in p["dependencies"].as_array().into_iter().flatten() {
+                let name = d["name"].as_str().unwrap_or_default();
+                if !ours.contains(&name) && !name.starts_with("jprof") {
+                    let by = p["name"].as_str().unwrap_or_default().to_string();
+                    used.entry(name.to_string()).or_default().push(by);
+                }
+            }
+        }
+    }
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/dependencies.md"))
+        .unwrap();
+    // The crates a table row is about: the backquoted names in its first column.
+    let explained: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix('|')?.split('|').next())
+        .flat_map(|first| first.split('`').skip(1).step_by(2).map(str::to_string))
+        .collect();
+    let unexplained: Vec<_> = used
+        .iter()
+        .filter(|(name, _)| !explained.contains(*name))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "add a row for each of these (crate: packages using it) to docs/dependencies.md, \
+         saying what it is used for and why: {unexplained:?}"
+    );
+    let stale: Vec<_> = explained
+        .iter()
+        .filter(|name| !used.contains_key(*name))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "docs/dependencies.md has rows for crates no package depends on any more: {stale:?}"
+    );
 }

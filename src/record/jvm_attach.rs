@@ -524,7 +524,7 @@ impl Attach {
 pub struct Running {
     pid: u32,
     stop: Arc<AtomicBool>,
-    outcome: crossbeam_channel::Receiver<Attach>,
+    outcome: std::sync::mpsc::Receiver<Attach>,
 }
 
 /// Starts loading jprof's agent into `pid` (if it is a HotSpot JVM) on a thread of its own.
@@ -532,7 +532,7 @@ pub struct Running {
 /// jprof's `JAVA_TOOL_OPTIONS` never reached it); otherwise it is a `-p` target.
 pub fn start(pid: u32, launched: bool) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, outcome) = crossbeam_channel::bounded(1);
+    let (tx, outcome) = std::sync::mpsc::sync_channel(1);
     let flag = Arc::clone(&stop);
     let spawned = std::thread::Builder::new()
         .name("jprof-attach".into())

@@ -1,6 +1,6 @@
 //! Live recording: launch the target suspended, open perf events on it, release it, drain the
 //! rings while it runs, and write the recording. The ring reader (this thread) never touches the
-//! disk: batches go over a bounded crossbeam channel to the writer thread.
+//! disk: batches go over a bounded channel to the writer thread.
 
 mod attach;
 pub(crate) mod events;

@@ -3,10 +3,10 @@
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
 use nix::poll::{poll, PollFd, PollFlags};
 
 use super::{attach, events, tree, writer, Profiled, POLL_INTERVAL_MS, TERM_GRACE};
@@ -70,7 +70,7 @@ enum Pass {
 /// Reads the rings until the recording should stop.
 pub(super) fn read_until_stopped(
     events: &mut events::Events,
-    tx: &Sender<writer::Batch>,
+    tx: &SyncSender<writer::Batch>,
     profiled: &Profiled,
     stop: &StopFlags,
     duration: Option<Duration>,
@@ -93,9 +93,11 @@ pub(super) fn read_until_stopped(
         drop(fds);
         let batch = drain_all(events);
         if !batch.records.is_empty() {
-            if let Err(full) = tx.try_send(batch) {
+            if let Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) =
+                tx.try_send(batch)
+            {
                 dropped_batches += 1;
-                dropped_samples += writer::samples_in(&full.into_inner().records);
+                dropped_samples += writer::samples_in(&batch.records);
             }
         }
         let now = Instant::now();

@@ -11,10 +11,9 @@
 //! joined ([`Writer`]).
 
 use std::path::PathBuf;
+use std::sync::mpsc::{self, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use crossbeam_channel::Sender;
 
 use super::writer::{self, Batch, ChunkWriter, Counters};
 use super::{
@@ -38,12 +37,12 @@ type WriterEnd = (
 /// The writer thread and the channel that feeds it. Dropped (an error on the way), the channel
 /// closes and the thread is joined, so it never writes on after `run` returned.
 pub(super) struct Writer {
-    tx: Option<Sender<Batch>>,
+    tx: Option<SyncSender<Batch>>,
     thread: Option<JoinHandle<WriterEnd>>,
 }
 
 impl Writer {
-    fn tx(&self) -> &Sender<Batch> {
+    fn tx(&self) -> &SyncSender<Batch> {
         self.tx.as_ref().expect("the channel is open until finish")
     }
 
@@ -187,7 +186,7 @@ pub(super) fn start<'a>(
     let out = ChunkWriter::create(file, &partial, &meta)?;
     let stop = reader::StopFlags::install()?;
 
-    let (tx, rx) = crossbeam_channel::bounded::<Batch>(CHANNEL_BATCHES);
+    let (tx, rx) = mpsc::sync_channel::<Batch>(CHANNEL_BATCHES);
     let layout = events.config.layout();
     let off_cpu = off_cpu::SwitchPairing::new(
         layout,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 
 use super::off_cpu::SwitchPairing;
 use super::side_files::SideFiles;
