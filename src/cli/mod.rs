@@ -33,7 +33,8 @@ pub enum Command {
         after_help = "Examples:\n  jprof record -- ./my-program arg1\n  jprof record -F 4999 --call-graph dwarf -o run.data -- ./app\n  jprof record --duration 5 -- ./server"
     )]
     Record(RecordArgs),
-    /// Read a recording and write a flame graph, folded stacks or a text summary.
+    /// Read a recording (or a perf.data, Mono .mlpd or XRay log) and write a flame graph, folded
+    /// stacks, a text summary, or a Firefox Profiler, pprof or speedscope profile.
     #[command(
         after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -f text --sort total --limit 30\n  jprof report -f text --callers malloc   # who calls it, and how much\n  jprof report --serve                 # look around in the browser (speedscope)\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
     )]
@@ -48,8 +49,8 @@ pub enum Command {
         after_help = "Examples:\n  jprof symbolize -i jprof.data 0x7f3a12345678\n  jprof symbolize -i jprof.data --pid 4242 --time 1.5 7f3a12345678 55d0c0de1234\n  jprof symbolize --jitdump /tmp/jit-1234.dump 0x7f0295412345"
     )]
     Symbolize(SymbolizeArgs),
-    /// Differential flame graph of two recordings or folded-stacks files: B's shape, red where
-    /// B spends more than A, blue where it spends less.
+    /// Differential flame graph of two profiles (any input `report` reads, or folded stacks):
+    /// B's shape, red where B spends more than A, blue where it spends less.
     #[command(
         after_help = "Examples:\n  jprof diff before.data after.data -o diff.svg\n  jprof diff --normalize old.folded new.folded   # compare shapes, not totals\n  jprof diff a.data b.data --comm worker --no-inline --inverted"
     )]
@@ -305,7 +306,8 @@ pub struct RecordArgs {
 /// Arguments of `jprof report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Input recording: a jprof.data, or a perf.data from `perf record -k 1 -g`.
+    /// Input: a jprof recording (jprof.data), a perf.data from `perf record -k 1 -g`, a Mono log
+    /// profiler file (.mlpd) or an LLVM XRay log (`--binary` names its functions).
     #[arg(short, long, default_value = "jprof.data", value_parser = parse_input_path)]
     pub(crate) input: PathBuf,
     /// Also look in DIR (repeatable) for binaries whose file on disk is another build than the
@@ -465,7 +467,8 @@ fn parse_min_width(text: &str) -> Result<f64, String> {
 /// Arguments of `jprof diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The baseline: a recording (jprof.data, perf.data) or a folded-stacks file.
+    /// The baseline: any input `report -i` reads (jprof.data, perf.data, .mlpd, XRay log) or a
+    /// folded-stacks file.
     #[arg(value_name = "A", value_parser = parse_input_path)]
     pub(crate) before: PathBuf,
     /// The profile compared with A (same kinds of input); the graph has its shape.
@@ -485,7 +488,9 @@ pub struct DiffArgs {
     /// Also read separate debug files (/usr/lib/debug/.build-id) for lines and inlined frames.
     #[arg(long)]
     pub(crate) debug_files: bool,
-    /// What widths measure (as in `report --weight`): samples, off-cpu or wall.
+    /// What widths measure, as in `report --weight`: samples; calls or time (a Mono .mlpd with
+    /// enter/leave events, or an XRay log); off-cpu or wall (recordings made with
+    /// `record --off-cpu`).
     #[arg(long, value_enum)]
     pub(crate) weight: Option<WeightArg>,
     #[command(flatten)]
