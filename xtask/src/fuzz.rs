@@ -86,7 +86,16 @@ pub fn run(args: &[String]) -> Result<()> {
             run_command(
                 cargo()
                     .current_dir(&fuzz_dir)
-                    .args(["run", "--release", "--bin", "stable-fuzz", "--", target])
+                    .args([
+                        "run",
+                        "--release",
+                        "--features",
+                        "stable",
+                        "--bin",
+                        "stable-fuzz",
+                        "--",
+                    ])
+                    .arg(target)
                     .arg(seconds.to_string()),
             )?;
         }
