@@ -116,7 +116,8 @@ pub const RUNTIMES: &[Runtime] = &[
     Runtime {
         name: "wasmtime",
         commands: &[],
-        maps: &["wasmtime", "libwasmtime.so*"],
+        // The CLI, the C API's library, and the one PyPI's `wasmtime` embeds in Python.
+        maps: &["wasmtime", "libwasmtime.so*", "_libwasmtime.so"],
         writes: &[],
         asked_with: "",
         by_hand: "`wasmtime run --profile=perfmap` (or jitdump); an embedding sets Config::profiler(ProfilingStrategy::PerfMap)",
@@ -1173,7 +1174,11 @@ mod tests {
         let setup = prepare_at(&places(Place::Private, Place::KernelGuarded, None));
         let runtimes: BTreeMap<u32, &'static str> = [
             (1, runtime_of_mapping("/usr/bin/python3.11").unwrap()),
-            (2, runtime_of_mapping("/opt/wasmtime/bin/wasmtime").unwrap()),
+            (
+                2,
+                runtime_of_mapping("/usr/lib/python3/site-packages/wasmtime/_libwasmtime.so")
+                    .unwrap(),
+            ),
             (
                 3,
                 runtime_of_mapping("/usr/lib/erlang/erts-13.1.5/bin/beam.smp").unwrap(),
