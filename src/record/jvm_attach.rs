@@ -464,6 +464,37 @@ fn attach_request(
 /// Whether a `load` reply means the agent's Agent_OnAttach returned 0: the first line is the
 /// request's result; JDK 9+ adds `return code: N`, and JDK 21+ reports a load failure as
 /// result 0 with a message instead.
+/// Whether a refused `load` says only that the JVM has not finished starting: its attach
+/// listener can answer before JVMTI's live phase, and a JVM found moments after it started
+/// (or one slowed by a busy host) refuses agents until then.
+fn not_live_yet(reply: &str) -> bool {
+    reply.contains("only permitted in the live phase")
+}
+
+/// Asks the JVM to load the agent, asking again while it answers that it is still starting
+/// (every [`SLICE`]), all within [`LOAD_DEADLINE`] and the stop.
+fn load_when_live(
+    tmp: &JvmTmp,
+    socket: &str,
+    pid: u32,
+    agent: &str,
+    stop: &AtomicBool,
+) -> Result<String, Failure> {
+    let until = Instant::now() + LOAD_DEADLINE;
+    loop {
+        let left = time_left(until, LOAD_DEADLINE, stop)?;
+        let reply = attach_request(tmp, socket, pid, ["load", agent, "true", ""], left, stop)
+            .map_err(|e| match e {
+                Failure::TimedOut(_) => Failure::TimedOut(LOAD_DEADLINE),
+                e => e,
+            })?;
+        if !not_live_yet(&reply) {
+            return Ok(reply);
+        }
+        std::thread::sleep(time_left(until, LOAD_DEADLINE, stop)?.min(SLICE));
+    }
+}
+
 fn load_succeeded(reply: &str) -> bool {
     let mut lines = reply.lines().map(str::trim);
     if lines.next() != Some("0") {
@@ -661,14 +692,7 @@ fn attach_java(pid: u32, launched: bool, stop: &AtomicBool) -> Attach {
         Some((_, inside)) => inside.clone(),
         None => agent.display().to_string(),
     };
-    let loaded = attach_request(
-        &tmp,
-        &socket,
-        pid,
-        ["load", &agent_arg, "true", ""],
-        LOAD_DEADLINE,
-        stop,
-    );
+    let loaded = load_when_live(&tmp, &socket, pid, &agent_arg, stop);
     if let Some((made, _)) = &copied {
         tmp.remove(made);
     }
@@ -994,6 +1018,9 @@ mod tests {
         assert!(!load_succeeded("0\nreturn code: -1\n"));
         assert!(!load_succeeded("0\nFailed to load agent library\n"));
         assert!(!load_succeeded("101\n"));
+        let starting = "0\nDynamic agent loading is only permitted in the live phase\n";
+        assert!(not_live_yet(starting) && !load_succeeded(starting));
+        assert!(!not_live_yet("0\nreturn code: 0\n"));
     }
 
     /// "Loaded" needs the JVM's answer and the agent's jitdump.
