@@ -257,8 +257,18 @@ fn shebang(program: &Path) -> Option<String> {
             .find(|p| p.is_file())?
     };
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never blocks on a FIFO named as the command: opened non-blocking, read only if regular.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let n = (&file).read(&mut head).ok()?;
     let line = head[..n].strip_prefix(b"#!")?;
     let line = line.split(|&b| b == b'\n').next()?;
     Some(String::from_utf8_lossy(line).trim().to_string())
@@ -1274,6 +1284,13 @@ mod tests {
             Some("mono")
         );
         assert!(runtime_of_command("javac").is_none());
+        // A FIFO named as the command is not read (it would block).
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(
+            program_run_by(&argv(&[fifo.to_str().unwrap()])).as_deref(),
+            Some("fifo")
+        );
     }
 
     #[test]
