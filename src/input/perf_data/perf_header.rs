@@ -141,7 +141,8 @@ pub fn check_sections(file: &[u8]) -> Result<(), ParseError> {
     let entry_size_ok = (17..=MAX_ATTR_SIZE).contains(&attr_size);
     let (attrs_at, attrs_size) = section_in_file(file, ATTRS_AT, "an attribute section")?;
     let (types_at, types_size) = section_in_file(file, EVENT_TYPES_AT, "an event-type section")?;
-    if (attrs_size > 0 || types_size > 0) && !entry_size_ok {
+    // Checked even with no attribute section: the crate divides that section's size by it.
+    if !entry_size_ok {
         return Err(ParseError::new(
             ATTR_SIZE_AT,
             format!("an attribute entry size of 17 to {MAX_ATTR_SIZE} bytes (it says {attr_size})"),
