@@ -17,6 +17,7 @@ fn main() -> std::process::ExitCode {
             jprof::tools::symbolize::run(&config, &mut std::io::stdout().lock()).map(|()| 0)
         }),
         Command::Diff(args) => jprof::report::diff::run(&args.into()).map(|()| 0),
+        Command::Top(args) => jprof::tools::top::run(&args.into()),
         Command::Doctor(_) => {
             jprof::tools::doctor::run(&mut std::io::stdout().lock()).map(i32::from)
         }

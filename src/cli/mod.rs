@@ -55,6 +55,13 @@ pub enum Command {
         after_help = "Examples:\n  jprof diff before.data after.data -o diff.svg\n  jprof diff --normalize old.folded new.folded   # compare shapes, not totals\n  jprof diff a.data b.data --comm worker --no-inline --inverted"
     )]
     Diff(DiffArgs),
+    /// A live view of the hottest functions (JIT names included) while a command or process
+    /// runs: self and total time, refreshed every second. Keys: s (self), t (total), q or
+    /// Ctrl-C (quit). The recording is kept.
+    #[command(
+        after_help = "Examples:\n  jprof top -- node server.js\n  jprof top -p 4242\n  jprof top -F 4999 -o top.data -- ./app"
+    )]
+    Top(TopArgs),
     /// Check whether this machine can profile (permissions, PMU, TSC, kernel symbols,
     /// runtimes, the Java agent) and print the exact fix for each problem. Exits 1 when
     /// profiling cannot work.
@@ -87,7 +94,7 @@ pub fn parse() -> Cli {
     }
 }
 
-/// For `jprof record [OPTIONS] CMD ARGS...`, which clap refuses as an unexpected argument:
+/// For `jprof record [OPTIONS] CMD ARGS...` (or `top`), which clap refuses as an unexpected argument:
 /// the same command line with `--` before CMD.
 pub fn missing_dashes_tip(error: &clap::Error, args: &[std::ffi::OsString]) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -104,7 +111,7 @@ pub fn missing_dashes_tip(error: &clap::Error, args: &[std::ffi::OsString]) -> O
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let record = args.iter().position(|a| a == "record")?;
+    let record = args.iter().position(|a| a == "record" || a == "top")?;
     if args.iter().any(|a| a == "--") {
         return None;
     }
@@ -301,6 +308,42 @@ pub struct RecordArgs {
     /// The command to run, after `--`.
     #[arg(last = true, required_unless_present = "pid")]
     pub(crate) command: Vec<String>,
+}
+
+/// Arguments of `jprof top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Sampling frequency in Hz.
+    #[arg(short = 'F', long = "freq", default_value_t = 999,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) frequency: u64,
+    /// The recording top makes (kept when it ends).
+    #[arg(short, long, default_value = "jprof.data", value_parser = parse_recording_path)]
+    pub(crate) output: PathBuf,
+    /// Rows of the table.
+    #[arg(long, value_name = "N", default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub(crate) limit: u64,
+    /// Watch this running process (all its threads) instead of launching a command.
+    #[arg(short, long, conflicts_with = "command")]
+    pub(crate) pid: Option<u32>,
+    /// The command to run, after `--`.
+    #[arg(last = true, required_unless_present = "pid")]
+    pub(crate) command: Vec<String>,
+}
+
+impl From<TopArgs> for crate::tools::top::TopConfig {
+    fn from(a: TopArgs) -> Self {
+        let target = match a.pid {
+            Some(pid) => vec!["-p".to_string(), pid.to_string()],
+            None => std::iter::once("--".to_string()).chain(a.command).collect(),
+        };
+        Self {
+            target,
+            frequency_hz: a.frequency,
+            output: a.output,
+            rows: a.limit as usize,
+        }
+    }
 }
 
 /// Arguments of `jprof report`.
@@ -557,6 +600,10 @@ mod tests {
             Some("tip: the command to profile goes after `--`: jprof record -F 99 -- ls -la 'my dir'")
         );
         // Other mistakes get clap's message alone.
+        assert_eq!(
+            tip(&["jprof", "top", "node", "app.js"]).as_deref(),
+            Some("tip: the command to profile goes after `--`: jprof top -- node app.js")
+        );
         assert_eq!(tip(&["jprof", "record", "--frobnicate", "ls"]), None);
         assert_eq!(tip(&["jprof", "report", "extra"]), None);
     }

@@ -6,3 +6,4 @@ pub mod doctor;
 pub mod dump;
 pub(crate) mod dump_j9;
 pub mod symbolize;
+pub mod top;
