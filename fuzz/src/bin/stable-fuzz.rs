@@ -14,19 +14,16 @@ use jprof_fuzz::{
 #[path = "../../../tests/j9_support/mod.rs"]
 mod j9_support;
 
-/// xorshift64*: deterministic and good enough to pick mutations.
-struct Rng(u64);
+use fastrand::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
+/// A number below `n`, or 0 when `n` is 0.
+trait Below {
+    fn below(&mut self, n: usize) -> usize;
+}
 
+impl Below for Rng {
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.usize(..n.max(1))
     }
 }
 
@@ -40,7 +37,7 @@ fn record(rng: &mut Rng, out: &mut Vec<u8>) {
         1 => rng.below(64),
         _ => rng.below(400),
     } & !7;
-    let misc = rng.next() as u16 & if rng.below(2) == 0 { 0x7 } else { 0xffff };
+    let misc = rng.u64(..) as u16 & if rng.below(2) == 0 { 0x7 } else { 0xffff };
     out.extend_from_slice(&kind.to_le_bytes());
     out.extend_from_slice(&misc.to_le_bytes());
     out.extend_from_slice(&((body_len + 8) as u16).to_le_bytes());
@@ -49,7 +46,7 @@ fn record(rng: &mut Rng, out: &mut Vec<u8>) {
         out.push(match rng.below(4) {
             0 => 0,
             1 => rng.below(8) as u8,
-            _ => rng.next() as u8,
+            _ => rng.u64(..) as u8,
         });
     }
 }
@@ -60,9 +57,13 @@ fn input(rng: &mut Rng) -> Vec<u8> {
     let sample_type = if rng.below(2) == 0 {
         JPROF_SAMPLE_TYPE
     } else {
-        rng.next() & 0x3_ffff
+        rng.u64(..) & 0x3_ffff
     };
-    let regs = if rng.below(2) == 0 { 0x1c0 } else { rng.next() };
+    let regs = if rng.below(2) == 0 {
+        0x1c0
+    } else {
+        rng.u64(..)
+    };
     data.extend_from_slice(&sample_type.to_le_bytes());
     data.extend_from_slice(&regs.to_le_bytes());
     for _ in 0..rng.below(20) {
@@ -93,7 +94,7 @@ fn small_byte(rng: &mut Rng) -> u8 {
     match rng.below(4) {
         0 => 0,
         1 => rng.below(8) as u8,
-        _ => rng.next() as u8,
+        _ => rng.u64(..) as u8,
     }
 }
 
@@ -113,7 +114,7 @@ fn jitdump_input(rng: &mut Rng) -> Vec<u8> {
         5,
         77,
     ];
-    let mut data = vec![rng.next() as u8 & 2];
+    let mut data = vec![rng.u64(..) as u8 & 2];
     for _ in 0..rng.below(12) {
         let id = IDS[rng.below(IDS.len())];
         let body_len = match rng.below(3) {
@@ -123,12 +124,12 @@ fn jitdump_input(rng: &mut Rng) -> Vec<u8> {
         };
         let total = match rng.below(8) {
             0 => rng.below(40) as u32,
-            1 => rng.next() as u32,
+            1 => rng.u64(..) as u32,
             _ => (16 + body_len) as u32,
         };
         data.extend_from_slice(&id.to_le_bytes());
         data.extend_from_slice(&total.to_le_bytes());
-        data.extend_from_slice(&rng.next().to_le_bytes());
+        data.extend_from_slice(&rng.u64(..).to_le_bytes());
         for _ in 0..body_len {
             let b = match rng.below(6) {
                 0 => b'a' + rng.below(26) as u8,
@@ -149,8 +150,8 @@ fn jitdump_input(rng: &mut Rng) -> Vec<u8> {
 fn perf_map_input(rng: &mut Rng) -> Vec<u8> {
     let mut text = String::new();
     for _ in 0..rng.below(30) {
-        let start = rng.next() >> rng.below(64);
-        let size = rng.next() >> (32 + rng.below(32));
+        let start = rng.u64(..) >> rng.below(64);
+        let size = rng.u64(..) >> (32 + rng.below(32));
         match rng.below(8) {
             0 => text.push_str(&format!("0x{start:016x} 0x{size:016x} Interpreter\n")),
             1 => text.push_str(&format!(
@@ -168,7 +169,7 @@ fn perf_map_input(rng: &mut Rng) -> Vec<u8> {
     for _ in 0..rng.below(3) {
         if !data.is_empty() {
             let i = rng.below(data.len());
-            data[i] = rng.next() as u8;
+            data[i] = rng.u64(..) as u8;
         }
     }
     data
@@ -202,13 +203,13 @@ fn j9_input(rng: &mut Rng) -> Vec<u8> {
 /// One input for `mlpd_parser`: a version choice byte, then events that start with plausible
 /// event bytes (every type and sub-type) followed by LEB128 numbers and strings.
 fn mlpd_input(rng: &mut Rng) -> Vec<u8> {
-    let mut data = vec![rng.next() as u8];
+    let mut data = vec![rng.u64(..) as u8];
     for _ in 0..rng.below(40) {
         data.push((rng.below(11) as u8) | ((rng.below(12) as u8) << 4));
         for _ in 0..rng.below(8) {
             match rng.below(5) {
                 0 => data.extend_from_slice(b"Name:M ()\0"),
-                1 => data.extend_from_slice(&[0x80 | rng.next() as u8, rng.next() as u8 & 0x7f]),
+                1 => data.extend_from_slice(&[0x80 | rng.u64(..) as u8, rng.u64(..) as u8 & 0x7f]),
                 2 => data.push(0x7f),
                 _ => data.push(small_byte(rng) & 0x7f),
             }
@@ -216,7 +217,7 @@ fn mlpd_input(rng: &mut Rng) -> Vec<u8> {
     }
     if rng.below(4) == 0 && data.len() > 1 {
         let i = 1 + rng.below(data.len() - 1);
-        data[i] = rng.next() as u8;
+        data[i] = rng.u64(..) as u8;
     }
     data
 }
@@ -224,7 +225,7 @@ fn mlpd_input(rng: &mut Rng) -> Vec<u8> {
 /// One input for `xray_parser`: a choice byte (mode, version, byte order), then a mix of FDR
 /// metadata records (known kinds, small sizes), function records and basic-mode records.
 fn xray_input(rng: &mut Rng) -> Vec<u8> {
-    let mut data = vec![rng.next() as u8];
+    let mut data = vec![rng.u64(..) as u8];
     for _ in 0..rng.below(40) {
         match rng.below(4) {
             0 => {
@@ -241,14 +242,14 @@ fn xray_input(rng: &mut Rng) -> Vec<u8> {
             1 => {
                 let word = ((rng.below(5) as u32) << 1) | ((rng.below(12) as u32) << 4);
                 data.extend_from_slice(&word.to_le_bytes());
-                data.extend_from_slice(&(rng.next() as u32 >> rng.below(32)).to_le_bytes());
+                data.extend_from_slice(&(rng.u64(..) as u32 >> rng.below(32)).to_le_bytes());
             }
             2 => {
                 data.extend_from_slice(&[0, 0, 0, rng.below(5) as u8]);
                 data.extend_from_slice(&(rng.below(12) as u32).to_le_bytes());
-                data.extend_from_slice(&rng.next().to_le_bytes());
+                data.extend_from_slice(&rng.u64(..).to_le_bytes());
                 data.extend_from_slice(&[7, 0, 0, 0, 7, 0, 0, 0]);
-                data.extend_from_slice(&rng.next().to_le_bytes());
+                data.extend_from_slice(&rng.u64(..).to_le_bytes());
             }
             _ => data.push(small_byte(rng)),
         }
@@ -330,7 +331,7 @@ fn perf_data_input(rng: &mut Rng) -> Vec<u8> {
             let keep = rng.below(out.len() + 1);
             out.truncate(keep);
         }
-        2 => out[72 + rng.below(32)] = rng.next() as u8,
+        2 => out[72 + rng.below(32)] = rng.u64(..) as u8,
         _ => {}
     }
     out
@@ -351,7 +352,7 @@ fn perf_data_features_input(rng: &mut Rng) -> Vec<u8> {
             0 => u32::MAX,
             1 => 1 << rng.below(32),
             2 => small_byte(rng).into(),
-            _ => rng.next() as u32,
+            _ => rng.u64(..) as u32,
         };
         out[at..at + 4].copy_from_slice(&word.to_le_bytes());
     }
@@ -378,7 +379,7 @@ fn main() {
         std::process::exit(2);
     };
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::with_seed(seed);
     let mut executions = 0u64;
     while Instant::now() < deadline {
         for _ in 0..1000 {

@@ -84,8 +84,13 @@ impl Scan {
             Record::Comm { pid, .. } | Record::Fork { pid, .. } => {
                 self.processes.insert(*pid);
             }
-            Record::Lost { lost, .. } => self.lost_records += lost,
-            Record::LostSamples { lost, .. } => self.lost_samples += lost,
+            // Counts from the file: a damaged one must not overflow them.
+            Record::Lost { lost, .. } => {
+                self.lost_records = self.lost_records.saturating_add(*lost)
+            }
+            Record::LostSamples { lost, .. } => {
+                self.lost_samples = self.lost_samples.saturating_add(*lost)
+            }
             _ => {}
         }
     }
@@ -509,6 +514,24 @@ mod tests {
 
     fn import_in_memory(file: &[u8]) -> Result<Recording> {
         import_bytes_unguarded(Path::new("bad.data"), file, &ImportOptions::default())
+    }
+
+    /// Loss counts come from the file: huge ones (found by the stable fuzzer) saturate instead
+    /// of overflowing.
+    #[test]
+    fn huge_loss_counts_saturate() {
+        let id = crate::format::perf::SampleId {
+            pid: 1,
+            tid: 1,
+            time: None,
+            cpu: None,
+        };
+        let mut scan = Scan::default();
+        for _ in 0..2 {
+            scan.note_record(&Record::Lost { lost: u64::MAX, id });
+            scan.note_record(&Record::LostSamples { lost: u64::MAX, id });
+        }
+        assert_eq!((scan.lost_records, scan.lost_samples), (u64::MAX, u64::MAX));
     }
 
     #[test]
