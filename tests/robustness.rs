@@ -2,7 +2,7 @@
 //! crash or lose data silently. Real recordings throughout.
 
 mod cli_support;
-use cli_support::{jprof, text};
+use cli_support::{jprof, text, JPROF};
 
 mod live_support;
 
@@ -280,7 +280,7 @@ fn a_recording_padded_with_a_gigabyte_of_zeros_is_read_in_bounded_memory() {
         .set_len(1 << 30)
         .unwrap();
     let path = padded.to_str().unwrap();
-    let jprof_bin = env!("CARGO_BIN_EXE_jprof");
+    let jprof_bin = JPROF;
     for (args, says) in [
         (
             format!("report -f text -o - -i {path}"),

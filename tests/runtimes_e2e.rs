@@ -4,12 +4,13 @@
 //! `#!/usr/bin/env` shim, and leaves no side file behind. Real runtimes, installed by .ci/run
 //! (CPython 3.12 from pyenv on these machines).
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-
-const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
 
 /// CPU-heavy runs on two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -54,7 +55,7 @@ fn record_with(
 ) -> Run {
     let data = dir.join("run.data");
     let _ = std::fs::remove_file(&data);
-    let mut cmd = Command::new(JPROF);
+    let mut cmd = jprof();
     cmd.current_dir(dir)
         .args(["record", "-o"])
         .arg(&data)
@@ -70,7 +71,7 @@ fn record_with(
     let out = cmd.output().expect("run jprof record");
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{summary}");
-    let report = Command::new(JPROF)
+    let report = jprof()
         .args(["report", "-f", "collapsed", "-o", "-", "-i"])
         .arg(&data)
         .output()

@@ -5,6 +5,9 @@
 //! must stay small, obey `--duration` and SIGTERM within seconds, leave a finished recording,
 //! and never claim it loaded its agent. The tests need root (CI runs as root) and say so.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -178,7 +181,7 @@ fn out_dir() -> tempfile::TempDir {
 }
 
 fn jprof_attached(pid: u32, data: &Path, extra: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_jprof"))
+    jprof()
         .args(["record", "-o"])
         .arg(data)
         .args(extra)

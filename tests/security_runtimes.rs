@@ -6,14 +6,15 @@
 //! flags and asserts root's file is untouched and the planted files received nothing. Needs
 //! root (CI runs as root), node and mono.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
 const USER: &str = "jprofsec";
-const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
-
 /// The attacks plant names in shared directories: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -195,7 +196,7 @@ fn node_in_a_directory_another_user_can_write_is_not_asked() {
         let victim = victim();
         let planted = plant(shared.path(), "jit-{pid}.dump", &victim.path);
         let data = scripts.path().join("node.data");
-        let out = run(Command::new(JPROF)
+        let out = run(jprof()
             .current_dir(shared.path())
             .args(["record", "-o"])
             .arg(&data)
@@ -259,7 +260,7 @@ fn mono_never_writes_through_names_planted_in_tmp() {
     let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
     let logs = plant(Path::new("/tmp"), "jprof-mono-{pid}.mlpd", &victim.path);
     let data = work.path().join("mono.data");
-    let out = run(Command::new(JPROF)
+    let out = run(jprof()
         .current_dir(work.path())
         .args(["record", "-o"])
         .arg(&data)
@@ -334,7 +335,7 @@ fn a_tmp_jitdump_jprof_did_not_ask_for_stays() {
             .collect(),
     };
     let data = work.path().join("node.data");
-    let out = run(Command::new(JPROF)
+    let out = run(jprof()
         .current_dir(work.path())
         .args(["record", "-o"])
         .arg(&data)
@@ -386,7 +387,7 @@ fn python_never_writes_through_perf_maps_planted_in_tmp() {
     let victim = victim();
     let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
     let data = work.path().join("py.data");
-    let out = run(Command::new(JPROF)
+    let out = run(jprof()
         .current_dir(work.path())
         .args(["record", "-o"])
         .arg(&data)
@@ -437,7 +438,7 @@ fn deno_writes_only_into_the_private_directory() {
     let victim = victim();
     let planted = plant(shared.path(), "jit-{pid}.dump", &victim.path);
     let data = work.path().join("deno.data");
-    let out = run(Command::new(JPROF)
+    let out = run(jprof()
         .current_dir(shared.path())
         .args(["record", "-o"])
         .arg(&data)
@@ -469,7 +470,7 @@ fn erlang_never_writes_through_perf_maps_planted_in_tmp() {
     let victim = victim();
     let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
     let data = work.path().join("erl.data");
-    let out = run(Command::new(JPROF)
+    let out = run(jprof()
         .current_dir(work.path())
         .args(["record", "-o"])
         .arg(&data)
@@ -558,7 +559,7 @@ fn dotnet_never_writes_through_names_planted_in_tmp() {
     let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
     let infos = plant(Path::new("/tmp"), "perfinfo-{pid}.map", &victim.path);
     let data = work.path().join("dotnet.data");
-    let out = run(Command::new(JPROF)
+    let out = run(jprof()
         .current_dir(work.path())
         .args(["record", "-o"])
         .arg(&data)

@@ -4,6 +4,9 @@
 //! offline: the profile loads, the hot function is on the page with its time, and speedscope's
 //! search (Ctrl-F, then typing) finds a function and filters the others out.
 
+mod cli_support;
+use cli_support::jprof;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -40,7 +43,7 @@ fn recording(dir: &Path) -> std::path::PathBuf {
         .arg("-o")
         .arg(&binary));
     let data = dir.join("jprof.data");
-    run(Command::new(env!("CARGO_BIN_EXE_jprof"))
+    run(jprof()
         .args(["record", "-o"])
         .arg(&data)
         .arg("--")
@@ -62,7 +65,7 @@ fn get(host: &str, target: &str) -> String {
 fn serve_shows_the_profile_in_speedscope_and_search_works() {
     let dir = tempfile::tempdir().unwrap();
     let data = recording(dir.path());
-    let mut server = Command::new(env!("CARGO_BIN_EXE_jprof"))
+    let mut server = jprof()
         .args(["report", "--serve", "-i"])
         .arg(&data)
         .stdout(Stdio::piped())

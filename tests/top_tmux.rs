@@ -3,14 +3,15 @@
 //! table, `q` must quit, keep the recording and leave the terminal as it was (canonical mode,
 //! echo on: `stty -a` run after it in the same terminal says so).
 
+mod cli_support;
+use cli_support::JPROF;
+
 #[path = "jdk_support/mod.rs"]
 mod jdk_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
 
 /// jprof's agent, built next to the jprof binary under test (where jprof looks for it).
 fn build_agent() {
