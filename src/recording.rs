@@ -731,11 +731,20 @@ pub(crate) fn inflate(payload: &[u8], at: usize) -> Result<Vec<u8>, ParseError> 
     Ok(out)
 }
 
+/// User registers `record` samples: BP, SP and IP (x86_64 perf_regs indexes 6, 7, 8), enough
+/// for frame-pointer and CFI unwinding.
+pub const REGS_USER_MASK: u64 = 0x1c0;
+/// Stack bytes `record` copies per sample with `--call-graph dwarf`: perf's default, the
+/// frame-pointer chain continuing deeper stacks.
+pub const STACK_BYTES_DWARF: u32 = 8 * 1024;
+/// Stack bytes `record` copies per sample in fp mode: enough to walk frameless code at the top
+/// (a leaf, libc's wrappers).
+pub const STACK_BYTES_FP: u32 = 1024;
+
 /// META for a recording whose every META copy is damaged: the layout jprof records with
 /// (`record::events`), the call graph told by the first sample's stack copy; `None` when the
 /// first sample in `records` does not decode with it.
 fn default_meta(records: &[u8]) -> Option<Meta> {
-    use crate::record::events::{REGS_USER_MASK, STACK_BYTES_DWARF, STACK_BYTES_FP};
     let mut event = EventConfig {
         event: "unknown (META damaged)".into(),
         event_note: None,

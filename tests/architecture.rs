@@ -13,8 +13,15 @@ use std::path::{Path, PathBuf};
 /// `crate::demangle::…` and `crate::sys::…` paths still name their layer here.
 const LAYERS: &[&[&str]] = &[
     // Pure leaves: byte formats, names, the profile model (with its filters and context),
-    // progress drawing.
-    &["format", "demangle", "process_root", "profile", "progress"],
+    // progress drawing, text made safe for a terminal.
+    &[
+        "format",
+        "demangle",
+        "process_root",
+        "profile",
+        "progress",
+        "terminal",
+    ],
     // The platform: syscalls (the only `unsafe`), clocks, the crate error.
     &["sys", "timeline", "error"],
     // Files opened on behalf of other processes, and outputs.
@@ -170,6 +177,7 @@ const PUBLIC_MODULES: &[&str] = &[
     "input::xray::account",
     "input::xray::replay",
     "profile",
+    "profile::names",
     "record",
     "recording",
     "report",
@@ -194,6 +202,7 @@ const PUBLIC_MODULES: &[&str] = &[
     "tools::doctor",
     "tools::dump",
     "tools::symbolize",
+    "tools::top",
 ];
 
 /// `pub mod NAME` declarations (`;` or inline `{`) under `root`, as paths below `prefix`.

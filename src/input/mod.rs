@@ -12,7 +12,7 @@
 
 pub(crate) mod mlpd;
 pub mod perf_data;
-pub mod recording;
+pub(crate) mod recording;
 pub mod xray;
 
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 pub(crate) mod context;
 pub(crate) mod filter;
 pub mod names;
-pub mod notes;
+pub(crate) mod notes;
 pub(crate) mod signatures;
 
 pub use context::{CodeLoad, Context, WeightUnit};

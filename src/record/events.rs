@@ -11,12 +11,8 @@ use crate::sys::perf_event::{self, abi, PerfMmap};
 
 use super::{CallGraph, EventChoice};
 
-/// BP, SP and IP (x86_64 perf_regs indexes 6, 7, 8): enough for frame-pointer and CFI unwinding.
-pub const REGS_USER_MASK: u64 = 0x1c0;
-/// Stack bytes copied per sample. dwarf: perf's default, the frame-pointer chain continuing
-/// deeper stacks; fp: enough to walk frameless code at the top (a leaf, libc's wrappers).
-pub const STACK_BYTES_DWARF: u32 = 8 * 1024;
-pub const STACK_BYTES_FP: u32 = 1024;
+// The sampled layout is the recording's (a reader rebuilds it when every META copy is damaged).
+pub use crate::recording::{REGS_USER_MASK, STACK_BYTES_DWARF, STACK_BYTES_FP};
 /// Ring sizes in pages (power of two) per CPU.
 const RING_PAGES_FP: usize = 256;
 const RING_PAGES_DWARF: usize = 2048;

@@ -8,7 +8,7 @@ pub mod export;
 pub(crate) mod firefox;
 pub mod flamegraph;
 pub mod pprof;
-pub mod serve;
+pub(crate) mod serve;
 pub(crate) mod speedscope;
 
 use std::io::{self, BufWriter, Write};

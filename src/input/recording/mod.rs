@@ -3,7 +3,7 @@
 //! weighed. Its text report (`text.rs`) is the recording's summary and the top functions.
 
 mod coverage;
-pub mod text;
+pub(crate) mod text;
 
 use crate::error::{Error, Result};
 use crate::profile::context::first_sample_time;
