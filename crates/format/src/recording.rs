@@ -512,6 +512,26 @@ mod tests {
         assert!(e.expected.contains("corrupt"));
     }
 
+    /// Versions 1 and 2 checked the payload alone: their files are still read.
+    #[test]
+    fn a_version_2_file_is_still_read() {
+        let mut f = file_header().to_vec();
+        f[8..12].copy_from_slice(&2u32.to_le_bytes());
+        for (kind, payload) in [(ChunkKind::META, &b"{\"a\":1}"[..]), (ChunkKind::END, b"")] {
+            let mut chunk = encode_chunk(kind, payload);
+            chunk[4..8].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+            f.extend(chunk);
+        }
+        let c = parse_chunks(&f).unwrap();
+        assert_eq!(c.version, 2);
+        assert!(c.stopped.is_none());
+        assert_eq!(c.chunks.len(), 2);
+        // Version 3 chunks tell a damaged kind; version 2 ones cannot.
+        let mut v3 = sample_file();
+        v3[16] ^= 2; // META becomes kind 3
+        assert_eq!(parse_chunks(&v3).unwrap().skipped.len(), 1);
+    }
+
     #[test]
     fn a_zero_tail_is_padding_not_chunks() {
         let mut f = sample_file();

@@ -115,7 +115,7 @@ pub fn check(file: &[u8]) -> Result<DataSection, ParseError> {
             file.len(),
             format!(
                 "the data section to run to byte {} (the file is truncated)",
-                offset as u64 + declared_size
+                (offset as u64).saturating_add(declared_size)
             ),
         ));
     }
