@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jprof::recording::Recording;
@@ -20,43 +20,14 @@ use jprof::recording::Recording;
 #[path = "jdk_support/mod.rs"]
 mod jdk_support;
 
-const USER: &str = "jprofsec";
+mod attacker_support;
+use attacker_support::user;
 
 /// One fake JVM at a time (the RSS bound reads the children's maximum).
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The unprivileged user's uid and gid (created once).
-fn user() -> (u32, u32) {
-    static IDS: OnceLock<(u32, u32)> = OnceLock::new();
-    *IDS.get_or_init(|| {
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "these tests replay attacks on root's jprof: run them as root (CI does)"
-        );
-        let id = |flag: &str| {
-            Command::new("id")
-                .args([flag, USER])
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        };
-        if id("-u").is_none() {
-            let made = Command::new("useradd")
-                .args(["--system", "--no-create-home", "--shell", "/bin/sh", USER])
-                .status()
-                .expect("useradd");
-            assert!(
-                made.success() || id("-u").is_some(),
-                "useradd {USER} failed"
-            );
-        }
-        (id("-u").expect("uid"), id("-g").expect("gid"))
-    })
 }
 
 /// The fake JVM: maps `lib` executable (a real HotSpot libjvm through the dynamic loader, or

@@ -10,49 +10,20 @@ use cli_support::jprof;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jprof::format::jitdump_write::{self, CodeLoad};
 use jprof::recording::Recording;
 
-const USER: &str = "jprofsec";
+mod attacker_support;
+use attacker_support::user;
 
 /// The attacks plant files at fixed names in /tmp: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The unprivileged user's uid and gid (created once).
-fn user() -> (u32, u32) {
-    static IDS: OnceLock<(u32, u32)> = OnceLock::new();
-    *IDS.get_or_init(|| {
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "these tests replay attacks on root's jprof: run them as root (CI does)"
-        );
-        let id = |flag: &str| {
-            Command::new("id")
-                .args([flag, USER])
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        };
-        if id("-u").is_none() {
-            let made = Command::new("useradd")
-                .args(["--system", "--no-create-home", "--shell", "/bin/sh", USER])
-                .status()
-                .expect("useradd");
-            assert!(
-                made.success() || id("-u").is_some(),
-                "useradd {USER} failed"
-            );
-        }
-        (id("-u").expect("uid"), id("-g").expect("gid"))
-    })
 }
 
 /// A command run as the unprivileged user.
