@@ -1081,7 +1081,7 @@ mod tests {
         assert_eq!(kept, "old");
         assert_eq!(std::fs::read(&dest).unwrap(), b"new");
         // (Another user's link at the destination is replaced, not followed:
-        // tests/security_root.rs, planted_output_links_are_not_followed.)
+        // tests/suite/security_root.rs, planted_output_links_are_not_followed.)
         let mode = std::fs::symlink_metadata(&dest)
             .unwrap()
             .permissions()

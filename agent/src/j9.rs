@@ -183,7 +183,7 @@ impl<Id: Copy> MethodNames<Id> {
 
 /// The tests' metadata image writer (from the documented layouts).
 #[cfg(test)]
-#[path = "../../tests/j9_support/mod.rs"]
+#[path = "../../tests/suite/j9_support.rs"]
 mod j9_support;
 
 #[cfg(test)]

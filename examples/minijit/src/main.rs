@@ -1,6 +1,6 @@
 //! minijit: a minimal JIT that generates x86-64 machine code at run time, runs it in a hot loop,
 //! frees and reuses code addresses, and describes all of it in a perf jitdump — a producer whose
-//! truth jprof's end-to-end tests know exactly (`tests/jit_e2e.rs`, `docs/jit.md`).
+//! truth jprof's end-to-end tests know exactly (`tests/suite/jit_e2e.rs`, `docs/jit.md`).
 //!
 //! Three phases of `--millis` each (default 300):
 //! 1. `hot_outer` compiled at tier "tier1" (baseline) into page A;

@@ -11,7 +11,7 @@ use jprof_fuzz::{
 };
 
 /// The tests' OpenJ9 metadata image writer: well-formed bodies to damage.
-#[path = "../../../tests/j9_support/mod.rs"]
+#[path = "../../../tests/suite/j9_support.rs"]
 mod j9_support;
 
 use fastrand::Rng;

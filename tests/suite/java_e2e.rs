@@ -1,0 +1,856 @@
+//! `jprof record -- java ...` end to end on the JDKs installed on this machine (found in
+//! /usr/lib/jvm by version: OpenJDK 17 and Temurin 25 here; `JPROF_TEST_JDKS=17=/path/to/java,...` overrides):
+//! jprof adds its JVMTI agent, and the folded stacks show the demo's JIT-compiled methods with
+//! the method C2 inlined under its caller, the interpreter and stubs by name, and JVM native and
+//! kernel frames in the same stacks. A stress run (thousands of compiled methods, class
+//! unloading, exit while compilations are in flight) must leave the JVM exiting normally.
+//!
+//! `cargo test` does not build other packages' cdylibs, so the first test that needs the agent
+//! runs `cargo build -p jprof-agent` with the profile of the jprof binary under test (same
+//! target directory); jprof then finds `libjprof_agent.so` next to itself.
+
+use crate::cli_support;
+use cli_support::{jprof, JPROF};
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+use jprof::format::jitdump::{self, RecordBody, TierKind};
+
+/// JVM runs are CPU-heavy and the machine may have two cores: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+use crate::jdk_support;
+use jdk_support::{jdk, jdks};
+
+fn javac() -> PathBuf {
+    let java = &jdks()[0].1;
+    let javac = java.with_file_name("javac");
+    assert!(javac.is_file(), "no javac next to {}", java.display());
+    javac
+}
+
+/// Builds the agent with the same profile and target directory as the jprof under test.
+fn agent() -> &'static Path {
+    static AGENT: OnceLock<PathBuf> = OnceLock::new();
+    AGENT.get_or_init(|| {
+        let bin_dir = Path::new(JPROF)
+            .parent()
+            .expect("jprof has a directory")
+            .to_path_buf();
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["build", "-p", "jprof-agent"]);
+        match bin_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some("release") => {
+                cargo.arg("--release");
+            }
+            Some(profile) => {
+                cargo.args(["--profile", profile]);
+            }
+            None => panic!("unexpected binary directory {}", bin_dir.display()),
+        }
+        let out = cargo.output().expect("run cargo build -p jprof-agent");
+        assert!(
+            out.status.success(),
+            "building the agent failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let so = bin_dir.join("libjprof_agent.so");
+        assert!(so.is_file(), "{} was not built", so.display());
+        so
+    })
+}
+
+fn compile(dir: &Path, sources: &[PathBuf]) {
+    let out = Command::new(javac())
+        .arg("-d")
+        .arg(dir)
+        .args(sources)
+        .output()
+        .expect("run javac");
+    assert!(
+        out.status.success(),
+        "javac failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One example source (a path under the repository), compiled into a fresh directory.
+fn example_classes(source: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    compile(
+        dir.path(),
+        &[Path::new(env!("CARGO_MANIFEST_DIR")).join(source)],
+    );
+    dir
+}
+
+fn demo_classes() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/demo");
+    compile(
+        dir.path(),
+        &[src.join("App.java"), src.join("matrix/Matrix.java")],
+    );
+    dir
+}
+
+/// `jprof record` in `work` (where the agent writes its jitdump), then the folded stacks.
+fn record(work: &Path, args: &[&str], command: &[&str]) -> (Output, Vec<(Vec<String>, u64)>) {
+    let out = record_only(work, args, command);
+    (out, folded(work))
+}
+
+fn record_only(work: &Path, args: &[&str], command: &[&str]) -> Output {
+    agent();
+    let data = work.join("java.data");
+    let out = jprof()
+        .current_dir(work)
+        .env_remove("JPROF_AGENT")
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(args)
+        .arg("--")
+        .args(command)
+        .output()
+        .expect("run jprof record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "jprof record failed: {stderr}");
+    out
+}
+
+/// The folded stacks of `work/java.data`: (frames root first, weight).
+fn folded(work: &Path) -> Vec<(Vec<String>, u64)> {
+    let data = work.join("java.data");
+    let folded = work.join("java.folded");
+    let report = jprof()
+        .args(["report", "-f", "collapsed", "-i"])
+        .arg(&data)
+        .arg("-o")
+        .arg(&folded)
+        .output()
+        .expect("run jprof report");
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let text = std::fs::read_to_string(&folded).expect("folded output");
+    text.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(stack, n)| {
+            (
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().expect("count"),
+            )
+        })
+        .collect()
+}
+
+fn jitdumps(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("jit-") && n.ends_with(".dump"))
+        })
+        .collect()
+}
+
+fn invariant_tsc() -> bool {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpuinfo.contains(" constant_tsc") && cpuinfo.contains(" nonstop_tsc")
+}
+
+fn total(stacks: &[(Vec<String>, u64)], pred: impl Fn(&[String]) -> bool) -> u64 {
+    stacks.iter().filter(|(s, _)| pred(s)).map(|(_, n)| n).sum()
+}
+
+fn demo_run(jdk_name: &str, keep_side_files: bool) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = demo_classes();
+    let work = tempfile::tempdir().expect("tempdir");
+    let java_arg = java.to_str().expect("utf-8 path");
+    let cp = classes.path().to_str().expect("utf-8 path");
+    let keep: &[&str] = if keep_side_files {
+        &["--keep-side-files"]
+    } else {
+        &[]
+    };
+    let (out, stacks) = record(work.path(), keep, &[java_arg, "-cp", cp, "demo.App", "2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("rounds"),
+        "the demo did not finish: {stdout}"
+    );
+    assert!(
+        stderr.contains("jprof's JVMTI agent wrote its jitdump"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("jprof agent: not active"), "{stderr}");
+
+    let is_multiply = |f: &str| f == "demo.matrix.Matrix.multiply_[j]";
+    let in_dot = |s: &[String]| s.iter().any(|f| f.starts_with("demo.matrix.Matrix.dot_["));
+    let dot_inlined = |s: &[String]| {
+        s.windows(2)
+            .any(|w| is_multiply(&w[0]) && w[1] == "demo.matrix.Matrix.dot_[i]")
+    };
+    let all = total(&stacks, |_| true);
+    let dot = total(&stacks, in_dot);
+    let inlined = total(&stacks, dot_inlined);
+    assert!(
+        dot * 4 > all,
+        "JDK {jdk_name}: Matrix.dot has {dot} of {all} sample weight; Java JIT frames missing?"
+    );
+    assert!(
+        inlined * 10 >= dot * 7,
+        "JDK {jdk_name}: only {inlined} of {dot} dot samples show dot_[i] under multiply_[j]"
+    );
+    let has = |name: &str| total(&stacks, |s| s.iter().any(|f| f == name)) > 0;
+    assert!(has("Interpreter_[j]"), "no interpreter frames");
+    assert!(has("call_stub_[j]"), "no call_stub frames");
+    // Java JIT frames sit on JVM native frames in the same stack, and kernel frames on top.
+    assert!(
+        total(&stacks, |s| {
+            let native = s
+                .iter()
+                .position(|f| f.starts_with("JavaCalls::call_helper"));
+            let java = s.iter().position(|f| is_multiply(f));
+            matches!((native, java), (Some(n), Some(j)) if n < j)
+        }) > 0,
+        "no stack with JVM native frames under Java frames"
+    );
+    assert!(
+        total(&stacks, |s| s.iter().any(|f| f.starts_with("demo."))
+            && s.last().is_some_and(|f| f.ends_with("_[k]")))
+            > 0,
+        "no stack from Java code into the kernel"
+    );
+
+    let dumps = jitdumps(work.path());
+    if !keep_side_files {
+        assert!(dumps.is_empty(), "jitdump not removed: {dumps:?}");
+        return;
+    }
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let bytes = std::fs::read(&dumps[0]).expect("read jitdump");
+    let header = jitdump::parse_header(&bytes).expect("header");
+    assert_eq!(header.arch_timestamp(), invariant_tsc());
+    let batch = jitdump::parse_records(&bytes, &header, 0);
+    assert!(batch.error.is_none(), "{:?}", batch.error);
+    let mut pending_info2 = None;
+    let mut interpreter_tier = false;
+    let mut multiply_inlines_dot = false;
+    let mut last_ts = 0;
+    for r in &batch.records {
+        assert!(r.timestamp >= last_ts, "timestamps go back at {}", r.offset);
+        last_ts = r.timestamp;
+        match &r.body {
+            RecordBody::JitTier(t) if t.kind == TierKind::INTERPRETER => interpreter_tier = true,
+            RecordBody::DebugInfo2(info) => pending_info2 = Some(info.clone()),
+            RecordBody::CodeLoad { name, .. } => {
+                // The agent writes names with their parameter types (docs/java.md).
+                if name.starts_with("demo.matrix.Matrix.multiply(") {
+                    multiply_inlines_dot |= pending_info2.as_ref().is_some_and(|i| {
+                        i.functions[0].name == *name
+                            && i.functions[0].file.as_deref() == Some("demo/matrix/Matrix.java")
+                            && i.inline_calls.iter().any(|c| {
+                                i.functions[c.function as usize]
+                                    .name
+                                    .starts_with("demo.matrix.Matrix.dot(")
+                                    && c.call_line == 32
+                            })
+                    });
+                }
+                pending_info2 = None;
+            }
+            _ => {}
+        }
+    }
+    assert!(interpreter_tier, "no interpreter tier record");
+    assert!(
+        multiply_inlines_dot,
+        "no multiply load with dot inlined at line 32"
+    );
+}
+
+#[test]
+fn jdk17_inlined_method_under_its_caller() {
+    demo_run("17", true);
+}
+
+#[test]
+fn jdk25_inlined_method_under_its_caller() {
+    demo_run("25", false);
+}
+
+/// Java source for the stress run: `Many` with `n` small methods (each gets compiled), a
+/// `Plugin` loaded again and again by throw-away class loaders (unloaded at GC), and `Stress`,
+/// which runs both and exits while a thread is still loading and compiling plugins.
+fn stress_sources(dir: &Path, n: usize) -> (Vec<PathBuf>, PathBuf) {
+    // Callers of 1500 methods are over HotSpot's HugeMethodLimit (8000 bytecode bytes), so they
+    // stay interpreted and every `m<i>` is compiled on its own instead of inlined into them.
+    const CHUNK: usize = 1500;
+    let mut many = String::from("public final class Many {\n");
+    for i in 0..n {
+        many += &format!("    static int m{i}(int x) {{ return x * {i} + (x >>> 3) ^ {i}; }}\n");
+    }
+    for chunk in 0..n.div_ceil(CHUNK) {
+        many += &format!("    static long run{chunk}(int x) {{ long s = 0;\n");
+        for i in chunk * CHUNK..((chunk + 1) * CHUNK).min(n) {
+            many += &format!("        s += m{i}(x);\n");
+        }
+        many += "        return s; }\n";
+    }
+    many += "    static long runAll(int rounds) { long s = 0;\n        for (int r = 0; r < rounds; r++) {\n";
+    for chunk in 0..n.div_ceil(CHUNK) {
+        many += &format!("            s += run{chunk}(r);\n");
+    }
+    many += "        }\n        return s; }\n}\n";
+
+    let plugin = "public final class Plugin {\n    public static int work(int x) { int s = 0; for (int i = 0; i < 50; i++) { s += (x ^ i) * 31; } return s; }\n}\n";
+    let stress = r#"import java.lang.reflect.Method;
+import java.net.URL;
+import java.net.URLClassLoader;
+
+public final class Stress {
+    static long plugins(URL url, int count) throws Exception {
+        long s = 0;
+        for (int r = 0; r < count; r++) {
+            try (URLClassLoader loader = new URLClassLoader(new URL[] {url}, null)) {
+                Method work = loader.loadClass("Plugin").getMethod("work", int.class);
+                for (int i = 0; i < 20000; i++) {
+                    s += (Integer) work.invoke(null, i);
+                }
+            }
+        }
+        return s;
+    }
+
+    public static void main(String[] args) throws Exception {
+        URL url = new java.io.File(args[0]).toURI().toURL();
+        long s = Many.runAll(2000);
+        s += plugins(url, 20);
+        System.gc();
+        System.gc();
+        Thread.sleep(300);
+        Thread busy = new Thread(() -> {
+            try {
+                while (true) {
+                    plugins(url, 1);
+                }
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        busy.setDaemon(true);
+        busy.start();
+        Thread.sleep(150);
+        System.out.println("stress done " + (s != 0));
+        System.exit(0);
+    }
+}
+"#;
+    let main_dir = dir.join("src");
+    let plugin_dir = dir.join("plugin-src");
+    std::fs::create_dir_all(&main_dir).expect("mkdir");
+    std::fs::create_dir_all(&plugin_dir).expect("mkdir");
+    std::fs::write(main_dir.join("Many.java"), many).expect("write");
+    std::fs::write(main_dir.join("Stress.java"), stress).expect("write");
+    std::fs::write(plugin_dir.join("Plugin.java"), plugin).expect("write");
+    (
+        vec![main_dir.join("Many.java"), main_dir.join("Stress.java")],
+        plugin_dir.join("Plugin.java"),
+    )
+}
+
+fn stress_run(jdk_name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let build = tempfile::tempdir().expect("tempdir");
+    let methods = 3000;
+    let (main_sources, plugin_source) = stress_sources(build.path(), methods);
+    let classes = build.path().join("classes");
+    let plugin_classes = build.path().join("plugin");
+    compile(&classes, &main_sources);
+    compile(&plugin_classes, &[plugin_source]);
+
+    let work = tempfile::tempdir().expect("tempdir");
+    let (out, _stacks) = record(
+        work.path(),
+        &["--keep-side-files"],
+        &[
+            java.to_str().expect("utf-8"),
+            // Compile in the calling thread: every method is compiled at its threshold (no
+            // queue-length scaling), and at exit a thread is waiting on a compilation.
+            "-Xbatch",
+            "-cp",
+            classes.to_str().expect("utf-8"),
+            "Stress",
+            plugin_classes.to_str().expect("utf-8"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("stress done"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("target exit code 0"), "{stderr}");
+
+    let dumps = jitdumps(work.path());
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let bytes = std::fs::read(&dumps[0]).expect("read jitdump");
+    let header = jitdump::parse_header(&bytes).expect("header");
+    let batch = jitdump::parse_records(&bytes, &header, 0);
+    assert!(batch.error.is_none(), "{:?}", batch.error);
+    let mut many_loads = std::collections::HashSet::new();
+    let mut plugin_loads = 0;
+    let mut unloads = 0;
+    for r in &batch.records {
+        match &r.body {
+            RecordBody::CodeLoad { name, .. } if name.starts_with("Many.m") => {
+                many_loads.insert(name.clone());
+            }
+            RecordBody::CodeLoad { name, .. } if name == "Plugin.work(int)" => plugin_loads += 1,
+            RecordBody::CodeUnload { .. } => unloads += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        many_loads.len(),
+        methods,
+        "JDK {jdk_name}: not every compiled method was written"
+    );
+    assert!(
+        plugin_loads >= 20,
+        "JDK {jdk_name}: {plugin_loads} Plugin.work loads"
+    );
+    assert!(
+        unloads > 0,
+        "JDK {jdk_name}: no unload records after class unloading"
+    );
+}
+
+#[test]
+fn jdk17_stress_many_methods_unloading_and_exit() {
+    stress_run("17");
+}
+
+#[test]
+fn jdk25_stress_many_methods_unloading_and_exit() {
+    stress_run("25");
+}
+
+/// Waits until the JVM has initialized: it creates its perf data file `hsperfdata_USER/PID`
+/// in `tmp` before it runs `main` (the readiness jprof's attach needs).
+fn wait_until_jvm_ready(tmp: &Path, pid: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let ready = std::fs::read_dir(tmp)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name().to_string_lossy().starts_with("hsperfdata_")
+                    && e.path().join(pid).exists()
+            });
+        if ready {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the JVM {pid} never created {}/hsperfdata_*/{pid}",
+            tmp.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `jprof record -p` on a JVM started with no flags: the agent is loaded through the HotSpot
+/// attach protocol and replays the compiled code, the summary says how to get full stacks, the
+/// JVM keeps running after jprof stops, and a second session on the same JVM works too.
+fn attach_run(jdk_name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Build the agent before the JVM starts: the first build can outlast the JVM's run.
+    agent();
+    let java = jdk(jdk_name);
+    let classes = demo_classes();
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut jvm = Command::new(&java)
+        .current_dir(work.path())
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .args(["-cp"])
+        .arg(classes.path())
+        .args(["demo.App", "25"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the JVM");
+    let pid = jvm.id().to_string();
+    wait_until_jvm_ready(Path::new("/tmp"), &pid);
+    for session in 0..2 {
+        if let Some(status) = jvm.try_wait().expect("wait") {
+            let out = jvm.wait_with_output().expect("JVM output");
+            panic!(
+                "JDK {jdk_name}: the JVM exited before session {session}: {status:?} {} {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let out = record_only(work.path(), &["-p", &pid, "--duration", "2"], &[]);
+        assert!(
+            jvm.try_wait().expect("wait").is_none(),
+            "JDK {jdk_name}: the JVM stopped during session {session}"
+        );
+        let stacks = folded(work.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("loaded jprof's JVMTI agent"),
+            "session {session}: {stderr}"
+        );
+        assert!(
+            stderr.contains("without -XX:+PreserveFramePointer"),
+            "{stderr}"
+        );
+        let has = |suffix: &str| {
+            total(&stacks, |s| {
+                s.iter()
+                    .any(|f| f == &format!("demo.matrix.Matrix.{suffix}"))
+            })
+        };
+        assert!(
+            has("multiply_[j]") > 0 && has("dot_[i]") > 0,
+            "JDK {jdk_name} session {session}: no named Java frames"
+        );
+        assert!(jitdumps(work.path()).is_empty(), "jitdump left behind");
+    }
+    let done = jvm.wait_with_output().expect("JVM output");
+    assert!(done.status.success(), "JVM exit: {:?}", done.status);
+    assert!(String::from_utf8_lossy(&done.stdout).contains("rounds"));
+}
+
+#[test]
+fn jdk17_attach_to_a_running_jvm() {
+    attach_run("17");
+}
+
+#[test]
+fn jdk25_attach_to_a_running_jvm() {
+    attach_run("25");
+}
+
+/// `jprof record -p` on a JVM in a container-like sandbox: its own mount namespace with a
+/// private `/tmp` (where it runs, so its jitdump and attach socket are invisible from here
+/// except through `/proc/PID/root`) and its own PID namespace (it is pid 1 there, so its files
+/// are named `jit-1.dump`, `.java_pid1`). jprof must copy its agent in, find the jitdump, and
+/// name Java frames.
+#[test]
+fn jdk17_attach_to_a_jvm_in_other_mount_and_pid_namespaces() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    agent();
+    // Outside /tmp, which the sandbox covers with its own tmpfs.
+    let classes = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java/demo");
+    compile(
+        classes.path(),
+        &[src.join("App.java"), src.join("matrix/Matrix.java")],
+    );
+    let java = jdk("17");
+    let script = format!(
+        "mount -t tmpfs tmpfs /tmp && cd /tmp && exec {} -cp {} demo.App 25",
+        java.display(),
+        classes.path().display()
+    );
+    let mut sandbox = Command::new("unshare")
+        .args([
+            "--mount",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--propagation",
+            "private",
+        ])
+        .args(["sh", "-c", &script])
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run unshare");
+    // The JVM is the child of unshare (pid 1 inside).
+    let mut jvm_pid = None;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", sandbox.id()))
+                .unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "java" {
+                jvm_pid = Some(pid.to_string());
+                break;
+            }
+        }
+    }
+    let Some(pid) = jvm_pid else {
+        let _ = sandbox.kill();
+        let out = sandbox.wait_with_output().expect("sandbox output");
+        panic!(
+            "the sandboxed JVM did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Pid 1 in its own pid namespace, with its own /tmp.
+    wait_until_jvm_ready(&PathBuf::from(format!("/proc/{pid}/root/tmp")), "1");
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = record_only(work.path(), &["-p", &pid, "--duration", "2"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let container_tmp = PathBuf::from(format!("/proc/{pid}/root/tmp"));
+    let left: Vec<String> = std::fs::read_dir(&container_tmp)
+        .expect("the sandbox's /tmp")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let _ = sandbox.kill();
+    let _ = Command::new("kill").arg(&pid).status();
+    let _ = sandbox.wait();
+    assert!(stderr.contains("loaded jprof's JVMTI agent"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("jitdump {}/jit-1.dump", container_tmp.display())),
+        "the sandbox's jitdump was not found: {stderr}"
+    );
+    assert!(
+        !left.iter().any(|n| n.starts_with("jprof-agent")),
+        "the agent copy was left in the sandbox: {left:?}"
+    );
+    let stacks = folded(work.path());
+    let has = |name: &str| total(&stacks, |s| s.iter().any(|f| f == name));
+    assert!(
+        has("demo.matrix.Matrix.multiply_[j]") > 0,
+        "no named Java frames from the sandboxed JVM: {stderr}"
+    );
+}
+
+/// `record --off-cpu` of a Java thread napping 500 × 2 ms in `Thread.sleep` through
+/// `Sleeper.napOnce` (examples/offcpu/Sleeper.java), in fp mode: the wait is under
+/// `JVM_Sleep` with its Java callers (libc's futex path has no frame pointers; the stack copy
+/// is walked through it), and once HotSpot compiled `napOnce` its JIT frame is named.
+#[test]
+fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk("17");
+    let classes = example_classes("examples/offcpu/Sleeper.java");
+    let work = tempfile::tempdir().expect("tempdir");
+    record_only(
+        work.path(),
+        &["--off-cpu"],
+        &[
+            java.to_str().unwrap(),
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "Sleeper",
+            "500",
+        ],
+    );
+    let report = jprof()
+        .args([
+            "report",
+            "-f",
+            "collapsed",
+            "--weight",
+            "off-cpu",
+            "--comm",
+            "java",
+            "-i",
+        ])
+        .arg(work.path().join("java.data"))
+        .output()
+        .expect("run jprof report");
+    assert!(report.status.success());
+    let stacks: Vec<(Vec<String>, u64)> = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(s, n)| {
+            (
+                s.split(';').map(str::to_string).collect(),
+                n.parse().unwrap(),
+            )
+        })
+        .collect();
+    let sleeping = total(&stacks, |s| s.iter().any(|f| f == "JVM_Sleep"));
+    let named = total(&stacks, |s| {
+        s.iter().any(|f| f == "Sleeper.napOnce_[j]") && s.iter().any(|f| f == "JVM_Sleep")
+    });
+    // 500 naps of 2 ms: at least 1 s asleep (timer slack makes each nap a little longer).
+    assert!(
+        (1_000_000_000..1_300_000_000).contains(&sleeping),
+        "{sleeping} ns under JVM_Sleep, expected 1.0–1.3 s: {stacks:?}"
+    );
+    assert!(
+        named * 5 > sleeping,
+        "only {named} of {sleeping} ns asleep under a named Sleeper.napOnce JIT frame"
+    );
+}
+
+/// Overloads stay apart (examples/java/overloads): `Overloads.mix(int)` and `mix(long)` are two
+/// frames, while a method with no overload is shown short (`Overloads.main`); `--signatures`
+/// shows every parameter list.
+#[test]
+fn jdk17_overloads_are_two_frames_and_the_rest_is_short() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk("17");
+    let classes = example_classes("examples/java/overloads/Overloads.java");
+    let work = tempfile::tempdir().expect("tempdir");
+    let (_, stacks) = record(
+        work.path(),
+        &[],
+        &[
+            java.to_str().unwrap(),
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "Overloads",
+            "2",
+        ],
+    );
+    let under = |name: &str| {
+        total(&stacks, |s| {
+            s.iter()
+                .any(|f| f.strip_suffix("_[j]").or(f.strip_suffix("_[i]")) == Some(name))
+        })
+    };
+    let all = total(&stacks, |_| true);
+    let (int, long) = (under("Overloads.mix(int)"), under("Overloads.mix(long)"));
+    assert!(
+        int * 10 > all && long * 10 > all,
+        "mix(int) {int}, mix(long) {long} of {all}: {stacks:?}"
+    );
+    assert!(
+        under("Overloads.main") > 0,
+        "main is shown short: {stacks:?}"
+    );
+    assert!(
+        !stacks
+            .iter()
+            .flat_map(|(s, _)| s)
+            .any(|f| f.starts_with("Overloads.mix_") || f.starts_with("Overloads.main(")),
+        "a short overload or a long unique name: {stacks:?}"
+    );
+    let full = jprof()
+        .args(["report", "-f", "collapsed", "--signatures", "-i"])
+        .arg(work.path().join("java.data"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&full.stdout).contains("Overloads.main(java.lang.String[])_[j]")
+    );
+}
+
+/// `java -Xint`: every Java method runs in HotSpot's interpreter, and each interpreted frame is
+/// named by the `Method*` in its frame (agent-published names): ≥ 60% of the samples show
+/// `Overloads.main` → `Overloads.mix(…)` as interpreted frames (`_[int]`), with `main` as the
+/// parent, in fp and dwarf modes, on JDK 17 and 25.
+fn interpreted_run(jdk_name: &str, call_graph: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = example_classes("examples/java/overloads/Overloads.java");
+    let work = tempfile::tempdir().expect("tempdir");
+    let (_, stacks) = record(
+        work.path(),
+        &["--call-graph", call_graph],
+        &[
+            java.to_str().unwrap(),
+            "-Xint",
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "Overloads",
+            "1",
+        ],
+    );
+    let all = total(&stacks, |_| true);
+    let named = total(&stacks, |s| {
+        s.windows(2).any(|w| {
+            w[0] == "Overloads.main_[int]"
+                && (w[1] == "Overloads.mix(int)_[int]" || w[1] == "Overloads.mix(long)_[int]")
+        })
+    });
+    assert!(
+        named * 10 >= all * 6,
+        "JDK {jdk_name} {call_graph}: {named} of {all} weight under named interpreted frames"
+    );
+    // Never a wrong name: every interpreted frame names a method of the program or the JDK.
+    for (stack, _) in &stacks {
+        for f in stack.iter().filter(|f| f.ends_with("_[int]")) {
+            assert!(f.contains('.'), "odd interpreted frame {f}");
+        }
+    }
+}
+
+#[test]
+fn jdk17_interpreted_frames_are_named_fp() {
+    interpreted_run("17", "fp");
+}
+
+#[test]
+fn jdk17_interpreted_frames_are_named_dwarf() {
+    interpreted_run("17", "dwarf");
+}
+
+#[test]
+fn jdk25_interpreted_frames_are_named_fp() {
+    interpreted_run("25", "fp");
+}
+
+/// The agent's JDK 26+ path (jmethodIDs are opaque since JDK-8268406, so no `Method*` is read),
+/// forced on the installed JDKs with `JPROF_AGENT_OPAQUE_METHOD_IDS=1`: the JVM runs normally,
+/// compiled methods are still named, and interpreted frames stay `Interpreter` (never a name).
+fn opaque_ids_run(jdk_name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = example_classes("examples/java/overloads/Overloads.java");
+    for interpreted in [true, false] {
+        let work = tempfile::tempdir().expect("tempdir");
+        let mut command = vec![
+            "env",
+            "JPROF_AGENT_OPAQUE_METHOD_IDS=1",
+            java.to_str().unwrap(),
+        ];
+        if interpreted {
+            command.push("-Xint");
+        }
+        command.extend(["-cp", classes.path().to_str().unwrap(), "Overloads", "1"]);
+        let (out, stacks) = record(work.path(), &[], &command);
+        let frames = || stacks.iter().flat_map(|(s, _)| s);
+        assert!(
+            !frames().any(|f| f.ends_with("_[int]")),
+            "JDK {jdk_name}: an interpreted frame was named without Method* names"
+        );
+        if interpreted {
+            assert!(
+                frames().any(|f| f == "Interpreter_[j]"),
+                "JDK {jdk_name}: no Interpreter frames: {stacks:?}"
+            );
+        } else {
+            assert!(
+                frames().any(|f| f.starts_with("Overloads.mix(") && f.ends_with("_[j]")),
+                "JDK {jdk_name}: compiled mix not named: {stacks:?}"
+            );
+        }
+        assert!(out.status.success());
+    }
+}
+
+#[test]
+fn jdk17_agent_with_opaque_method_ids() {
+    opaque_ids_run("17");
+}
+
+#[test]
+fn jdk25_agent_with_opaque_method_ids() {
+    opaque_ids_run("25");
+}

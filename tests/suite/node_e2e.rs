@@ -1,0 +1,144 @@
+//! Node out of the box: `jprof record -- node script.js` with no flags on a CPU-bound script
+//! (jprof sets NODE_OPTIONS itself), then `jprof report --format collapsed`. Most samples must
+//! land in named JS functions, the hot ones by name, and the side files node wrote only because
+//! jprof asked (jit-PID.dump, isolate-*-v8.log) must be gone afterwards — or kept with
+//! `--keep-side-files`. Needs `node` on PATH and perf_event_open (root in CI).
+
+use crate::cli_support;
+use cli_support::jprof;
+
+use std::path::{Path, PathBuf};
+
+/// About 1.5 s of CPU: recursive fib (JIT-compiled, optimized by Turbofan) and string work.
+const SCRIPT: &str = r#"
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+function spell(n) {
+  let s = '';
+  for (let i = 0; i < n; i++) s += String.fromCharCode(97 + (i * 7) % 26);
+  return s.split('e').length;
+}
+const end = Date.now() + 1500;
+let acc = 0;
+while (Date.now() < end) { acc += fib(22); acc += spell(500); }
+console.log('done', acc > 0);
+"#;
+
+/// Writes the script into a fresh directory and records it from there (node writes its
+/// jit-PID.dump into its working directory). Returns the directory and the recording.
+fn record_node(keep_side_files: bool) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.js"), SCRIPT).unwrap();
+    let data = dir.path().join("node.data");
+    let mut cmd = jprof();
+    cmd.current_dir(dir.path())
+        .args(["record", "-o"])
+        .arg(&data);
+    if keep_side_files {
+        cmd.arg("--keep-side-files");
+    }
+    let out = cmd
+        .args(["--", "node", "script.js"])
+        .env_remove("NODE_OPTIONS")
+        .output()
+        .expect("run jprof record");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "jprof record failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("done true"),
+        "the script did not finish:\n{stdout}"
+    );
+    assert!(
+        stderr.contains("jitdump") && stderr.contains("records stored"),
+        "node's jitdump was not taken in:\n{stderr}"
+    );
+    (dir, data)
+}
+
+/// The side files node left in `dir`.
+fn side_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            (n.starts_with("jit-") && n.ends_with(".dump"))
+                || (n.starts_with("isolate-") && n.ends_with(".log"))
+        })
+        .collect()
+}
+
+/// The function name inside the short label of a JS frame of the script
+/// (`fib script.js:2_[j]` → `fib`), if it is a named JS frame.
+fn js_function(label: &str) -> Option<&str> {
+    let (name, place) = label.strip_suffix("_[j]")?.split_once(' ')?;
+    (place.starts_with("script.js:") && name != "(anonymous)").then_some(name)
+}
+
+#[test]
+fn node_without_flags_names_js_functions() {
+    let (dir, data) = record_node(false);
+    assert_eq!(
+        side_files(dir.path()),
+        Vec::<String>::new(),
+        "side files left behind"
+    );
+
+    let out = jprof()
+        .args(["report", "-i"])
+        .arg(&data)
+        .args(["--format", "collapsed", "-o", "-"])
+        .output()
+        .expect("run jprof report");
+    assert!(out.status.success());
+    let folded = String::from_utf8(out.stdout).unwrap();
+
+    let (mut total, mut with_js, mut leaf_js, mut fib, mut spell) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    for line in folded.lines() {
+        let (stack, weight) = line.rsplit_once(' ').expect("folded line");
+        let weight: u64 = weight.parse().expect("weight");
+        total += weight;
+        // The user-space leaf: interrupts and syscalls on top do not move a sample out of JS.
+        let user: Vec<&str> = stack.split(';').filter(|f| !f.ends_with("_[k]")).collect();
+        let names: Vec<&str> = user.iter().filter_map(|f| js_function(f)).collect();
+        if !names.is_empty() {
+            with_js += weight;
+        }
+        if user.last().and_then(|f| js_function(f)).is_some() {
+            leaf_js += weight;
+        }
+        if names.contains(&"fib") {
+            fib += weight;
+        }
+        if names.contains(&"spell") {
+            spell += weight;
+        }
+    }
+    assert!(total > 0, "no samples");
+    let percent = |w: u64| w as f64 * 100.0 / total as f64;
+    assert!(
+        percent(leaf_js) >= 60.0,
+        "{:.1}% of samples land in named JS frames:\n{folded}",
+        percent(leaf_js)
+    );
+    assert!(percent(with_js) >= percent(leaf_js));
+    assert!(percent(fib) >= 30.0, "fib has {:.1}%", percent(fib));
+    assert!(spell > 0, "spell is never seen:\n{folded}");
+}
+
+#[test]
+fn node_side_files_kept_on_request() {
+    let (dir, _data) = record_node(true);
+    let files = side_files(dir.path());
+    assert!(
+        files.iter().any(|f| f.starts_with("jit-")),
+        "jit-PID.dump was not kept: {files:?}"
+    );
+    assert!(
+        files.iter().any(|f| f.starts_with("isolate-")),
+        "isolate log was not kept: {files:?}"
+    );
+}

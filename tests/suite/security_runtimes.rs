@@ -1,0 +1,558 @@
+//! Root's jprof makes runtimes write side files (issue 24, docs/security.md "Runtime side
+//! files"): another local user must not be able to redirect those writes (a planted link) or
+//! receive them (a planted regular file). Each test plants, as the unprivileged user
+//! `jprofsec`, a link to a root-only file and a regular file of its own at every name the
+//! runtime would write for the next few thousand pids, then runs root's `jprof record` with no
+//! flags and asserts root's file is untouched and the planted files received nothing. Needs
+//! root (CI runs as root), node and mono.
+
+use crate::cli_support;
+use cli_support::jprof;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use crate::attacker_support;
+use attacker_support::user;
+/// The attacks plant names in shared directories: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const PRECIOUS: &[u8] = b"root's precious content\n";
+
+/// A root-only file with known content.
+struct Victim {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn victim() -> Victim {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let path = dir.path().join("precious");
+    std::fs::write(&path, PRECIOUS).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Victim { _dir: dir, path }
+}
+
+impl Victim {
+    fn assert_intact(&self) {
+        let meta = std::fs::metadata(&self.path).unwrap();
+        assert_eq!(
+            std::fs::read(&self.path).unwrap(),
+            PRECIOUS,
+            "root's file was changed"
+        );
+        assert_eq!(meta.uid(), 0);
+        assert_eq!(meta.mode() & 0o777, 0o600);
+    }
+}
+
+/// The names the user planted: links to the victim and empty regular files of the user's,
+/// removed when the test ends.
+struct Planted {
+    links: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for p in self.links.iter().chain(&self.files) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// How many pids ahead are planted: other work on the machine takes pids meanwhile.
+const AHEAD: u32 = 3000;
+
+/// Plants, as the user, `pattern` (`{pid}` replaced) in `dir` for the next [`AHEAD`] pids:
+/// even pids get a link to `victim`, odd ones an empty file of the user's.
+fn plant(dir: &Path, pattern: &str, victim: &Path) -> Planted {
+    let (uid, gid) = user();
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut planted = Planted {
+        links: Vec::new(),
+        files: Vec::new(),
+    };
+    for pid in last + 1..last + AHEAD {
+        let path = dir.join(pattern.replace("{pid}", &pid.to_string()));
+        if std::fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        // Made as root, then given to the user: the same as the user making them.
+        if pid % 2 == 0 {
+            std::os::unix::fs::symlink(victim, &path).unwrap();
+            std::os::unix::fs::lchown(&path, Some(uid), Some(gid)).unwrap();
+            planted.links.push(path);
+        } else {
+            std::fs::write(&path, b"").unwrap();
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+            planted.files.push(path);
+        }
+    }
+    planted
+}
+
+impl Planted {
+    /// Every planted name is still the user's: links unchanged, files empty.
+    fn assert_untouched(&self, victim: &Victim) {
+        for link in &self.links {
+            assert_eq!(std::fs::read_link(link).unwrap(), victim.path);
+        }
+        for file in &self.files {
+            let m = std::fs::symlink_metadata(file).unwrap();
+            assert_eq!(m.len(), 0, "{} received root's data", file.display());
+            assert_eq!(m.uid(), user().0);
+        }
+        victim.assert_intact();
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run jprof");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The pid jprof launched, from the recording.
+fn target_pid(data: &Path) -> u32 {
+    jprof::recording::Recording::open(data)
+        .unwrap()
+        .meta
+        .target_pid
+        .unwrap()
+}
+
+const NODE_SCRIPT: &str = "function hot(n){let s=0;for(let i=0;i<n;i++)s+=i%7;return s}\n\
+     let x=0;const end=Date.now()+300;while(Date.now()<end)x+=hot(1e4);console.log(x>0);\n";
+
+/// Issue 24: `jprof record -- node …` in a directory another user can write used to add
+/// `--perf-prof`, and V8 opened `./jit-PID.dump` through the user's link (a root file became a
+/// jitdump) or wrote root's jitdump into the user's file. V8 lets no one choose that place, so
+/// jprof does not ask V8 there, and says why with the fix.
+#[test]
+fn node_in_a_directory_another_user_can_write_is_not_asked() {
+    let _serial = serial();
+    let (uid, gid) = user();
+    // The user's own directory, and a root directory anyone may write (not sticky).
+    for (owner, why) in [(uid, "belongs to uid"), (0, "other users can write")] {
+        let shared = tempfile::Builder::new()
+            .prefix("jprofsec-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::os::unix::fs::chown(shared.path(), Some(owner), Some(gid)).unwrap();
+        std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let scripts = tempfile::tempdir().unwrap();
+        let script = scripts.path().join("hot.js");
+        std::fs::write(&script, NODE_SCRIPT).unwrap();
+        let victim = victim();
+        let planted = plant(shared.path(), "jit-{pid}.dump", &victim.path);
+        let data = scripts.path().join("node.data");
+        let out = run(jprof()
+            .current_dir(shared.path())
+            .args(["record", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg("node")
+            .arg(&script)
+            .env_remove("NODE_OPTIONS"));
+        let pid = target_pid(&data);
+        let text = stderr(&out);
+        planted.assert_untouched(&victim);
+        assert!(
+            text.contains(&format!("node (pid {pid}): jprof did not ask it")),
+            "{text}"
+        );
+        assert!(text.contains(why), "{text}");
+        assert!(
+            text.contains("from a directory only you can write"),
+            "{text}"
+        );
+        // Root wrote nothing in that directory (no jitdump, no V8 log).
+        let roots: Vec<String> = std::fs::read_dir(shared.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.metadata().is_ok_and(|m| m.uid() == 0))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(roots.is_empty(), "root wrote {roots:?} (target pid {pid})");
+    }
+}
+
+/// A C# program that runs ~0.5 s of managed code.
+fn mono_program(dir: &Path) -> PathBuf {
+    let src = dir.join("Hot.cs");
+    std::fs::write(
+        &src,
+        "class Hot { static long Spin(int n) { long s = 0; for (int i = 0; i < n; i++) s += i % 7; return s; }\n\
+         static void Main() { long x = 0; var end = System.DateTime.Now.AddMilliseconds(500);\n\
+         while (System.DateTime.Now < end) x += Spin(100000); System.Console.WriteLine(x > 0); } }\n",
+    )
+    .unwrap();
+    let exe = dir.join("Hot.exe");
+    let ok = Command::new("mcs")
+        .arg(format!("-out:{}", exe.display()))
+        .arg(&src)
+        .status()
+        .expect("mcs (apt-get install mono-mcs)");
+    assert!(ok.success());
+    exe
+}
+
+/// Issue 24: Mono's perf map is `/tmp/perf-PID.map` (no option moves it), and jprof's Mono
+/// log used to be `/tmp/jprof-mono-PID.mlpd`. With names planted for every pid jprof could
+/// get, root's Mono writes through none of them: the log goes to jprof's private directory,
+/// and the perf map is asked for only once jprof created it for the launched pid itself.
+#[test]
+fn mono_never_writes_through_names_planted_in_tmp() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    let exe = mono_program(work.path());
+    let victim = victim();
+    let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
+    let logs = plant(Path::new("/tmp"), "jprof-mono-{pid}.mlpd", &victim.path);
+    let data = work.path().join("mono.data");
+    let out = run(jprof()
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "mono"])
+        .arg(&exe)
+        .env_remove("MONO_ENV_OPTIONS"));
+    let text = stderr(&out);
+    let pid = target_pid(&data);
+    maps.assert_untouched(&victim);
+    logs.assert_untouched(&victim);
+    // The launched pid was one of those planted, or jprof took a fresh one: either way the
+    // program ran with managed code named from the log in the private directory.
+    assert!(text.contains("Mono log"), "{text}");
+    assert!(
+        !Path::new(&format!("/tmp/perf-{pid}.map")).exists()
+            || maps
+                .links
+                .iter()
+                .chain(&maps.files)
+                .any(|p| p.ends_with(format!("perf-{pid}.map"))),
+        "jprof's own perf map was left behind"
+    );
+    // jprof's private directory is gone.
+    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("jprof-rt-"))
+        .filter(|n| {
+            std::fs::read_dir(std::env::temp_dir().join(n)).is_ok_and(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains(&pid.to_string()))
+            })
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Issue 24 (lower): a `/tmp/jit-PID.dump` jprof never asked for (here root's own, for the
+/// pids jprof will launch) used to be deleted after `jprof record -- node …`. Only the files
+/// jprof asked a runtime to write at that very name are removed.
+#[test]
+fn a_tmp_jitdump_jprof_did_not_ask_for_stays() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("hot.js");
+    std::fs::write(&script, NODE_SCRIPT).unwrap();
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // A valid jitdump header (root's, as a root process's would be), for each pid ahead.
+    let header = {
+        let mut h = Vec::new();
+        h.extend_from_slice(&0x4A69_5444u32.to_le_bytes());
+        h.extend_from_slice(&1u32.to_le_bytes());
+        h.extend_from_slice(&40u32.to_le_bytes());
+        h.extend_from_slice(&62u32.to_le_bytes());
+        h.extend_from_slice(&1u32.to_le_bytes());
+        h.extend_from_slice(&0u32.to_le_bytes());
+        h.extend_from_slice(&1u64.to_le_bytes());
+        h.extend_from_slice(&0u64.to_le_bytes());
+        h
+    };
+    let theirs = Planted {
+        links: Vec::new(),
+        files: (last + 1..last + AHEAD)
+            .map(|p| PathBuf::from(format!("/tmp/jit-{p}.dump")))
+            .filter(|p| std::fs::symlink_metadata(p).is_err())
+            .inspect(|p| std::fs::write(p, &header).unwrap())
+            .collect(),
+    };
+    let data = work.path().join("node.data");
+    let out = run(jprof()
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg("node")
+        .arg(&script)
+        .env_remove("NODE_OPTIONS"));
+    let pid = target_pid(&data);
+    assert!(
+        stderr(&out).contains("V8 wrote its jitdump"),
+        "{}",
+        stderr(&out)
+    );
+    let gone: Vec<&PathBuf> = theirs.files.iter().filter(|p| !p.exists()).collect();
+    assert!(gone.is_empty(), "removed {gone:?} (target pid {pid})");
+    // Node's own jitdump, which jprof asked for, is removed.
+    assert!(!work.path().join(format!("jit-{pid}.dump")).exists());
+}
+
+/// CPython 3.12 (from pyenv), found without depending on PATH.
+fn python312() -> PathBuf {
+    let home = std::env::var("PYENV_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".pyenv"));
+    std::fs::read_dir(home.join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/python3.12"))
+        .find(|p| p.is_file())
+        .expect("CPython 3.12 under ~/.pyenv/versions (these machines have it)")
+}
+
+/// Issue 24 with CPython 3.12's `/tmp/perf-PID.map` (a fixed name): with links and files of
+/// the user's at that name for every pid jprof could get, root's Python writes through none
+/// (jprof does not ask it, and says why). Unplanted, the name is created by jprof for the
+/// launched pid (tests/suite/runtimes_e2e.rs shows Python named then).
+#[test]
+fn python_never_writes_through_perf_maps_planted_in_tmp() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("app.py");
+    std::fs::write(
+        &script,
+        "import time\ndef hot(n):\n    return sum(i * i % 7 for i in range(n))\n\
+         end = time.time() + 0.5\nwhile time.time() < end: hot(10000)\n",
+    )
+    .unwrap();
+    let victim = victim();
+    let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
+    let data = work.path().join("py.data");
+    let out = run(jprof()
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(python312())
+        .arg(&script)
+        .env_remove("PYTHONPERFSUPPORT"));
+    let text = stderr(&out);
+    let pid = target_pid(&data);
+    maps.assert_untouched(&victim);
+    // Every pid jprof took was planted: it tried three, then launched without asking Python,
+    // and says why. (Where the kernel guards /tmp, jprof asks, and the kernel refuses them.)
+    if !tmp_guarded() {
+        assert!(
+            text.contains(&format!("python (pid {pid}): jprof did not ask it"))
+                && text.contains("is not jprof's"),
+            "{text}"
+        );
+        let planted_here = maps
+            .links
+            .iter()
+            .chain(&maps.files)
+            .any(|p| p.ends_with(format!("perf-{pid}.map")));
+        assert!(
+            planted_here,
+            "the launched pid {pid} was not among those planted: {text}"
+        );
+    }
+}
+
+/// Issue 24 with Deno: its V8 takes a path, so it writes into jprof's private directory
+/// whatever the working directory is. Run from a directory the user owns (names planted for
+/// every pid there): nothing is written there, nothing planted is touched, and the JavaScript
+/// is still named.
+#[test]
+fn deno_writes_only_into_the_private_directory() {
+    let _serial = serial();
+    let (uid, gid) = user();
+    let shared = tempfile::Builder::new()
+        .prefix("jprofsec-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::os::unix::fs::chown(shared.path(), Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("hot.js");
+    std::fs::write(&script, NODE_SCRIPT).unwrap();
+    let victim = victim();
+    let planted = plant(shared.path(), "jit-{pid}.dump", &victim.path);
+    let data = work.path().join("deno.data");
+    let out = run(jprof()
+        .current_dir(shared.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "deno", "run"])
+        .arg(&script)
+        .env_remove("DENO_V8_FLAGS"));
+    let text = stderr(&out);
+    let pid = target_pid(&data);
+    planted.assert_untouched(&victim);
+    assert!(
+        text.contains(&format!("deno (pid {pid}): it wrote its JIT names")),
+        "{text}"
+    );
+    let roots: Vec<String> = std::fs::read_dir(shared.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == 0))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(roots.is_empty(), "root wrote {roots:?}");
+}
+
+/// Issue 24 with the BEAM JIT's `/tmp/perf-PID.map` (`+JPperf map` truncates through links):
+/// planted for every pid jprof could get, none is written through; jprof says why.
+#[test]
+fn erlang_never_writes_through_perf_maps_planted_in_tmp() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    let victim = victim();
+    let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
+    let data = work.path().join("erl.data");
+    let out = run(jprof()
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "erl",
+            "-noshell",
+            "-eval",
+            "erlang:display(ok), halt().",
+        ])
+        .env_remove("ERL_FLAGS"));
+    let text = stderr(&out);
+    let pid = target_pid(&data);
+    maps.assert_untouched(&victim);
+    let planted_here = maps
+        .links
+        .iter()
+        .chain(&maps.files)
+        .any(|p| p.ends_with(format!("perf-{pid}.map")));
+    // Where the kernel guards /tmp, jprof asks, and the kernel refuses the planted names.
+    if !tmp_guarded() {
+        assert!(
+            planted_here,
+            "the launched pid {pid} was not planted: {text}"
+        );
+        assert!(
+            text.contains(&format!("erlang (pid {pid}): jprof did not ask it"))
+                && text.contains("is not jprof's"),
+            "{text}"
+        );
+    }
+}
+
+/// Whether the kernel refuses names planted in /tmp (`fs.protected_symlinks` and
+/// `fs.protected_regular`); these machines have both off.
+fn tmp_guarded() -> bool {
+    let read = |n: &str| std::fs::read_to_string(format!("/proc/sys/fs/{n}")).unwrap_or_default();
+    read("protected_symlinks").trim() == "1" && read("protected_regular").trim() != "0"
+}
+
+/// The .NET runtime of PyPI's `dotnetcore2`, found through the Python that installed it.
+fn dotnet() -> PathBuf {
+    for python in ["python3", "/usr/bin/python3"] {
+        let out = Command::new(python)
+            .args([
+                "-c",
+                "import dotnetcore2, os; print(os.path.join(os.path.dirname(dotnetcore2.__file__), 'bin', 'dotnet'))",
+            ])
+            .output();
+        if let Some(out) = out.ok().filter(|o| o.status.success()) {
+            let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if path.is_file() {
+                return path;
+            }
+        }
+    }
+    panic!("dotnetcore2 is not installed (.ci/run: pip install dotnetcore2)")
+}
+
+/// Issue 24 with .NET Core 3.1, which writes `/tmp/perf-PID.map` and `/tmp/perfinfo-PID.map`
+/// (truncating through links): both planted for every pid jprof could get, neither is written
+/// through.
+#[test]
+fn dotnet_never_writes_through_names_planted_in_tmp() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("App.cs"),
+        "class App { static void Main() { System.Console.WriteLine(6 * 7); } }\n",
+    )
+    .unwrap();
+    let made = Command::new("mcs")
+        .args(["-out:App.dll", "App.cs"])
+        .current_dir(work.path())
+        .status()
+        .expect("mcs (apt-get install mono-mcs)");
+    assert!(made.success());
+    std::fs::write(
+        work.path().join("App.runtimeconfig.json"),
+        r#"{ "runtimeOptions": { "tfm": "netcoreapp3.1",
+  "framework": { "name": "Microsoft.NETCore.App", "version": "3.1.0" },
+  "configProperties": { "System.Globalization.Invariant": true } } }"#,
+    )
+    .unwrap();
+    let victim = victim();
+    let maps = plant(Path::new("/tmp"), "perf-{pid}.map", &victim.path);
+    let infos = plant(Path::new("/tmp"), "perfinfo-{pid}.map", &victim.path);
+    let data = work.path().join("dotnet.data");
+    let out = run(jprof()
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(dotnet())
+        .arg("App.dll")
+        .env_remove("TMPDIR")
+        .env_remove("DOTNET_PerfMapEnabled")
+        .env_remove("COMPlus_PerfMapEnabled"));
+    let text = stderr(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("42"),
+        "{text}"
+    );
+    let pid = target_pid(&data);
+    maps.assert_untouched(&victim);
+    infos.assert_untouched(&victim);
+    if !tmp_guarded() {
+        assert!(
+            text.contains(&format!("dotnet (pid {pid}): jprof did not ask it"))
+                && text.contains("is not jprof's"),
+            "{text}"
+        );
+    }
+}
