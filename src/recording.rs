@@ -138,12 +138,51 @@ pub struct Meta {
     pub attached_pid: Option<u32>,
     /// PID of the launched target.
     pub target_pid: Option<u32>,
+    /// What else was attached to: several processes (`-p 1,2`), threads (`--tid`), or every
+    /// process (`-a`). Empty for a launched command and for one `-p` (`attached_pid`).
+    #[serde(default, skip_serializing_if = "Targets::is_empty")]
+    pub targets: Targets,
     /// The machine the recording was made on.
     pub host: HostFacts,
     /// How the events were opened.
     pub event: EventConfig,
     /// Wall-clock start, Unix ns, for humans.
     pub start_unix_ns: u64,
+}
+
+/// The processes and threads an attached recording covers, beyond `Meta::attached_pid`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Targets {
+    /// Every attached process (`-p PID,PID`, or the processes of `--tid`'s threads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
+    /// `--tid`: only these threads were sampled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tids: Vec<u32>,
+    /// `-a`: every CPU, every process and thread.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub system_wide: bool,
+}
+
+impl Targets {
+    /// Nothing beyond what the other META fields say.
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_empty() && self.tids.is_empty() && !self.system_wide
+    }
+
+    /// How titles name what was recorded (`whole host (-a)`, `pids 1, 2`, `tids 5, 6`).
+    pub fn describe(&self) -> Option<String> {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        if self.system_wide {
+            Some("whole host (-a)".into())
+        } else if !self.tids.is_empty() {
+            Some(format!("tids {}", list(&self.tids)))
+        } else if !self.pids.is_empty() {
+            Some(format!("pids {}", list(&self.pids)))
+        } else {
+            None
+        }
+    }
 }
 
 /// Counters written when recording ends. Problems are data here, not errors.
@@ -183,6 +222,21 @@ pub struct Summary {
     /// `--off-cpu`: what the context-switch events saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_cpu: Option<OffCpuCounts>,
+    /// The processes with the most samples, most first (recordings of several processes:
+    /// `-a`, several `-p`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_processes: Vec<ProcessSamples>,
+}
+
+/// One process's samples, for the summary's top processes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessSamples {
+    /// The process id.
+    pub pid: u32,
+    /// Its name (the main thread's comm), when known.
+    pub comm: String,
+    /// Samples taken in it.
+    pub samples: u64,
 }
 
 impl Summary {
@@ -784,6 +838,7 @@ fn default_meta(records: &[u8]) -> Option<Meta> {
         command: Vec::new(),
         attached_pid: None,
         target_pid: None,
+        targets: Targets::default(),
         host: HostFacts {
             arch: std::env::consts::ARCH.into(),
             ..HostFacts::default()

@@ -71,6 +71,7 @@ pub fn wrap_records(sample_type: u64, regs_user_mask: u64, records: &[u8]) -> Ve
         command: vec!["fuzz".into()],
         attached_pid: None,
         target_pid: Some(1),
+        targets: Default::default(),
         host: HostFacts::default(),
         event: EventConfig {
             event: "cycles".into(),

@@ -302,11 +302,25 @@ pub struct RecordArgs {
     /// With --off-cpu: switches shorter than this are counted, not stored with their stack.
     #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_off_cpu_min, requires = "off_cpu")]
     pub(crate) off_cpu_min: u64,
-    /// Attach to this running process (all its threads) instead of launching a command.
-    #[arg(short, long, conflicts_with = "command")]
-    pub(crate) pid: Option<u32>,
+    /// Attach to these running processes (all their threads) instead of launching a command:
+    /// `-p 4242`, `-p 4242,4243` or `-p 4242 -p 4243`.
+    #[arg(short, long, value_name = "PID", value_delimiter = ',', num_args = 1,
+          conflicts_with_all = ["command", "tid", "all_cpus"])]
+    pub(crate) pid: Vec<u32>,
+    /// Attach to these threads only (nothing they create later is followed).
+    #[arg(long, value_name = "TID", value_delimiter = ',', num_args = 1,
+          conflicts_with_all = ["command", "all_cpus"])]
+    pub(crate) tid: Vec<u32>,
+    /// The whole host: every process and thread on every CPU, kernel and user stacks, JIT
+    /// code named per process.
+    #[arg(short = 'a', long, conflicts_with = "command")]
+    pub(crate) all_cpus: bool,
+    /// With -p, --tid or -a: do not load jprof's agent into running HotSpot JVMs (their
+    /// compiled Java code then stays unnamed).
+    #[arg(long, conflicts_with = "command")]
+    pub(crate) no_java_agent: bool,
     /// The command to run, after `--`.
-    #[arg(last = true, required_unless_present = "pid")]
+    #[arg(last = true, required_unless_present_any = ["pid", "tid", "all_cpus"])]
     pub(crate) command: Vec<String>,
 }
 
@@ -683,9 +697,14 @@ impl SymbolizeArgs {
 impl From<RecordArgs> for RecordConfig {
     fn from(a: RecordArgs) -> Self {
         RecordConfig {
-            target: match a.pid {
-                Some(pid) => Target::Pid(pid),
-                None => Target::Launch(a.command),
+            target: if a.all_cpus {
+                Target::System
+            } else if !a.tid.is_empty() {
+                Target::Tids(a.tid)
+            } else if !a.pid.is_empty() {
+                Target::Pids(a.pid)
+            } else {
+                Target::Launch(a.command)
             },
             frequency_hz: a.frequency,
             output: a.output,
@@ -702,6 +721,7 @@ impl From<RecordArgs> for RecordConfig {
             keep_side_files: a.keep_side_files,
             xray_fdr: a.xray == XrayModeArg::Fdr,
             off_cpu_min_ns: a.off_cpu.then_some(a.off_cpu_min),
+            java_agent: !a.no_java_agent,
         }
     }
 }

@@ -84,13 +84,29 @@ fn permission_verdict(pid: i32, euid: u32, owner: u32, scope: Option<u32>) -> Re
     Ok(())
 }
 
-/// Opens events on every thread of `pid`, re-reading the thread list until it is stable.
-pub fn open_events(pid: i32, config: &RecordConfig) -> Result<Events, Error> {
-    check_permission(pid)?;
-    let first = tids(pid);
+/// Opens events on every thread of `pids` (re-reading their thread lists until they are
+/// stable), or on the threads `only` alone (`--tid`: nothing they create is followed).
+pub fn open_events(
+    pids: &[i32],
+    only: Option<&[i32]>,
+    config: &RecordConfig,
+) -> Result<Events, Error> {
+    for &pid in pids {
+        check_permission(pid)?;
+    }
+    let all_tids = || -> Vec<i32> { pids.iter().flat_map(|&pid| tids(pid)).collect() };
+    let (first, scope) = match only {
+        Some(threads) => (threads.to_vec(), events::Scope::ThreadsOnly),
+        None => (all_tids(), events::Scope::Attached),
+    };
     if first.is_empty() {
+        let list = pids
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
         return Err(Error::Usage(format!(
-            "process {pid} has no threads (has it exited?)"
+            "process {list} has no threads (has it exited?)"
         )));
     }
     let mut events = events::open(
@@ -98,11 +114,14 @@ pub fn open_events(pid: i32, config: &RecordConfig) -> Result<Events, Error> {
         config.event,
         config.frequency_hz,
         config.call_graph,
-        false,
+        scope,
         config.off_cpu_min_ns,
     )?;
+    if only.is_some() {
+        return Ok(events);
+    }
     for _ in 0..THREAD_SCAN_ROUNDS {
-        let now = tids(pid);
+        let now = all_tids();
         let before = events.thread_count();
         events.add_threads(&now)?;
         if events.thread_count() == before {
@@ -110,6 +129,37 @@ pub fn open_events(pid: i32, config: &RecordConfig) -> Result<Events, Error> {
         }
     }
     Ok(events)
+}
+
+/// Opens one event per CPU for every process (`-a`).
+pub fn open_system_events(config: &RecordConfig) -> Result<Events, Error> {
+    events::open(
+        &[-1],
+        config.event,
+        config.frequency_hz,
+        config.call_graph,
+        events::Scope::AllCpus,
+        config.off_cpu_min_ns,
+    )
+}
+
+/// Every process running now (the numeric entries of /proc), in pid order.
+pub fn all_processes() -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|it| {
+            it.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    pids.sort_unstable();
+    pids
+}
+
+/// Whether process `pid` maps a `libjvm.so` (a JVM jprof may load its agent into).
+pub fn maps_libjvm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("/libjvm.so")))
 }
 
 /// Whether the attached process still runs (a zombie counts as gone).
@@ -122,12 +172,21 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// COMM records for every thread and MMAP2 records for every executable mapping, as the
-/// kernel would have sent them had the events been open from the start.
-pub fn synthesize(pid: u32, layout: &SampleLayout) -> Vec<u8> {
-    let now = clock::clock_ns(clock::CLOCK_MONOTONIC).unwrap_or(0);
+/// COMM records for every thread (or the threads `only`) and MMAP2 records for every
+/// executable mapping of `pid`, as the kernel would have sent them had the events been open
+/// from the start; stamped `now` (sample clock).
+pub fn synthesize(
+    pid: u32,
+    only: Option<&[i32]>,
+    layout: &SampleLayout,
+    now: u64,
+    build_ids: &mut BuildIds,
+) -> Vec<u8> {
     let mut out = Vec::new();
     for tid in tids(pid as i32) {
+        if only.is_some_and(|only| !only.contains(&tid)) {
+            continue;
+        }
         let comm =
             std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
         out.extend(perf_write::comm(
@@ -152,7 +211,7 @@ pub fn synthesize(pid: u32, layout: &SampleLayout) -> Vec<u8> {
             let build_id = if m.path.starts_with('/') {
                 let root = root.get_or_insert_with(|| crate::process_root::foreign_root(pid));
                 let file = crate::process_root::host_path(root.as_deref(), Path::new(m.path));
-                crate::symbolize::build_id::of_file(&file)
+                build_ids.of_file(&file)
             } else {
                 None
             };
@@ -170,6 +229,25 @@ pub fn synthesize(pid: u32, layout: &SampleLayout) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Build ids of the files mapped, read once per file (`-a` synthesizes hundreds of processes
+/// mapping the same libraries).
+#[derive(Default)]
+pub struct BuildIds(std::collections::HashMap<std::path::PathBuf, Option<Vec<u8>>>);
+
+impl BuildIds {
+    fn of_file(&mut self, file: &Path) -> Option<Vec<u8>> {
+        self.0
+            .entry(file.to_path_buf())
+            .or_insert_with(|| crate::symbolize::build_id::of_file(file))
+            .clone()
+    }
+}
+
+/// The sample clock now.
+pub fn now() -> u64 {
+    clock::clock_ns(clock::CLOCK_MONOTONIC).unwrap_or(0)
 }
 
 /// The process `tid` belongs to when it is not the main thread of its process (None when it

@@ -148,6 +148,20 @@ fn mmap_hint(err: &io::Error) -> String {
     }
 }
 
+/// What the events are opened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// A launched child, held before exec: exec enables the events; its threads and children
+    /// are followed (inherit).
+    Launched,
+    /// Every thread of running processes, and the threads and children they create later.
+    Attached,
+    /// These threads only (`--tid`): nothing they create is followed.
+    ThreadsOnly,
+    /// Every process on every CPU (`-a`): one event per CPU, pid -1.
+    AllCpus,
+}
+
 /// Opens and maps one event per online CPU for each of `tids` (the launched child, or every
 /// thread of an attached process; `inherit` covers the threads they create later). One ring
 /// per CPU: the other threads' events on that CPU write into it (SET_OUTPUT). Tries cycles,
@@ -158,10 +172,18 @@ pub fn open(
     event: EventChoice,
     frequency_hz: u64,
     call_graph: CallGraph,
-    launch: bool,
+    scope: Scope,
     off_cpu_min_ns: Option<u64>,
 ) -> Result<Events, Error> {
     let cpus = online_cpus();
+    let launch = scope == Scope::Launched;
+    let configure = |attr: &mut abi::perf_event_attr| {
+        // A CPU-wide event sees every task already; inherit means nothing there.
+        attr.set_inherit(u64::from(matches!(
+            scope,
+            Scope::Launched | Scope::Attached
+        )));
+    };
     if tids.is_empty() {
         return Err(Error::Usage("no thread to profile".into()));
     }
@@ -179,6 +201,7 @@ pub fn open(
         let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
         attr.set_build_id(u64::from(build_ids));
         identify(&mut attr, off_cpu_min_ns.is_some());
+        configure(&mut attr);
         match perf_event::open(&mut attr, pid, cpus[0]) {
             Ok(fd) => break (fd, pid),
             Err(e) => {
@@ -198,6 +221,19 @@ pub fn open(
                             .into(),
                     );
                     chosen = EventChoice::CpuClock;
+                } else if scope == Scope::AllCpus
+                    && matches!(code, Some(libc::EACCES) | Some(libc::EPERM))
+                {
+                    return Err(Error::Perf {
+                        what: "perf_event_open on every CPU (-a)".into(),
+                        hint: format!(
+                            "profiling the whole host needs root or CAP_PERFMON (or \
+                             `sysctl kernel.perf_event_paranoid=-1`); perf_event_paranoid is {}",
+                            read_sysctl("perf_event_paranoid")
+                                .map_or("unknown".into(), |p| p.to_string())
+                        ),
+                        source: e,
+                    });
                 } else if kernel && matches!(code, Some(libc::EACCES) | Some(libc::EPERM)) {
                     notes.push(format!(
                         "kernel frames unavailable: perf_event_paranoid is {} and jprof is not privileged; fix: `sysctl kernel.perf_event_paranoid=1` or run as root",
@@ -229,6 +265,7 @@ pub fn open(
     let mut main_attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
     main_attr.set_build_id(u64::from(build_ids));
     identify(&mut main_attr, off_cpu_min_ns.is_some());
+    configure(&mut main_attr);
     for &cpu in &cpus[1..] {
         let mut attr = main_attr;
         let fd = perf_event::open(&mut attr, pid, cpu).map_err(|e| Error::Perf {

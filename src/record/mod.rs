@@ -42,8 +42,12 @@ pub(crate) fn tmp_guarded() -> bool {
 pub enum Target {
     /// Run this command line.
     Launch(Vec<String>),
-    /// Attach to this running process (all its threads).
-    Pid(u32),
+    /// Attach to these running processes (all their threads).
+    Pids(Vec<u32>),
+    /// Attach to these threads only (`--tid`).
+    Tids(Vec<u32>),
+    /// Every process on every CPU (`-a`).
+    System,
 }
 
 /// The event samples are taken on (`--event`).
@@ -82,6 +86,9 @@ pub struct RecordConfig {
     /// `--off-cpu`: also record where threads wait, storing switches at least this long
     /// (`--off-cpu-min`) with their stacks.
     pub(crate) off_cpu_min_ns: Option<u64>,
+    /// Load jprof's agent into running HotSpot JVMs (`-p`, `--tid`, `-a`); `--no-java-agent`
+    /// turns it off. Default is true.
+    pub(crate) java_agent: bool,
 }
 
 /// Batches in flight between ring reader and writer; beyond this the reader drops batches
@@ -96,15 +103,23 @@ const TERM_GRACE: Duration = Duration::from_secs(5);
 enum Profiled {
     /// Launched by jprof: held before exec until released.
     Child(child::SuspendedChild),
-    /// Attached to: it is not ours to signal or wait for.
-    Attached(i32),
+    /// Attached to these processes (every thread, or the threads `only`): they are not ours
+    /// to signal or wait for.
+    Attached {
+        pids: Vec<i32>,
+        only: Option<Vec<i32>>,
+    },
+    /// Every process (`-a`).
+    System,
 }
 
 impl Profiled {
-    fn pid(&self) -> i32 {
+    /// The launched target, or the first attached process.
+    fn pid(&self) -> Option<i32> {
         match self {
-            Profiled::Child(c) => c.pid,
-            Profiled::Attached(pid) => *pid,
+            Profiled::Child(c) => Some(c.pid),
+            Profiled::Attached { pids, .. } => pids.first().copied(),
+            Profiled::System => None,
         }
     }
 }
@@ -160,20 +175,36 @@ fn spawn_claiming(
 }
 
 /// `-p` of a thread that is not its process's main thread records the whole process (with a
-/// note saying so).
+/// note saying so); a pid given twice is recorded once.
 fn resolve_target(config: &RecordConfig) -> Result<(Cow<'_, RecordConfig>, Option<String>)> {
-    if let Target::Pid(tid) = &config.target {
-        if let Some(pid) = attach::process_of_thread(*tid)? {
-            let note =
-                format!("{tid} is a thread of process {pid}: recording the whole process {pid}");
-            let resolved = RecordConfig {
-                target: Target::Pid(pid),
-                ..config.clone()
-            };
-            return Ok((Cow::Owned(resolved), Some(note)));
+    let Target::Pids(given) = &config.target else {
+        return Ok((Cow::Borrowed(config), None));
+    };
+    let mut pids: Vec<u32> = Vec::new();
+    let mut notes = Vec::new();
+    for &tid in given {
+        let pid = match attach::process_of_thread(tid)? {
+            Some(pid) => {
+                notes.push(format!(
+                    "{tid} is a thread of process {pid}: recording the whole process {pid}"
+                ));
+                pid
+            }
+            None => tid,
+        };
+        if !pids.contains(&pid) {
+            pids.push(pid);
         }
     }
-    Ok((Cow::Borrowed(config), None))
+    if &pids == given {
+        return Ok((Cow::Borrowed(config), None));
+    }
+    let resolved = RecordConfig {
+        target: Target::Pids(pids),
+        ..config.clone()
+    };
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    Ok((Cow::Owned(resolved), note))
 }
 
 /// What the runtimes did (and how to get more out of them), and the removal of the files they
@@ -249,11 +280,11 @@ fn runtime_notes_and_cleanup(
 }
 
 /// Embeds the symbols; returns the JIT coverage line of each process that ran JIT code
-/// (`still_writing`: the attached process whose runtime may name more later).
+/// (`still_writing`: whether it is an attached process whose runtime may name more later).
 fn embed_symbols(
     output: &foreign_file::AtomicOutput,
     partial: &std::path::Path,
-    still_writing: Option<u32>,
+    still_writing: &dyn Fn(u32) -> bool,
 ) -> Result<Vec<String>> {
     let recording = Recording::open(partial)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
@@ -265,7 +296,7 @@ fn embed_symbols(
     Ok(coverage
         .into_iter()
         .filter(|(_, c)| c.named > 0 || c.unnamed >= 10)
-        .map(|(pid, c)| coverage_line(pid, c.named, c.unnamed, still_writing == Some(pid)))
+        .map(|(pid, c)| coverage_line(pid, c.named, c.unnamed, still_writing(pid)))
         .collect())
 }
 

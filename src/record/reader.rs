@@ -81,7 +81,7 @@ pub(super) fn read_until_stopped(
     let mut stopped_by = String::from("target exited");
     let mut launched = match profiled {
         Profiled::Child(child) => Some(Launched::new(child.pid)),
-        Profiled::Attached(_) => None,
+        _ => None,
     };
     let exit = loop {
         let mut fds: Vec<PollFd> = events
@@ -103,14 +103,7 @@ pub(super) fn read_until_stopped(
         let now = Instant::now();
         let pass = match &mut launched {
             Some(launched) => launched.pass(stop, events, now, started, duration, &mut stopped_by),
-            None => attached_pass(
-                profiled.pid(),
-                stop,
-                now,
-                started,
-                duration,
-                &mut stopped_by,
-            ),
+            None => attached_pass(profiled, stop, now, started, duration, &mut stopped_by),
         };
         if let Pass::Stop(exit) = pass {
             break exit;
@@ -256,40 +249,58 @@ impl Launched {
     }
 }
 
-/// An attached target is not ours: signals stop the recording, not the target.
+/// Attached processes are not ours: signals stop the recording, not them. The recording
+/// stops by itself when every attached process (or `--tid` thread) has exited; `-a` only on a
+/// signal or `--duration`.
 fn attached_pass(
-    pid: i32,
+    profiled: &Profiled,
     stop: &StopFlags,
     now: Instant,
     started: Instant,
     duration: Option<Duration>,
     stopped_by: &mut String,
 ) -> Pass {
+    let keeps = match profiled {
+        Profiled::System => "the processes keep running",
+        Profiled::Attached { pids, .. } if pids.len() > 1 => "the targets keep running",
+        _ => "the target keeps running",
+    };
     if stop.interrupt.swap(false, Ordering::SeqCst) {
-        *stopped_by = "Ctrl-C (the target keeps running)".into();
+        *stopped_by = format!("Ctrl-C ({keeps})");
         return Pass::Stop(None);
     }
     if stop.terminate.swap(false, Ordering::SeqCst) {
-        *stopped_by = "SIGTERM (the target keeps running)".into();
+        *stopped_by = format!("SIGTERM ({keeps})");
         return Pass::Stop(None);
     }
     if stop.hangup.swap(false, Ordering::SeqCst) {
-        *stopped_by = "SIGHUP (the terminal closed; the target keeps running)".into();
+        *stopped_by = format!("SIGHUP (the terminal closed; {keeps})");
         return Pass::Stop(None);
     }
     if let Some(duration) = duration.filter(|&d| now >= started + d) {
         *stopped_by = format!(
-            "--duration {:.1}s reached (the target keeps running)",
+            "--duration {:.1}s reached ({keeps})",
             duration.as_secs_f64()
         );
         return Pass::Stop(None);
     }
     if stop.writer_failed.load(Ordering::SeqCst) {
-        *stopped_by = "the recording could not be written (the target keeps running)".into();
+        *stopped_by = format!("the recording could not be written ({keeps})");
         return Pass::Stop(None);
     }
-    if !attach::alive(pid) {
-        *stopped_by = "the target exited".into();
+    let gone = match profiled {
+        Profiled::Attached {
+            only: Some(tids), ..
+        } => !tids.iter().any(|&t| attach::alive(t)),
+        Profiled::Attached { pids, .. } => !pids.iter().any(|&p| attach::alive(p)),
+        _ => false,
+    };
+    if gone {
+        *stopped_by = match profiled {
+            Profiled::Attached { only: Some(_), .. } => "the threads exited".into(),
+            Profiled::Attached { pids, .. } if pids.len() > 1 => "the targets exited".into(),
+            _ => "the target exited".into(),
+        };
         return Pass::Stop(None);
     }
     Pass::Continue

@@ -84,13 +84,13 @@ pub(super) struct Reading {
     stop: reader::StopFlags,
     writer: Writer,
     /// The HotSpot attach of an attached JVM, running beside the reader.
-    java_attach: Option<jvm_attach::Running>,
+    java_attach: Vec<jvm_attach::Running>,
 }
 
 /// What reading the rings ended with, for [`Session::finish`].
 pub(super) struct Read {
     stopped: reader::Stopped,
-    java_attach: Option<jvm_attach::Running>,
+    java_attach: Vec<jvm_attach::Running>,
     wall: Duration,
     end: WriterEnd,
 }
@@ -107,14 +107,25 @@ pub(super) fn start<'a>(
             runtimes::prepare(argv, config.call_graph == CallGraph::Dwarf),
         ),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
-        Target::Pid(pid) => (
-            attach::command_line(*pid)?,
-            runtimes::RuntimeSetup::default(),
-        ),
+        Target::Pids(pids) => {
+            // One process is named by its command line; several by their pids (META's
+            // `targets`). Each must exist.
+            let mut lines = pids
+                .iter()
+                .map(|&pid| attach::command_line(pid))
+                .collect::<Result<Vec<_>>>()?;
+            let argv = if lines.len() == 1 {
+                lines.remove(0)
+            } else {
+                Vec::new()
+            };
+            (argv, runtimes::RuntimeSetup::default())
+        }
+        Target::Tids(_) | Target::System => (Vec::new(), runtimes::RuntimeSetup::default()),
     };
     let xray = match &config.target {
         Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr, config.keep_side_files),
-        Target::Pid(_) => None,
+        _ => None,
     };
     if let Some(note) = pid_note {
         eprintln!("jprof: {}", crate::terminal::safe(note.as_bytes()));
@@ -156,24 +167,58 @@ pub(super) fn start<'a>(
                 config.event,
                 config.frequency_hz,
                 config.call_graph,
-                true,
+                events::Scope::Launched,
                 config.off_cpu_min_ns,
             );
             (Profiled::Child(child), opened)
         }
-        Target::Pid(pid) => {
-            let pid = *pid as i32;
-            let opened = attach::open_events(pid, config);
-            (Profiled::Attached(pid), opened)
+        Target::Pids(pids) => {
+            let pids: Vec<i32> = pids.iter().map(|&p| p as i32).collect();
+            let opened = attach::open_events(&pids, None, config);
+            (Profiled::Attached { pids, only: None }, opened)
         }
+        Target::Tids(tids) => {
+            let only: Vec<i32> = tids.iter().map(|&t| t as i32).collect();
+            let mut pids = Vec::new();
+            for &tid in tids {
+                let pid = attach::process_of_thread(tid)?.unwrap_or(tid) as i32;
+                if !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+            let opened = attach::open_events(&pids, Some(&only), config);
+            let only = Some(only);
+            (Profiled::Attached { pids, only }, opened)
+        }
+        Target::System => (Profiled::System, attach::open_system_events(config)),
     };
     let events = opened?;
-    let attached = matches!(profiled, Profiled::Attached(_));
+    let targets = match &config.target {
+        Target::Pids(pids) if pids.len() > 1 => crate::recording::Targets {
+            pids: pids.clone(),
+            ..Default::default()
+        },
+        Target::Tids(tids) => crate::recording::Targets {
+            pids: match &profiled {
+                Profiled::Attached { pids, .. } => pids.iter().map(|&p| p as u32).collect(),
+                _ => Vec::new(),
+            },
+            tids: tids.clone(),
+            ..Default::default()
+        },
+        Target::System => crate::recording::Targets {
+            system_wide: true,
+            ..Default::default()
+        },
+        _ => Default::default(),
+    };
+    let attached = !matches!(profiled, Profiled::Child(_));
     let meta = Meta {
         jprof_version: env!("CARGO_PKG_VERSION").to_string(),
         command: argv.clone(),
-        attached_pid: attached.then_some(profiled.pid() as u32),
-        target_pid: Some(profiled.pid() as u32),
+        attached_pid: profiled.pid().filter(|_| attached).map(|p| p as u32),
+        target_pid: profiled.pid().map(|p| p as u32),
+        targets,
         host: host::facts(),
         event: events.config.clone(),
         start_unix_ns: host::unix_now_ns(),
@@ -219,10 +264,23 @@ pub(super) fn start<'a>(
             command: argv.join(" "),
             source,
         })?,
-        Profiled::Attached(pid) => {
+        Profiled::Attached { pids, only } => {
             // What existed before the events were opened is not reported by the kernel.
+            let now = attach::now();
+            let mut build_ids = attach::BuildIds::default();
+            let mut records = Vec::new();
+            for &pid in pids.iter() {
+                let only = only.as_deref();
+                records.extend(attach::synthesize(
+                    pid as u32,
+                    only,
+                    &layout,
+                    now,
+                    &mut build_ids,
+                ));
+            }
             let existing = Batch {
-                records: attach::synthesize(*pid as u32, &layout),
+                records,
                 complete_before: None,
             };
             writer
@@ -231,15 +289,44 @@ pub(super) fn start<'a>(
                 .map_err(|_| Error::Other("the writer thread stopped".into()))?;
             events::enable_all(&events)?;
         }
+        Profiled::System => {
+            // Enabled first, so that no process started meanwhile is missed; the processes
+            // that existed are reported as of just before (a process that execs meanwhile is
+            // reported again by the kernel, later, which wins).
+            let now = attach::now();
+            events::enable_all(&events)?;
+            let mut build_ids = attach::BuildIds::default();
+            for pid in attach::all_processes() {
+                let records = attach::synthesize(pid, None, &layout, now, &mut build_ids);
+                let existing = Batch {
+                    records,
+                    complete_before: None,
+                };
+                writer
+                    .tx()
+                    .send(existing)
+                    .map_err(|_| Error::Other("the writer thread stopped".into()))?;
+            }
+        }
     }
     // From here on, whatever stops jprof leaves the partial recording readable.
     output.keep_if_dropped();
 
     // A HotSpot JVM gets jprof's agent through the attach protocol, off the reader loop (the
     // JVM takes a moment to start its attach listener).
-    let java_attach = match &profiled {
-        Profiled::Attached(pid) => Some(jvm_attach::start(*pid as u32, false)),
-        Profiled::Child(_) => None,
+    let java_attach: Vec<jvm_attach::Running> = match &profiled {
+        _ if !config.java_agent => Vec::new(),
+        Profiled::Attached { pids, .. } => pids
+            .iter()
+            .map(|&pid| jvm_attach::start(pid as u32, false))
+            .collect(),
+        // Only the processes that map a libjvm.so get an attach thread.
+        Profiled::System => attach::all_processes()
+            .into_iter()
+            .filter(|&pid| pid != std::process::id() && attach::maps_libjvm(pid))
+            .map(|pid| jvm_attach::start(pid, false))
+            .collect(),
+        Profiled::Child(_) => Vec::new(),
     };
     let session = Session {
         config,
@@ -272,9 +359,7 @@ impl Reading {
             session.config.duration,
         );
         // An attach still talking to its JVM gives up now: the stop is obeyed whatever it does.
-        if let Some(attach) = &self.java_attach {
-            attach.stop();
-        }
+        self.java_attach.iter().for_each(jvm_attach::Running::stop);
         stopped.jvm_watch.stop();
         events::disable_all(&self.events);
         let batch = reader::drain_all(&mut self.events);
@@ -340,18 +425,16 @@ impl Session<'_> {
         }
         summary.notes.extend(side.notes());
         if let Some(x) = &self.xray {
-            let pid = self.profiled.pid() as u32;
+            let pid = self.profiled.pid().unwrap_or(0) as u32;
             summary.notes.extend(xray_logs::store(x, pid, &mut out)?);
         }
         summary.notes.extend(self.setup.notes.iter().cloned());
         summary.notes.extend(tree_notes);
         let agent_loaded = {
             let mut attached = jvm_watch.finish();
-            attached.merge(
-                java_attach
-                    .map(jvm_attach::Running::finish)
-                    .unwrap_or_default(),
-            );
+            for running in java_attach {
+                attached.merge(running.finish());
+            }
             let jitdumps = side.jitdump_paths();
             let (loaded, notes) = attached.confirm(|pid| jitdumps.contains_key(&pid));
             summary.notes.extend(notes);
@@ -382,17 +465,18 @@ impl Session<'_> {
             // An attached process that runs on, its JIT files kept, may still hold JIT names in
             // its runtime's buffer (V8 writes its jitdump in batches): `jprof report` reads them
             // from the file once written, so this summary's share is a lower bound.
-            let still_writing = match &self.profiled {
-                Profiled::Attached(pid)
-                    if !agent_loaded
-                        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), None)
-                            .is_ok() =>
-                {
-                    Some(*pid as u32)
-                }
-                _ => None,
+            let attached = |pid: u32| match &self.profiled {
+                Profiled::Attached { pids, .. } => pids.contains(&(pid as i32)),
+                Profiled::System => true,
+                Profiled::Child(_) => false,
             };
-            match super::embed_symbols(&self.output, &self.partial, still_writing) {
+            let java = side.runtimes().clone();
+            let still_writing = |pid: u32| {
+                attached(pid)
+                    && !(agent_loaded && java.get(&pid) == Some(&"java"))
+                    && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+            };
+            match super::embed_symbols(&self.output, &self.partial, &still_writing) {
                 // Printed with the summary (the SUMMARY chunk is already written; reports
                 // compute their own coverage lines).
                 Ok(coverage) => summary.notes.extend(coverage),

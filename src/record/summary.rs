@@ -52,7 +52,31 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         ),
         None => writeln!(out, "  stopped by: {}", s.stopped_by),
     };
-    for note in &s.notes {
+    // Each top process with its JIT coverage line, which is then not repeated among the notes.
+    let coverage_of = |pid: u32| {
+        let prefix = format!("JIT names: pid {pid}:");
+        s.notes.iter().find(|n| n.starts_with(&prefix))
+    };
+    if !s.top_processes.is_empty() {
+        let _ = writeln!(out, "  top processes by samples:");
+    }
+    for p in &s.top_processes {
+        let share = 100.0 * p.samples as f64 / s.samples.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "    pid {} ({}): {} samples ({share:.1}%)",
+            p.pid, p.comm, p.samples
+        );
+        if let Some(line) = coverage_of(p.pid) {
+            let _ = writeln!(out, "      {line}");
+        }
+    }
+    let listed = |note: &String| {
+        s.top_processes
+            .iter()
+            .any(|p| coverage_of(p.pid) == Some(note))
+    };
+    for note in s.notes.iter().filter(|n| !listed(n)) {
         let _ = writeln!(out, "  note: {note}");
     }
     let _ = writeln!(out, "  wrote {} ({})", path.display(), human_bytes(size));

@@ -2,7 +2,7 @@
 //! channel, appends them to the recording as checksummed chunks, and keeps the counters for the
 //! summary. Each chunk is written whole with one write, so a SIGKILL leaves a readable prefix.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use crate::timeline::Calibration;
 use crate::error::Error;
 use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
 use crate::format::recording::{encode_chunk, encode_side_piece, file_header, ChunkKind};
-use crate::recording::{Meta, Summary};
+use crate::recording::{Meta, ProcessSamples, Summary};
 
 /// zstd level for perf records: level 1 is the fastest, and stack copies compress well at it.
 const RECORDS_ZSTD_LEVEL: i32 = 1;
@@ -104,12 +104,17 @@ pub fn samples_in(batch: &[u8]) -> u64 {
         .count() as u64
 }
 
+/// How many processes the summary lists by samples.
+const TOP_PROCESSES: usize = 10;
+
 /// Counters the writer derives from the records it passes through.
 #[derive(Default)]
 pub struct Counters {
     pub summary: Summary,
     tids: HashSet<u32>,
     pids: HashSet<u32>,
+    /// Samples and name of each process, for the top processes.
+    per_process: HashMap<u32, (u64, String)>,
     first_time: Option<u64>,
     last_time: u64,
 }
@@ -131,6 +136,7 @@ impl Counters {
                     if let Ok(s) = layout.sample_head(&raw) {
                         self.tids.insert(s.tid);
                         self.pids.insert(s.pid);
+                        self.per_process.entry(s.pid).or_default().0 += 1;
                     }
                 }
                 RecordKind::LOST => {
@@ -146,12 +152,18 @@ impl Counters {
                 RecordKind::THROTTLE => self.summary.throttles += 1,
                 RecordKind::UNTHROTTLE => self.summary.unthrottles += 1,
                 RecordKind::FORK | RecordKind::COMM => {
+                    let parsed = layout.parse(&raw);
                     if let Ok(Record::Fork { pid, tid, .. } | Record::Comm { pid, tid, .. }) =
-                        layout.parse(&raw)
+                        &parsed
                     {
-                        self.tids.insert(tid);
-                        self.pids.insert(pid);
-                        side.saw_pid(pid);
+                        self.tids.insert(*tid);
+                        self.pids.insert(*pid);
+                        side.saw_pid(*pid);
+                    }
+                    if let Ok(Record::Comm { pid, tid, comm, .. }) = parsed {
+                        if pid == tid {
+                            self.per_process.entry(pid).or_default().1 = comm.to_string();
+                        }
                     }
                 }
                 RecordKind::MMAP2 => {
@@ -165,6 +177,18 @@ impl Counters {
     }
 
     pub fn finish(mut self) -> Summary {
+        let mut top: Vec<ProcessSamples> = self
+            .per_process
+            .drain()
+            .filter(|(_, (samples, _))| *samples > 0)
+            .map(|(pid, (samples, comm))| ProcessSamples { pid, comm, samples })
+            .collect();
+        top.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
+        top.truncate(TOP_PROCESSES);
+        // One process: the summary's first line says it all.
+        if top.len() > 1 {
+            self.summary.top_processes = top;
+        }
         self.summary.threads = self.tids.len() as u64;
         self.summary.processes = self.pids.len() as u64;
         self.summary.start_time = self.first_time.unwrap_or(0);

@@ -17,6 +17,7 @@ fn meta() -> Meta {
         command: vec!["./app".into(), "--fast".into()],
         attached_pid: None,
         target_pid: Some(4242),
+        targets: Default::default(),
         host: HostFacts::default(),
         event: EventConfig {
             event: "cpu-clock".into(),

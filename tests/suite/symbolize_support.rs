@@ -223,6 +223,7 @@ pub fn meta(call_graph: &str) -> Meta {
         command: vec!["hot".into()],
         attached_pid: None,
         target_pid: Some(PID),
+        targets: Default::default(),
         host: HostFacts {
             kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .unwrap()

@@ -223,6 +223,7 @@ fn symbolize_reads_jit_code_from_a_recordings_side_files() {
         command: vec!["java".into()],
         attached_pid: None,
         target_pid: Some(13732),
+        targets: Default::default(),
         host: HostFacts::default(),
         event: EventConfig {
             event: "cpu-clock".into(),

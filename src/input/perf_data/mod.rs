@@ -451,6 +451,7 @@ fn meta(perf_file: &linux_perf_data::PerfFile, event: EventConfig) -> Meta {
         command,
         attached_pid: None,
         target_pid: None,
+        targets: Default::default(),
         host: HostFacts {
             hostname: text(perf_file.hostname()),
             kernel_release: text(perf_file.os_release()),

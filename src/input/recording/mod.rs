@@ -107,6 +107,8 @@ fn title(recording: &Recording) -> String {
     let meta = &recording.meta;
     let what = if !meta.command.is_empty() {
         meta.command.join(" ")
+    } else if let Some(targets) = meta.targets.describe() {
+        targets
     } else if let Some(pid) = meta.attached_pid {
         format!("pid {pid}")
     } else {

@@ -254,6 +254,11 @@ pub fn write_summary(
         recording.completeness()
     )?;
     match (meta.command.is_empty(), meta.attached_pid) {
+        (true, _) if !meta.targets.is_empty() => writeln!(
+            out,
+            "Attached:  {}",
+            meta.targets.describe().unwrap_or_default()
+        )?,
         (false, _) => writeln!(out, "Command:   {}", meta.command.join(" "))?,
         (true, Some(pid)) => writeln!(out, "Attached:  pid {pid}")?,
         (true, None) => {}
@@ -292,6 +297,17 @@ pub fn write_summary(
                 writeln!(out, "Lost:      {}", losses.join("; "))?;
             }
             writeln!(out, "Threads:   {} in {} processes", s.threads, s.processes)?;
+            for (i, p) in s.top_processes.iter().enumerate() {
+                let share = 100.0 * p.samples as f64 / s.samples.max(1) as f64;
+                writeln!(
+                    out,
+                    "{}pid {} ({}): {} samples ({share:.1}%)",
+                    if i == 0 { "Processes: " } else { "           " },
+                    p.pid,
+                    p.comm,
+                    p.samples
+                )?;
+            }
             if let Some(off) = &s.off_cpu {
                 writeln!(out, "Off-CPU:   {}", off.describe(event.off_cpu_min_ns))?;
             }

@@ -1,0 +1,310 @@
+//! Recording more than one process (issue 28): `-p PID,PID`, `--tid`, and the whole host with
+//! `-a`, on real processes. Needs perf_event_open with kernel access (root in CI).
+
+mod cli_support;
+use cli_support::jprof;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One recording at a time: `-a` sees every process, and the CPU is shared.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A process the test started; killed (with what it started) when the test ends.
+struct Running {
+    child: Child,
+    /// Further processes to kill (a sandbox's inner process).
+    also: Vec<u32>,
+}
+
+impl Running {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for pid in &self.also {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cmd` and waits until it prints its first line (it runs its hot loop then).
+fn start_ready(mut cmd: Command) -> Running {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "{cmd:?} did not start");
+    Running {
+        child,
+        also: Vec::new(),
+    }
+}
+
+/// A shell busy loop, printing `ready` first.
+fn busy_shell() -> Running {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo ready; while :; do :; done"]);
+    start_ready(cmd)
+}
+
+/// `jprof record ARGS -o DATA`, which must succeed; its stderr (the summary).
+fn record(data: &Path, args: &[&str]) -> String {
+    let out = jprof()
+        .arg("record")
+        .arg("-o")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run jprof");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "jprof record {args:?}: {stderr}");
+    stderr
+}
+
+/// `jprof report -i DATA ARGS -o -`.
+fn report(data: &Path, args: &[&str]) -> Output {
+    jprof()
+        .arg("report")
+        .arg("-i")
+        .arg(data)
+        .args(args)
+        .args(["-o", "-"])
+        .output()
+        .expect("run jprof report")
+}
+
+/// The folded stacks of `data` limited by `filter` (e.g. `--pid 42`): (frames, weight).
+fn folded(data: &Path, filter: &[&str]) -> Vec<(Vec<String>, u64)> {
+    let mut args = vec!["--format", "collapsed", "--weight", "samples"];
+    args.extend(filter);
+    let out = report(data, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (stack, n) = l.rsplit_once(' ')?;
+            Some((
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn samples(stacks: &[(Vec<String>, u64)]) -> u64 {
+    stacks.iter().map(|(_, n)| n).sum()
+}
+
+/// The share of `stacks`' samples with a frame `is_hot` says is the hot function.
+fn hot_share(stacks: &[(Vec<String>, u64)], is_hot: impl Fn(&str) -> bool) -> f64 {
+    let hot: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().any(|f| is_hot(f)))
+        .map(|(_, n)| n)
+        .sum();
+    hot as f64 / samples(stacks).max(1) as f64
+}
+
+/// "Samples: N recorded, M in this report" of `report -f text ARGS`: M.
+fn samples_in_report(data: &Path, args: &[&str]) -> u64 {
+    let mut all = vec!["--format", "text"];
+    all.extend(args);
+    let out = report(data, &all);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Samples:"))
+        .and_then(|l| l.split(", ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no sample count in: {text}"))
+}
+
+/// `-p A,B` and `-p A -p B` record both processes, each with its samples, and the summary lists
+/// them as the top processes.
+#[test]
+fn several_pids_are_recorded_together() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (busy_shell(), busy_shell());
+    for (name, args) in [
+        (
+            "comma",
+            vec!["-p".to_string(), format!("{},{}", a.pid(), b.pid())],
+        ),
+        (
+            "repeated",
+            vec![
+                "-p".to_string(),
+                a.pid().to_string(),
+                "--pid".to_string(),
+                b.pid().to_string(),
+            ],
+        ),
+    ] {
+        let data = dir.path().join(format!("{name}.data"));
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend(["--duration", "1.5"]);
+        let stderr = record(&data, &args);
+        assert!(stderr.contains("top processes by samples:"), "{stderr}");
+        for pid in [a.pid(), b.pid()] {
+            assert!(
+                stderr.contains(&format!("    pid {pid} (sh): ")),
+                "{pid} not among the top processes: {stderr}"
+            );
+            assert!(
+                samples_in_report(&data, &["--pid", &pid.to_string()]) > 0,
+                "no samples of {pid}"
+            );
+        }
+        let text = String::from_utf8_lossy(&report(&data, &["-f", "text"]).stdout).into_owned();
+        assert!(
+            text.contains(&format!("Attached:  pids {}, {}", a.pid(), b.pid())),
+            "{text}"
+        );
+        // A process not given is not recorded.
+        assert_eq!(
+            samples_in_report(&data, &["--pid", &std::process::id().to_string()]),
+            0
+        );
+    }
+}
+
+/// `--tid` samples the named thread only, not its process's other threads.
+#[test]
+fn tid_records_only_that_thread() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // Two busy threads besides the main one, which waits.
+    let script = "import threading\n\
+def spin():\n    while True: pass\n\
+for _ in range(2): threading.Thread(target=spin, daemon=True).start()\n\
+print('ready', flush=True)\n\
+threading.Event().wait()\n";
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script]);
+    let py = start_ready(cmd);
+    let pid = py.pid();
+    let mut threads: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&t| t != pid)
+        .collect();
+    threads.sort_unstable();
+    assert_eq!(threads.len(), 2, "{threads:?}");
+    let (chosen, other) = (threads[0], threads[1]);
+    let data = dir.path().join("tid.data");
+    let stderr = record(&data, &["--tid", &chosen.to_string(), "--duration", "1.5"]);
+    assert!(stderr.contains("threads 1, processes 1"), "{stderr}");
+    assert!(samples_in_report(&data, &["--tid", &chosen.to_string()]) > 0);
+    assert_eq!(samples_in_report(&data, &["--tid", &other.to_string()]), 0);
+    assert_eq!(samples_in_report(&data, &["--tid", &pid.to_string()]), 0);
+    let text = String::from_utf8_lossy(&report(&data, &["-f", "text"]).stdout).into_owned();
+    assert!(
+        text.contains(&format!("Attached:  tids {chosen}")),
+        "{text}"
+    );
+}
+
+/// `-a` records processes that ran before it started (from /proc) and processes that start
+/// while it records (from the kernel's records), each with its executable's mappings.
+#[test]
+fn all_cpus_records_old_and_new_processes() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // A shell under a name of its own, so its frames name their binary.
+    let probe = dir.path().join("hostprobe");
+    std::fs::copy("/bin/sh", &probe).unwrap();
+    let mut cmd = Command::new(&probe);
+    cmd.args(["-c", "echo ready; while :; do :; done"]);
+    let before = start_ready(cmd);
+    let data = dir.path().join("all.data");
+    let jprof_run = jprof()
+        .args(["record", "-a", "--duration", "4", "-o"])
+        .arg(&data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Started once jprof writes its recording (its events are open by then).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains(".partial-"))
+    {
+        assert!(Instant::now() < deadline, "jprof -a wrote nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let newer = dir.path().join("newprobe");
+    std::fs::copy("/bin/sh", &newer).unwrap();
+    let mut cmd = Command::new(&newer);
+    cmd.args(["-c", "echo ready; while :; do :; done"]);
+    let after = start_ready(cmd);
+    let out = jprof_run.wait_with_output_stderr();
+    assert!(out.0.success(), "{}", out.1);
+    let stderr = out.1;
+    assert!(stderr.contains("top processes by samples:"), "{stderr}");
+    assert!(stderr.contains("kernel frames on"), "{stderr}");
+    for (running, binary) in [(&before, "hostprobe"), (&after, "newprobe")] {
+        let stacks = folded(&data, &["--pid", &running.pid().to_string()]);
+        assert!(samples(&stacks) > 0, "no samples of {binary}: {stderr}");
+        // Its frames are in its own binary: the mapping was known.
+        let in_binary = hot_share(&stacks, |f| f.contains(&format!("({binary}+0x")));
+        assert!(
+            in_binary > 0.5,
+            "{binary}: {in_binary:.2} of its samples in its binary: {stacks:?}"
+        );
+    }
+    // Kernel threads and other processes are there too.
+    assert!(stderr.contains(&format!("    pid {} (hostprobe)", before.pid())));
+    let text = String::from_utf8_lossy(&report(&data, &["-f", "text"]).stdout).into_owned();
+    assert!(text.contains("Attached:  whole host (-a)"), "{text}");
+    let processes: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|l| l.split(" in ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(processes > 10, "{text}");
+}
+
+/// A child's exit status and its stderr as text.
+trait WaitStderr {
+    fn wait_with_output_stderr(self) -> (std::process::ExitStatus, String);
+}
+
+impl WaitStderr for Child {
+    fn wait_with_output_stderr(self) -> (std::process::ExitStatus, String) {
+        let out = self.wait_with_output().unwrap();
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
