@@ -32,6 +32,7 @@ mod format_jitdump;
 mod format_mlpd;
 mod format_perf_map;
 mod format_xray;
+mod host_record;
 mod import_perf_data;
 mod j9_jitdump;
 mod java_e2e;

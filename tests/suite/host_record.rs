@@ -1,8 +1,7 @@
 //! Recording more than one process (issue 28): `-p PID,PID`, `--tid`, and the whole host with
 //! `-a`, on real processes. Needs perf_event_open with kernel access (root in CI).
 
-mod cli_support;
-use cli_support::jprof;
+use crate::cli_support::jprof;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
