@@ -794,6 +794,10 @@ pub const STACK_BYTES_DWARF: u32 = 8 * 1024;
 /// Stack bytes `record` copies per sample in fp mode: enough to walk frameless code at the top
 /// (a leaf, libc's wrappers).
 pub const STACK_BYTES_FP: u32 = 1024;
+/// Stack bytes `record` copies per sample when it chooses DWARF for a target whose deep stacks
+/// have no frame pointers (CPython 3.12+): the most the kernel copies (below 64 KiB, a multiple
+/// of 8; it copies less when the rest of the sample leaves less room in a record).
+pub const STACK_BYTES_DEEP: u32 = 65528;
 
 /// META for a recording whose every META copy is damaged: the layout jprof records with
 /// (`record::events`), the call graph told by the first sample's stack copy; `None` when the
@@ -829,9 +833,14 @@ fn default_meta(records: &[u8]) -> Option<Meta> {
         return None;
     }
     // The kernel copies the stack size asked for into every sample, used or not.
-    if samples[0].body.len() > STACK_BYTES_DWARF as usize {
+    let body = samples[0].body.len();
+    if body > STACK_BYTES_DWARF as usize {
         event.call_graph = CallGraph::Dwarf;
-        event.stack_user_bytes = STACK_BYTES_DWARF;
+        event.stack_user_bytes = if body > 2 * STACK_BYTES_DWARF as usize {
+            STACK_BYTES_DEEP
+        } else {
+            STACK_BYTES_DWARF
+        };
     }
     Some(Meta {
         jprof_version: String::new(),

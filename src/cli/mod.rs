@@ -283,8 +283,10 @@ pub struct RecordArgs {
     #[arg(short, long, value_enum, default_value_t = EventArg::Cycles)]
     pub(crate) event: EventArg,
     /// How user stacks are collected: frame pointers, or a stack copy unwound with DWARF CFI.
-    #[arg(long = "call-graph", value_enum, default_value_t = CallGraphArg::Fp)]
-    pub(crate) call_graph: CallGraphArg,
+    /// Default: chosen from the target (dwarf over a 64 KiB copy for CPython 3.12+, whose
+    /// libpython has no frame pointers; fp otherwise).
+    #[arg(long = "call-graph", value_enum)]
+    pub(crate) call_graph: Option<CallGraphArg>,
     /// Do not store symbols of the sampled binaries in the recording.
     #[arg(long)]
     pub(crate) no_embed_symbols: bool,
@@ -713,10 +715,10 @@ impl From<RecordArgs> for RecordConfig {
                 EventArg::Cycles => EventChoice::Cycles,
                 EventArg::CpuClock => EventChoice::CpuClock,
             },
-            call_graph: match a.call_graph {
+            call_graph: a.call_graph.map(|c| match c {
                 CallGraphArg::Fp => CallGraph::FramePointers,
                 CallGraphArg::Dwarf => CallGraph::Dwarf,
-            },
+            }),
             embed_symbols: !a.no_embed_symbols,
             keep_side_files: a.keep_side_files,
             xray_fdr: a.xray == XrayModeArg::Fdr,

@@ -90,6 +90,7 @@ pub fn open_events(
     pids: &[i32],
     only: Option<&[i32]>,
     config: &RecordConfig,
+    stacks: events::StackCopy,
 ) -> Result<Events, Error> {
     for &pid in pids {
         check_permission(pid)?;
@@ -113,7 +114,7 @@ pub fn open_events(
         &first,
         config.event,
         config.frequency_hz,
-        config.call_graph,
+        stacks,
         scope,
         config.off_cpu_min_ns,
     )?;
@@ -132,12 +133,15 @@ pub fn open_events(
 }
 
 /// Opens one event per CPU for every process (`-a`).
-pub fn open_system_events(config: &RecordConfig) -> Result<Events, Error> {
+pub fn open_system_events(
+    config: &RecordConfig,
+    stacks: events::StackCopy,
+) -> Result<Events, Error> {
     events::open(
         &[-1],
         config.event,
         config.frequency_hz,
-        config.call_graph,
+        stacks,
         events::Scope::AllCpus,
         config.off_cpu_min_ns,
     )

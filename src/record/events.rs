@@ -12,10 +12,48 @@ use crate::sys::perf_event::{self, abi, PerfMmap};
 use super::{CallGraph, EventChoice};
 
 // The sampled layout is the recording's (a reader rebuilds it when every META copy is damaged).
-pub use crate::recording::{REGS_USER_MASK, STACK_BYTES_DWARF, STACK_BYTES_FP};
+pub use crate::recording::{REGS_USER_MASK, STACK_BYTES_DEEP, STACK_BYTES_DWARF, STACK_BYTES_FP};
 /// Ring sizes in pages (power of two) per CPU.
 const RING_PAGES_FP: usize = 256;
 const RING_PAGES_DWARF: usize = 2048;
+/// With the deep copy a sample is ~64 KiB: this ring holds a quarter second of them at 999 Hz.
+const RING_PAGES_DEEP: usize = 4096;
+
+/// How user stacks are collected: the call graph META records, and how many bytes of the user
+/// stack each sample copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackCopy {
+    /// Frame pointers (the kernel's walk) or DWARF (the copy, unwound by the report).
+    pub call_graph: CallGraph,
+    /// `perf_event_attr.sample_stack_user`.
+    pub bytes: u32,
+}
+
+impl StackCopy {
+    /// What `--call-graph` gives: 1 KiB with frame pointers, 8 KiB with dwarf.
+    pub fn of(call_graph: CallGraph) -> Self {
+        let bytes = match call_graph {
+            CallGraph::Dwarf => STACK_BYTES_DWARF,
+            CallGraph::FramePointers => STACK_BYTES_FP,
+        };
+        Self { call_graph, bytes }
+    }
+
+    /// DWARF over the largest copy the kernel makes, for code without frame pointers whose
+    /// stacks are deep (CPython's libpython: docs/python.md).
+    pub const DEEP: Self = Self {
+        call_graph: CallGraph::Dwarf,
+        bytes: STACK_BYTES_DEEP,
+    };
+
+    fn ring_pages(self) -> usize {
+        match self.call_graph {
+            CallGraph::FramePointers => RING_PAGES_FP,
+            CallGraph::Dwarf if self.bytes > STACK_BYTES_DWARF => RING_PAGES_DEEP,
+            CallGraph::Dwarf => RING_PAGES_DWARF,
+        }
+    }
+}
 
 /// The opened, mapped events and the configuration they were opened with.
 pub struct Events {
@@ -68,7 +106,7 @@ pub(crate) fn read_sysctl(name: &str) -> Option<i32> {
 pub(crate) fn attr_for(
     event: EventChoice,
     frequency_hz: u64,
-    call_graph: CallGraph,
+    stacks: StackCopy,
     kernel: bool,
     launch: bool,
 ) -> abi::perf_event_attr {
@@ -94,10 +132,7 @@ pub(crate) fn attr_for(
         | st::REGS_USER
         | st::STACK_USER;
     attr.sample_regs_user = REGS_USER_MASK;
-    attr.sample_stack_user = match call_graph {
-        CallGraph::Dwarf => STACK_BYTES_DWARF,
-        CallGraph::FramePointers => STACK_BYTES_FP,
-    };
+    attr.sample_stack_user = stacks.bytes;
     // dwarf mode keeps the kernel's frame-pointer chain of the user stack too: where the
     // stack copy ends, the report continues with it (docs/symbolization.md).
     attr.set_disabled(1);
@@ -171,7 +206,7 @@ pub fn open(
     tids: &[i32],
     event: EventChoice,
     frequency_hz: u64,
-    call_graph: CallGraph,
+    stacks: StackCopy,
     scope: Scope,
     off_cpu_min_ns: Option<u64>,
 ) -> Result<Events, Error> {
@@ -198,7 +233,7 @@ pub fn open(
     let mut owner = 0;
     let (probe, pid) = loop {
         let pid = tids[owner];
-        let mut attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+        let mut attr = attr_for(chosen, frequency_hz, stacks, kernel, launch);
         attr.set_build_id(u64::from(build_ids));
         identify(&mut attr, off_cpu_min_ns.is_some());
         configure(&mut attr);
@@ -250,10 +285,7 @@ pub fn open(
             }
         }
     };
-    let pages = match call_graph {
-        CallGraph::Dwarf => RING_PAGES_DWARF,
-        CallGraph::FramePointers => RING_PAGES_FP,
-    };
+    let pages = stacks.ring_pages();
     let map = |fd| {
         PerfMmap::new(fd, pages).map_err(|e| Error::Perf {
             what: "mmap of the perf ring buffer".into(),
@@ -262,7 +294,7 @@ pub fn open(
         })
     };
     let mut rings = vec![map(probe)?];
-    let mut main_attr = attr_for(chosen, frequency_hz, call_graph, kernel, launch);
+    let mut main_attr = attr_for(chosen, frequency_hz, stacks, kernel, launch);
     main_attr.set_build_id(u64::from(build_ids));
     identify(&mut main_attr, off_cpu_min_ns.is_some());
     configure(&mut main_attr);
@@ -286,7 +318,7 @@ pub fn open(
             sample_type: 0,
             regs_user_mask: 0,
             stack_user_bytes: 0,
-            call_graph,
+            call_graph: stacks.call_graph,
             kernel_callchains: kernel,
             clockid: libc::CLOCK_MONOTONIC,
             off_cpu_ids: Vec::new(),
@@ -331,7 +363,7 @@ pub fn open(
         sample_type: attr.sample_type,
         regs_user_mask: attr.sample_regs_user,
         stack_user_bytes: attr.sample_stack_user,
-        call_graph,
+        call_graph: stacks.call_graph,
         kernel_callchains: kernel,
         clockid: libc::CLOCK_MONOTONIC,
         off_cpu_ids: std::mem::take(&mut events.config.off_cpu_ids),

@@ -28,7 +28,7 @@ use crate::recording::Recording;
 use crate::sys::child;
 
 pub use events::online_cpus;
-pub(crate) use events::{attr_for, read_sysctl};
+pub(crate) use events::{attr_for, read_sysctl, StackCopy};
 pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
 
 /// Whether the kernel refuses names planted in `/tmp` (so every runtime of a launched tree can
@@ -74,8 +74,8 @@ pub struct RecordConfig {
     pub(crate) duration: Option<Duration>,
     /// Default is cycles.
     pub(crate) event: EventChoice,
-    /// Default is frame pointers.
-    pub(crate) call_graph: CallGraph,
+    /// `--call-graph`; None (the default): chosen from the target ([`stacks_for`]).
+    pub(crate) call_graph: Option<CallGraph>,
     /// Default is true.
     pub(crate) embed_symbols: bool,
     /// Keep the side files jprof made a runtime write (they are in the recording anyway).
@@ -174,6 +174,26 @@ fn spawn_claiming(
     unreachable!("the loop returns")
 }
 
+/// How user stacks are collected: `--call-graph` as given; by default DWARF over the deep stack
+/// copy for CPython 3.12 or later (`python`), whose libpython has no frame pointers and whose
+/// perf trampolines make every Python call several C frames (docs/python.md), else frame
+/// pointers. Returns the summary's note on a choice the user did not make.
+fn stacks_for(config: &RecordConfig, python: bool) -> (events::StackCopy, Option<String>) {
+    match config.call_graph {
+        Some(given) => (events::StackCopy::of(given), None),
+        None if python => (
+            events::StackCopy::DEEP,
+            Some(format!(
+                "python: CPython 3.12+ has no frame pointers in libpython, so its stacks are \
+                 unwound with DWARF over a {} KiB stack copy per sample; `--call-graph fp` \
+                 records frame pointers only (smaller, but the Python callers are lost)",
+                events::STACK_BYTES_DEEP.div_ceil(1024)
+            )),
+        ),
+        None => (events::StackCopy::of(CallGraph::FramePointers), None),
+    }
+}
+
 /// `-p` of a thread that is not its process's main thread records the whole process (with a
 /// note saying so); a pid given twice is recorded once.
 fn resolve_target(config: &RecordConfig) -> Result<(Cow<'_, RecordConfig>, Option<String>)> {
@@ -213,6 +233,7 @@ fn resolve_target(config: &RecordConfig) -> Result<(Cow<'_, RecordConfig>, Optio
 /// jprof created itself.
 fn runtime_notes_and_cleanup(
     config: &RecordConfig,
+    call_graph: CallGraph,
     setup: &mut runtimes::RuntimeSetup,
     side: &side_files::SideFiles,
     agent_loaded: bool,
@@ -233,7 +254,7 @@ fn runtime_notes_and_cleanup(
         &side.runtime_files(),
         setup,
     ));
-    if config.call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
+    if call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
         // Mono's AOT images (mscorlib, mcs) keep no frame pointers; their .debug_frame CFI
         // unwinds them in dwarf mode (docs/mono.md).
         notes.push(
@@ -319,6 +340,39 @@ fn coverage_line(pid: u32, named: u64, unnamed: u64, still_writing: bool) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpython_gets_the_deep_dwarf_copy_unless_told_otherwise() {
+        let config = |call_graph| RecordConfig {
+            target: Target::Launch(vec!["python3.12".into()]),
+            frequency_hz: 999,
+            output: "x.data".into(),
+            duration: None,
+            event: EventChoice::CpuClock,
+            call_graph,
+            embed_symbols: true,
+            keep_side_files: false,
+            xray_fdr: false,
+            off_cpu_min_ns: None,
+            java_agent: true,
+        };
+        let (stacks, note) = stacks_for(&config(None), true);
+        assert_eq!(stacks, events::StackCopy::DEEP);
+        assert_eq!(stacks.bytes, 65528);
+        assert!(note.unwrap().contains("`--call-graph fp`"));
+        // Other programs, and a choice the user made, as before.
+        assert_eq!(
+            stacks_for(&config(None), false),
+            (events::StackCopy::of(CallGraph::FramePointers), None)
+        );
+        for given in [CallGraph::FramePointers, CallGraph::Dwarf] {
+            assert_eq!(
+                stacks_for(&config(Some(given)), true),
+                (events::StackCopy::of(given), None)
+            );
+        }
+        assert_eq!(events::StackCopy::of(CallGraph::Dwarf).bytes, 8 * 1024);
+    }
 
     /// Attaching to a runtime that buffers its JIT names (issue 26: the summary said 81% while
     /// the report, after the flush, named 91%): the summary's share is marked as a lower bound.

@@ -174,6 +174,64 @@ pub fn runtime_of_mapping(filename: &str) -> Option<&'static str> {
         .map(|r| r.name)
 }
 
+/// The CPython version a program or library name says (`python3.12`, `libpython3.13.so.1.0`).
+fn python_version_in(name: &str) -> Option<(u32, u32)> {
+    let rest = name
+        .strip_prefix("lib")
+        .unwrap_or(name)
+        .strip_prefix("python")?;
+    let (major, rest) = rest.split_once('.')?;
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    Some((major.parse().ok()?, rest[..digits].parse().ok()?))
+}
+
+/// Whether the launched command runs CPython 3.12 or later (seen through launchers as
+/// [`program_run_by`] sees them): a python whose name, or else the name of the file it
+/// resolves to, says 3.12 or later. A name that says no version and resolves to none (pyenv's
+/// `python3` shim, a script) counts: every python jprof can name is 3.12 or later.
+pub fn launches_cpython_3_12(argv: &[String]) -> bool {
+    let Some(name) = program_run_by(argv) else {
+        return false;
+    };
+    if runtime_of_command(&name).map(|r| r.name) != Some("python") {
+        return false;
+    }
+    if let Some(version) = python_version_in(&name) {
+        return version >= (3, 12);
+    }
+    let given = argv
+        .first()
+        .filter(|a| a.contains('/') && a.rsplit('/').next() == Some(name.as_str()))
+        .map(PathBuf::from);
+    let path = given.or_else(|| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(&name))
+            .find(|p| p.is_file())
+    });
+    let resolved = path.and_then(|p| std::fs::canonicalize(p).ok());
+    match resolved
+        .as_deref()
+        .and_then(Path::file_name)
+        .and_then(|n| python_version_in(&n.to_string_lossy()))
+    {
+        Some(version) => version >= (3, 12),
+        None => true,
+    }
+}
+
+/// Whether process `pid` runs CPython 3.12 or later: its executable or libpython says so.
+pub fn runs_cpython_3_12(pid: u32) -> bool {
+    let maps = std::fs::read(format!("/proc/{pid}/maps")).unwrap_or_default();
+    crate::format::procfs::parse_maps(&maps)
+        .unwrap_or_default()
+        .iter()
+        .any(|m| {
+            m.perms.as_bytes().get(2) == Some(&b'x') && runtime_of_mapping(m.path) == Some("python")
+        })
+}
+
 fn runtime_named(name: &str) -> Option<&'static Runtime> {
     RUNTIMES.iter().find(|r| r.name == name)
 }
@@ -1244,6 +1302,51 @@ mod tests {
             notes[0],
             "node (pid 7): it writes its JIT names (it was started with them turned on)"
         );
+    }
+
+    #[test]
+    fn cpython_3_12_or_later_is_told_from_the_command() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(python_version_in("python3.12"), Some((3, 12)));
+        assert_eq!(python_version_in("libpython3.13.so.1.0"), Some((3, 13)));
+        assert_eq!(python_version_in("python3.9d"), Some((3, 9)));
+        assert_eq!(python_version_in("python3"), None);
+        assert!(launches_cpython_3_12(&argv(&["python3.12", "app.py"])));
+        assert!(launches_cpython_3_12(&argv(&[
+            "/root/.pyenv/versions/3.13.0/bin/python3.13",
+            "-X",
+            "perf"
+        ])));
+        assert!(launches_cpython_3_12(&argv(&[
+            "env",
+            "A=1",
+            "python3.14",
+            "a.py"
+        ])));
+        assert!(!launches_cpython_3_12(&argv(&["python3.11", "app.py"])));
+        assert!(!launches_cpython_3_12(&argv(&["node", "app.js"])));
+        // An unversioned name: the file it links to says.
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+        for (sub, real) in [(&old, "python3.10"), (&new, "python3.12")] {
+            std::fs::create_dir(sub).unwrap();
+            std::fs::write(sub.join(real), "").unwrap();
+            std::os::unix::fs::symlink(sub.join(real), sub.join("python3")).unwrap();
+        }
+        let python3 = |d: &Path| d.join("python3").to_string_lossy().into_owned();
+        assert!(!launches_cpython_3_12(&[python3(&old), "a.py".into()]));
+        assert!(launches_cpython_3_12(&[python3(&new), "a.py".into()]));
+        // A shim that says nothing (pyenv's `python3` script): counted.
+        let shim = dir.path().join("shim");
+        std::fs::create_dir(&shim).unwrap();
+        std::fs::write(shim.join("python3"), "#!/bin/sh\n").unwrap();
+        assert!(launches_cpython_3_12(&[python3(&shim), "a.py".into()]));
+    }
+
+    #[test]
+    fn a_running_cpython_is_told_from_its_mappings() {
+        // This test process is no python.
+        assert!(!runs_cpython_3_12(std::process::id()));
     }
 
     #[test]

@@ -101,11 +101,10 @@ pub(super) fn start<'a>(
     config: &'a RecordConfig,
     pid_note: Option<&str>,
 ) -> Result<(Session<'a>, Reading)> {
-    let (argv, mut setup) = match &config.target {
-        Target::Launch(argv) if !argv.is_empty() => (
-            argv.clone(),
-            runtimes::prepare(argv, config.call_graph == CallGraph::Dwarf),
-        ),
+    let (argv, python) = match &config.target {
+        Target::Launch(argv) if !argv.is_empty() => {
+            (argv.clone(), runtimes::launches_cpython_3_12(argv))
+        }
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
         Target::Pids(pids) => {
             // One process is named by its command line; several by their pids (META's
@@ -119,10 +118,25 @@ pub(super) fn start<'a>(
             } else {
                 Vec::new()
             };
-            (argv, runtimes::RuntimeSetup::default())
+            let python = pids.iter().any(|&pid| runtimes::runs_cpython_3_12(pid));
+            (argv, python)
         }
-        Target::Tids(_) | Target::System => (Vec::new(), runtimes::RuntimeSetup::default()),
+        Target::Tids(tids) => {
+            let python = tids.iter().any(|&tid| {
+                let pid = attach::process_of_thread(tid).ok().flatten().unwrap_or(tid);
+                runtimes::runs_cpython_3_12(pid)
+            });
+            (Vec::new(), python)
+        }
+        // Every process on the machine: not worth 64 KiB per sample for each.
+        Target::System => (Vec::new(), false),
     };
+    let (stacks, stacks_note) = super::stacks_for(config, python);
+    let mut setup = match &config.target {
+        Target::Launch(argv) => runtimes::prepare(argv, stacks.call_graph == CallGraph::Dwarf),
+        _ => runtimes::RuntimeSetup::default(),
+    };
+    setup.notes.extend(stacks_note);
     let xray = match &config.target {
         Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr, config.keep_side_files),
         _ => None,
@@ -166,7 +180,7 @@ pub(super) fn start<'a>(
                 &[child.pid],
                 config.event,
                 config.frequency_hz,
-                config.call_graph,
+                stacks,
                 events::Scope::Launched,
                 config.off_cpu_min_ns,
             );
@@ -174,7 +188,7 @@ pub(super) fn start<'a>(
         }
         Target::Pids(pids) => {
             let pids: Vec<i32> = pids.iter().map(|&p| p as i32).collect();
-            let opened = attach::open_events(&pids, None, config);
+            let opened = attach::open_events(&pids, None, config, stacks);
             (Profiled::Attached { pids, only: None }, opened)
         }
         Target::Tids(tids) => {
@@ -186,11 +200,11 @@ pub(super) fn start<'a>(
                     pids.push(pid);
                 }
             }
-            let opened = attach::open_events(&pids, Some(&only), config);
+            let opened = attach::open_events(&pids, Some(&only), config, stacks);
             let only = Some(only);
             (Profiled::Attached { pids, only }, opened)
         }
-        Target::System => (Profiled::System, attach::open_system_events(config)),
+        Target::System => (Profiled::System, attach::open_system_events(config, stacks)),
     };
     let events = opened?;
     let targets = match &config.target {
@@ -442,6 +456,7 @@ impl Session<'_> {
         };
         summary.notes.extend(super::runtime_notes_and_cleanup(
             config,
+            meta.event.call_graph,
             &mut self.setup,
             &side,
             agent_loaded,

@@ -344,13 +344,17 @@ impl Unwinders {
         let mut out = vec![regs.ip];
         let mut reached_root = false;
         while out.len() < MAX_FRAMES {
-            if let Some(code) = jit.lookup(pid, address.address_for_lookup(), time) {
+            let code = jit.lookup(pid, address.address_for_lookup(), time);
+            if let Some(code) = code {
                 register_jit(p, code);
             }
-            match p
-                .unwinder
-                .unwind_frame(address, &mut uregs, &mut p.cache, &mut read)
-            {
+            let step = match code.and_then(|c| cpython_trampoline_sp_offset(c, address)) {
+                Some(offset) => cpython_trampoline_step(offset, &mut uregs, &mut read),
+                None => p
+                    .unwinder
+                    .unwind_frame(address, &mut uregs, &mut p.cache, &mut read),
+            };
+            match step {
                 Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                     Some(next) => {
                         out.push(ra);
@@ -377,6 +381,43 @@ impl Unwinders {
             reached_root,
         }
     }
+}
+
+/// CPython's perf trampoline on x86_64 (Python/asm_trampoline.S, 3.12 and 3.13): `sub $8,%rsp;
+/// call *%rcx; add $8,%rsp; ret`, 11 bytes (15 with the `endbr64` of CET builds), copied for
+/// every Python function and named `py::…` in its perf map, with neither frame pointer nor
+/// unwind table. Returns how far above the stack pointer its caller's frame starts at
+/// `address`: 16 bytes between the `sub` and the `add` (a return address is always there),
+/// else 8. None for any other code.
+fn cpython_trampoline_sp_offset(code: &JitCode, address: FrameAddress) -> Option<u64> {
+    if code.unwind.is_some() || !code.name.starts_with("py::") || !matches!(code.size, 11 | 15) {
+        return None;
+    }
+    let end = code.start + code.size;
+    // `call` is 2 bytes, `add` 4 and `ret` 1.
+    let after_sub = end - 7;
+    let at_ret = end - 1;
+    let pc = address.address();
+    Some(
+        if address.is_return_address() || (after_sub..at_ret).contains(&pc) {
+            16
+        } else {
+            8
+        },
+    )
+}
+
+/// Unwinds one CPython trampoline frame: the return address is the word below the caller's
+/// stack pointer; the frame pointer is untouched.
+fn cpython_trampoline_step(
+    sp_offset: u64,
+    regs: &mut UnwindRegsX86_64,
+    read: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Result<Option<u64>, framehop::Error> {
+    let caller_sp = regs.sp() + sp_offset;
+    let ra = read(caller_sp - 8).map_err(|_| framehop::Error::CouldNotReadStack(caller_sp - 8))?;
+    regs.set_sp(caller_sp);
+    Ok(Some(ra))
 }
 
 /// Makes a JIT body with an unwind table a module of the process's unwinder, replacing
@@ -491,6 +532,78 @@ mod tests {
         assert_eq!(
             extend_with_chain(vec![0x10, 0x20, 0x20], &[0x10, 0x20, 0x20, 0x20, 0x30]),
             vec![0x10, 0x20, 0x20, 0x20, 0x30]
+        );
+    }
+
+    /// CPython's trampolines (11 bytes each in its perf map, no frame pointer, no unwind
+    /// table): a sample in one, between its `call` and `add`, whose caller is another one
+    /// (called by code that returns to 0, the end): the walk goes through both.
+    #[test]
+    fn cpython_trampolines_are_unwound_without_frame_pointers() {
+        let mut jit = JitIndex::default();
+        let map = b"7f0000001000 b py::inner:/app.py\n7f0000002000 b py::outer:/app.py\n";
+        jit.add_perf_map(7, "/tmp/perf-7.map", map, &[]);
+        let sp = 0x7ffd_0000_0000u64;
+        // Sample at inner's `add` (end - 5); its frame: 8 bytes of padding, then the return
+        // address into outer after its `call`; outer's frame the same, returning to 0.
+        let ip = 0x7f00_0000_1000 + 11 - 5;
+        let into_outer = 0x7f00_0000_2000 + 11 - 5;
+        let words = [0xdead, into_outer, 0xdead, 0];
+        let stack: Vec<u8> = words.iter().flat_map(|w: &u64| w.to_le_bytes()).collect();
+        let at = UserState {
+            pid: 7,
+            time: 1,
+            regs: UserRegs {
+                ip,
+                sp,
+                // Garbage, as libpython leaves it: no frame-pointer walk may use it.
+                bp: 0x1234,
+            },
+            stack: &stack,
+        };
+        let walk = Unwinders::default().unwind(
+            &ProcessModel::default(),
+            &mut BinaryCache::default(),
+            &jit,
+            &at,
+        );
+        assert_eq!(walk.frames, vec![ip, into_outer]);
+        assert!(walk.reached_root);
+    }
+
+    #[test]
+    fn only_cpython_trampolines_get_their_rule() {
+        let code = |name: &str, size: u64| JitCode {
+            name: name.into(),
+            start: 0x1000,
+            size,
+            from: 0,
+            until: None,
+            tier: None,
+            debug: None,
+            source: Arc::from("perf-1.map"),
+            from_jitdump: false,
+            unwind: None,
+        };
+        let ret = |a| FrameAddress::from_return_address(a).unwrap();
+        let ip = FrameAddress::from_instruction_pointer;
+        let t = code("py::f:/a.py", 11);
+        assert_eq!(cpython_trampoline_sp_offset(&t, ret(0x1006)), Some(16));
+        assert_eq!(cpython_trampoline_sp_offset(&t, ip(0x1000)), Some(8)); // at `sub`
+        assert_eq!(cpython_trampoline_sp_offset(&t, ip(0x1004)), Some(16)); // at `call`
+        assert_eq!(cpython_trampoline_sp_offset(&t, ip(0x100a)), Some(8)); // at `ret`
+                                                                           // CET builds start with a 4-byte endbr64.
+        let cet = code("py::f:/a.py", 15);
+        assert_eq!(cpython_trampoline_sp_offset(&cet, ip(0x1004)), Some(8));
+        assert_eq!(cpython_trampoline_sp_offset(&cet, ip(0x1008)), Some(16));
+        // Anything else is left to framehop.
+        assert_eq!(
+            cpython_trampoline_sp_offset(&code("py::f:/a.py", 64), ret(0x1006)),
+            None
+        );
+        assert_eq!(
+            cpython_trampoline_sp_offset(&code("LazyCompile:f", 11), ret(0x1006)),
+            None
         );
     }
 

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::record::{attr_for, find_agent, CallGraph, EventChoice, AGENT_FILE};
+use crate::record::{attr_for, find_agent, CallGraph, EventChoice, StackCopy, AGENT_FILE};
 use crate::sys::perf_event;
 use crate::timeline::TscFacts;
 
@@ -228,7 +228,7 @@ fn try_sampling(event: EventChoice, kernel: bool) -> Result<(), Refusal> {
     let mut attr = attr_for(
         event,
         DEFAULT_FREQUENCY_HZ as u64,
-        CallGraph::FramePointers,
+        StackCopy::of(CallGraph::FramePointers),
         kernel,
         false,
     );

@@ -276,6 +276,71 @@ fn python_313_gives_its_jitdump_in_dwarf_mode() {
     assert_no_side_files(dir.path(), &run);
 }
 
+/// Issue 27: CPython 3.12+ recorded with no flags is unwound through libpython (built without
+/// frame pointers, and with the perf trampolines every Python call is several C frames) with
+/// DWARF over the deep stack copy: ≥ 90% of the samples of a program whose hot code runs 20 to
+/// 70 Python frames deep reach its outermost Python function. (fp reached 0.3%, the 8 KiB dwarf
+/// copy 25%.)
+fn python_stacks_reach_main(version: &str) {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let python = pyenv_bin(version).join(format!("python{version}"));
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python/deep_calls.py");
+    let run = record(
+        dir.path(),
+        &[python.to_str().unwrap(), program.to_str().unwrap()],
+        &[],
+        &["PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT"],
+    );
+    assert!(
+        run.summary.contains("call graph dwarf") && run.summary.contains("64 KiB stack copy"),
+        "{}",
+        run.summary
+    );
+    let total: u64 = run.stacks.iter().map(|s| s.1).sum();
+    let (mut reach_main, mut deep) = (0u64, 0u64);
+    for (stack, n) in &run.stacks {
+        let frames: Vec<&str> = stack.split(';').collect();
+        if !frames.iter().any(|f| f.starts_with("main deep_calls.py")) {
+            continue;
+        }
+        reach_main += n;
+        if frames
+            .iter()
+            .filter(|f| f.contains("deep_calls.py"))
+            .count()
+            >= 20
+        {
+            deep += n;
+        }
+    }
+    let share = reach_main as f64 / total.max(1) as f64;
+    let deep_share = deep as f64 / total.max(1) as f64;
+    assert!(
+        share >= 0.9,
+        "CPython {version}: {:.1}% of samples reach main:\n{}",
+        100.0 * share,
+        run.summary
+    );
+    // The program is what it says: most samples are deep (and reach main from there).
+    assert!(
+        deep_share >= 0.5,
+        "CPython {version}: {:.1}% of samples reach main from ≥ 20 Python frames",
+        100.0 * deep_share
+    );
+    assert_no_side_files(dir.path(), &run);
+}
+
+#[test]
+fn python_312_stacks_reach_main_by_default() {
+    python_stacks_reach_main("3.12");
+}
+
+#[test]
+fn python_313_stacks_reach_main_by_default() {
+    python_stacks_reach_main("3.13");
+}
+
 const DENO_APP: &str =
     "function hot(n) { let s = 0; for (let i = 0; i < n; i++) s += (i * 7) % 13; return s; }\n\
 let x = 0; const end = Date.now() + 1500; while (Date.now() < end) x += hot(20000);\n\
