@@ -17,6 +17,7 @@ compile_error!("jprof is Linux-only: it is built on perf_event_open");
 
 pub mod cli;
 pub(crate) mod error;
+pub mod fleet;
 pub mod foreign_file;
 pub mod input;
 pub(crate) mod process_root;

@@ -9,14 +9,24 @@ fn main() -> std::process::ExitCode {
     let cli = jprof::cli::parse();
     let result = match cli.command {
         Command::Record(args) => jprof::record::run(&args.into()),
-        Command::Report(args) => jprof::report::run(&args.into()).map(|()| 0),
+        Command::Report(args) => args
+            .into_config()
+            .and_then(|config| jprof::report::run(&config))
+            .map(|()| 0),
+        Command::Push(args) => args
+            .into_config()
+            .and_then(|config| jprof::fleet::push(&config))
+            .map(|()| 0),
         Command::Dump(args) => {
             jprof::tools::dump::run(&args.file, &mut std::io::stdout().lock()).map(|()| 0)
         }
         Command::Symbolize(args) => args.into_config().and_then(|config| {
             jprof::tools::symbolize::run(&config, &mut std::io::stdout().lock()).map(|()| 0)
         }),
-        Command::Diff(args) => jprof::report::diff::run(&args.into()).map(|()| 0),
+        Command::Diff(args) => args
+            .into_config()
+            .and_then(|config| jprof::report::diff::run(&config))
+            .map(|()| 0),
         Command::Top(args) => jprof::tools::top::run(&args.into()),
         Command::Doctor(_) => {
             jprof::tools::doctor::run(&mut std::io::stdout().lock()).map(i32::from)

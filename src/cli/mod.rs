@@ -36,9 +36,16 @@ pub enum Command {
     /// Read a recording (or a perf.data, Mono .mlpd or XRay log) and write a flame graph, folded
     /// stacks, a text summary, or a Firefox Profiler, pprof or speedscope profile.
     #[command(
-        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -f text --sort total --limit 30\n  jprof report -f text --callers malloc   # who calls it, and how much\n  jprof report --serve                 # look around in the browser (speedscope)\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files"
+        after_help = "Examples:\n  jprof report                         # flamegraph.svg + top 15 on stdout\n  jprof report --format collapsed -o - # folded stacks on stdout\n  jprof report --format text --tid 1234\n  jprof report -f text --sort total --limit 30\n  jprof report -f text --callers malloc   # who calls it, and how much\n  jprof report --serve                 # look around in the browser (speedscope)\n  jprof report --time 2..5 --comm worker --no-inline\n  jprof report --inverted --title 'checkout service' --min-width 0.5\n  jprof report --format firefox        # profile.json.gz for the Firefox Profiler\n  jprof report --format pprof -o cpu.pb.gz\n  jprof report -i perf.data --search-dir ./jit-files\n  jprof report --from clickhouse://127.0.0.1:8123/prof --label host=web-12 --time 0..60"
     )]
     Report(ReportArgs),
+    /// Store profiles in ClickHouse (the fleet store): the symbolized samples of recordings,
+    /// perf.data files, .mlpd files or XRay logs, with labels. Each file is stored once:
+    /// pushing it again, or again after an interruption, completes it without doubling.
+    #[command(
+        after_help = "Examples:\n  jprof push --to clickhouse://db.example:8123/prof jprof.data\n  jprof push --to clickhouse://127.0.0.1:8123/prof --label service=checkout run1.data run2.data\n  jprof report --from clickhouse://127.0.0.1:8123/prof --label service=checkout\n\nLabels: host is this machine's name unless given. See docs/fleet.md for the tables."
+    )]
+    Push(PushArgs),
     /// List a jitdump (header and every record with its offset) or a recording's chunks.
     #[command(
         after_help = "Examples:\n  jprof dump /tmp/jit-1234.dump\n  jprof dump jprof.data | less"
@@ -52,7 +59,7 @@ pub enum Command {
     /// Differential flame graph of two profiles (any input `report` reads, or folded stacks):
     /// B's shape, red where B spends more than A, blue where it spends less.
     #[command(
-        after_help = "Examples:\n  jprof diff before.data after.data -o diff.svg\n  jprof diff --normalize old.folded new.folded   # compare shapes, not totals\n  jprof diff a.data b.data --comm worker --no-inline --inverted"
+        after_help = "Examples:\n  jprof diff before.data after.data -o diff.svg\n  jprof diff --normalize old.folded new.folded   # compare shapes, not totals\n  jprof diff a.data b.data --comm worker --no-inline --inverted\n  jprof diff --from 'clickhouse://127.0.0.1:8123/prof' --from 'clickhouse://127.0.0.1:8123/prof?host=web-12'   # host against fleet"
     )]
     Diff(DiffArgs),
     /// A live view of the hottest functions (JIT names included) while a command or process
@@ -369,6 +376,14 @@ pub struct ReportArgs {
     /// profiler file (.mlpd) or an LLVM XRay log (`--binary` names its functions).
     #[arg(short, long, default_value = "jprof.data", value_parser = parse_input_path)]
     pub(crate) input: PathBuf,
+    /// Read the fleet store instead of a file: the samples `jprof push` stored at
+    /// clickhouse://HOST:PORT/DB (its HTTP port), of every push whose labels match --label.
+    #[arg(long, value_name = "URL", conflicts_with = "input")]
+    pub(crate) from: Option<String>,
+    /// With --from: only pushes with this label (repeatable; the same key twice means either
+    /// value).
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "from", value_parser = parse_label)]
+    pub(crate) labels: Vec<crate::fleet::Label>,
     /// Also look in DIR (repeatable) for binaries whose file on disk is another build than the
     /// recording's (by build id), and for a perf.data's jitdumps and perf-PID.map files.
     #[arg(long = "search-dir", value_name = "DIR")]
@@ -528,11 +543,18 @@ fn parse_min_width(text: &str) -> Result<f64, String> {
 pub struct DiffArgs {
     /// The baseline: any input `report -i` reads (jprof.data, perf.data, .mlpd, XRay log) or a
     /// folded-stacks file.
-    #[arg(value_name = "A", value_parser = parse_input_path)]
-    pub(crate) before: PathBuf,
+    #[arg(value_name = "A", value_parser = parse_input_path, required_unless_present = "from")]
+    pub(crate) before: Option<PathBuf>,
     /// The profile compared with A (same kinds of input); the graph has its shape.
-    #[arg(value_name = "B", value_parser = parse_input_path)]
-    pub(crate) after: PathBuf,
+    #[arg(value_name = "B", value_parser = parse_input_path, required_unless_present = "from")]
+    pub(crate) after: Option<PathBuf>,
+    /// Compare two selections of the fleet store instead of files: give it twice, A then B,
+    /// each clickhouse://HOST:PORT/DB with its labels as `?KEY=VALUE&…` (--label adds to both).
+    #[arg(long, value_name = "URL", num_args = 1, conflicts_with_all = ["before", "after"])]
+    pub(crate) from: Vec<String>,
+    /// With --from: only pushes with this label, on both sides (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "from", value_parser = parse_label)]
+    pub(crate) labels: Vec<crate::fleet::Label>,
     /// Output SVG (`-` for stdout).
     #[arg(short, long, default_value = crate::report::diff::DEFAULT_DIFF_SVG)]
     pub(crate) output: PathBuf,
@@ -556,6 +578,49 @@ pub struct DiffArgs {
     pub(crate) filters: FilterArgs,
     #[command(flatten)]
     pub(crate) flame: FlameArgs,
+}
+
+/// Arguments of `jprof push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The store: clickhouse://HOST:PORT/DB, the port of ClickHouse's HTTP interface (8123 by
+    /// default). The database and jprof's tables are created on first use.
+    #[arg(long, value_name = "URL")]
+    pub(crate) to: String,
+    /// A label of these pushes, to select them by later (repeatable). `host` is this machine's
+    /// name unless given.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub(crate) labels: Vec<crate::fleet::Label>,
+    /// Samples per insert (at most).
+    #[arg(long, value_name = "N", default_value_t = crate::fleet::DEFAULT_BATCH_ROWS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) batch_rows: u64,
+    /// The inputs: jprof recordings, perf.data files, Mono .mlpd files, XRay logs.
+    #[arg(required = true, value_name = "FILE", value_parser = parse_input_path)]
+    pub(crate) files: Vec<PathBuf>,
+}
+
+impl PushArgs {
+    /// The config, or a usage error for a bad store address.
+    pub fn into_config(self) -> crate::Result<crate::fleet::PushConfig> {
+        let (store, labels) =
+            crate::fleet::Store::parse_with_labels(&self.to).map_err(crate::Error::Usage)?;
+        if !labels.is_empty() {
+            return Err(crate::Error::Usage(
+                "--to takes no ?labels: give them with --label KEY=VALUE".into(),
+            ));
+        }
+        Ok(crate::fleet::PushConfig {
+            store,
+            labels: self.labels,
+            files: self.files,
+            batch_rows: usize::try_from(self.batch_rows).unwrap_or(usize::MAX),
+        })
+    }
+}
+
+fn parse_label(text: &str) -> Result<crate::fleet::Label, String> {
+    crate::fleet::Label::parse(text)
 }
 
 /// Arguments of `jprof doctor` (none).
@@ -728,9 +793,26 @@ impl From<RecordArgs> for RecordConfig {
     }
 }
 
+impl ReportArgs {
+    /// The config, or a usage error for a bad `--from`.
+    pub fn into_config(self) -> crate::Result<ReportConfig> {
+        let from = match &self.from {
+            Some(url) => Some(
+                crate::fleet::Selection::parse(url, &self.labels).map_err(crate::Error::Usage)?,
+            ),
+            None => None,
+        };
+        Ok(ReportConfig {
+            from,
+            ..self.into()
+        })
+    }
+}
+
 impl From<ReportArgs> for ReportConfig {
     fn from(a: ReportArgs) -> Self {
         ReportConfig {
+            from: None,
             input: Request {
                 path: a.input,
                 weight: a.weight.map(Weight::from),
@@ -756,11 +838,40 @@ impl From<ReportArgs> for ReportConfig {
     }
 }
 
+impl DiffArgs {
+    /// The config, or a usage error for `--from` given other than twice, or a bad address.
+    pub fn into_config(self) -> crate::Result<DiffConfig> {
+        use crate::report::diff::DiffInput;
+        let (before, after) = match (&self.before, &self.after, self.from.as_slice()) {
+            (Some(a), Some(b), []) => (DiffInput::File(a.clone()), DiffInput::File(b.clone())),
+            (None, None, [a, b]) => {
+                let parse = |url: &str| {
+                    crate::fleet::Selection::parse(url, &self.labels)
+                        .map(DiffInput::Store)
+                        .map_err(crate::Error::Usage)
+                };
+                (parse(a)?, parse(b)?)
+            }
+            _ => {
+                return Err(crate::Error::Usage(
+                    "give two inputs (A B), or --from twice (A, then B)".into(),
+                ))
+            }
+        };
+        let mut config = DiffConfig::from(self);
+        config.before = before;
+        config.after = after;
+        Ok(config)
+    }
+}
+
 impl From<DiffArgs> for DiffConfig {
     fn from(a: DiffArgs) -> Self {
+        use crate::report::diff::DiffInput;
         let report = ReportConfig {
+            from: None,
             input: Request {
-                path: a.before.clone(),
+                path: a.before.clone().unwrap_or_default(),
                 weight: a.weight.map(Weight::from),
                 filters: a.filters.filters(),
                 search_dirs: a.search_dirs,
@@ -775,8 +886,8 @@ impl From<DiffArgs> for DiffConfig {
             serve: false,
         };
         DiffConfig {
-            before: a.before,
-            after: a.after,
+            before: DiffInput::File(a.before.unwrap_or_default()),
+            after: DiffInput::File(a.after.unwrap_or_default()),
             output: Some(a.output),
             normalize: a.normalize,
             report,

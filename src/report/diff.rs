@@ -19,9 +19,9 @@ pub const DEFAULT_DIFF_SVG: &str = "diff.svg";
 #[derive(Clone, Debug)]
 pub struct DiffConfig {
     /// The baseline (A).
-    pub before: PathBuf,
+    pub before: DiffInput,
     /// The profile compared with it (B); the graph has its shape.
-    pub after: PathBuf,
+    pub after: DiffInput,
     /// `None` = `diff.svg`; `-` = stdout.
     pub output: Option<PathBuf>,
     /// Scale A's counts so both inputs have the same total (compare shapes, not load).
@@ -29,6 +29,24 @@ pub struct DiffConfig {
     /// How recordings are read (filters, search dirs, debug files) and the graph's look; its
     /// `input` is replaced by each side.
     pub report: ReportConfig,
+}
+
+/// Where one side of the comparison comes from.
+#[derive(Clone, Debug)]
+pub enum DiffInput {
+    /// Any input `report -i` reads, or a folded-stacks file.
+    File(PathBuf),
+    /// A selection of the fleet store (`--from`).
+    Store(crate::fleet::Selection),
+}
+
+impl std::fmt::Display for DiffInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::Store(selection) => write!(f, "{selection}"),
+        }
+    }
 }
 
 /// One side of the comparison: its folded lines and what its counts are.
@@ -64,7 +82,14 @@ pub fn looks_folded(bytes: &[u8]) -> bool {
 /// How much of an input is read to tell folded text from a recording.
 const FOLDED_HEAD_BYTES: u64 = 1 << 20;
 
-fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
+fn read_side(input: &DiffInput, report: &ReportConfig) -> Result<Side> {
+    let path = match input {
+        DiffInput::File(path) => path,
+        DiffInput::Store(selection) => {
+            let loaded = crate::fleet::load(selection, &report.input, false)?;
+            return Ok(side_of(&loaded));
+        }
+    };
     let mut head = Vec::new();
     {
         use std::io::Read;
@@ -101,14 +126,17 @@ fn read_side(path: &Path, report: &ReportConfig) -> Result<Side> {
         debug_files: report.input.debug_files && accepts.debug_files,
         ..report.input.clone()
     };
-    let loaded = input::load(&request)?;
+    Ok(side_of(&input::load(&request)?))
+}
+
+fn side_of(loaded: &input::Loaded) -> Side {
     let labels = flamegraph::Labels::of(&loaded.context, &loaded.profile);
-    Ok(Side {
+    Side {
         folded: collapsed::lines(&loaded.profile),
-        count_name: loaded.context.event,
+        count_name: loaded.context.event.clone(),
         unit: loaded.context.weight_unit,
         full_names: labels.full_names,
-    })
+    }
 }
 
 /// The lines of a folded-stacks file, each checked: a stack, a space, a whole count; the counts
@@ -197,8 +225,7 @@ pub fn run(config: &DiffConfig) -> Result<()> {
     let labels = flamegraph::Labels {
         title: format!(
             "jprof diff: {} → {} (red grew, blue shrank)",
-            config.before.display(),
-            config.after.display()
+            config.before, config.after
         ),
         count_name: if before.count_name == after.count_name {
             after.count_name

@@ -39,6 +39,8 @@ pub enum Format {
 pub struct ReportConfig {
     /// What to read (default `jprof.data`), and the options that concern the input.
     pub input: Request,
+    /// Read this selection of the fleet store instead of `input`'s file (`--from`).
+    pub from: Option<crate::fleet::Selection>,
     /// Default is flamegraph.
     pub format: Format,
     /// `None` = the format's default (`flamegraph.svg`, or stdout for text/collapsed); `-` = stdout.
@@ -114,18 +116,33 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     }
     if config.format == Format::Text {
         // Names in it come from other users' processes and files: no escape reaches a terminal.
-        let text = input::text(&config.input)?;
+        let text = match &config.from {
+            Some(selection) => crate::fleet::load(selection, &config.input, false)?.summary,
+            None => input::text(&config.input)?,
+        };
         let text = crate::terminal::safe(&text);
         return Destination::of(config.output.as_deref(), None)
             .write_with(|w| w.write_all(text.as_bytes()));
     }
-    let loaded = input::load(&config.input)?;
-    write_profile(config, loaded)
+    write_profile(config, load(config)?)
+}
+
+/// The profile to write: the input file's, or the store selection's (every sample with its
+/// time for the timeline formats, else added up per stack in ClickHouse).
+fn load(config: &ReportConfig) -> Result<Loaded> {
+    match &config.from {
+        Some(selection) => {
+            let timeline =
+                config.serve || matches!(config.format, Format::Firefox | Format::Speedscope);
+            crate::fleet::load(selection, &config.input, timeline)
+        }
+        None => input::load(&config.input),
+    }
 }
 
 /// `--serve`: the profile as speedscope JSON, served with speedscope until Ctrl-C.
 fn serve(config: &ReportConfig) -> Result<()> {
-    let loaded = input::load(&config.input)?;
+    let loaded = load(config)?;
     let mut json = Vec::new();
     export::write(
         Format::Speedscope,

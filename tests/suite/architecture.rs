@@ -30,8 +30,9 @@ const LAYERS: &[&[&str]] = &[
     &["recording"],
     // Recordings into profiles (process model, unwinding, symbols, JIT index).
     &["symbolize"],
-    // Every kind of input file, each with its analysis, handing report/ one loaded profile.
-    &["input"],
+    // Every kind of input file, each with its analysis, handing report/ one loaded profile;
+    // the fleet store (ClickHouse), which stores such profiles and hands them back the same way.
+    &["input", "fleet"],
     // The two commands' engines.
     &["record", "report"],
     // The small tools (dump, symbolize, doctor) and the command line.
@@ -145,6 +146,7 @@ fn the_checker_sees_grouped_and_plain_paths() {
 /// "Public API") says so on purpose.
 const PUBLIC_MODULES: &[&str] = &[
     "cli",
+    "fleet",
     "foreign_file",
     "format",
     "format::demangle",

@@ -10,6 +10,7 @@
 // Helpers shared by the areas.
 mod attacker_support;
 mod cli_support;
+mod clickhouse_support;
 mod golden_support;
 mod j9_support;
 mod jdk_support;
@@ -27,6 +28,7 @@ mod doctor_cli;
 mod dwarf_depth;
 mod flamegraph_browser;
 mod flamegraph_real_png;
+mod fleet_clickhouse;
 mod format_j9;
 mod format_jitdump;
 mod format_mlpd;

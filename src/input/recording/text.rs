@@ -391,6 +391,12 @@ pub fn write(
 ) -> io::Result<()> {
     write_summary(recording, profile, &mut out)?;
     writeln!(out)?;
+    write_tables(profile, tables, out)
+}
+
+/// The top tables, or the callers or callees of a function (`--callers`, `--callees`), of any
+/// profile.
+pub fn write_tables(profile: &Profile, tables: &Tables, out: impl Write) -> io::Result<()> {
     match (&tables.callers, &tables.callees) {
         (Some(function), _) => write_neighbours(profile, function, Direction::Callers, tables, out),
         (None, Some(function)) => {
