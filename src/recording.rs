@@ -92,10 +92,35 @@ impl EventConfig {
     pub const CYCLES: &'static str = "cycles";
     /// The cpu-clock software event: its periods are nanoseconds.
     pub const CPU_CLOCK: &'static str = "cpu-clock";
+    /// The task-clock software event: its periods are nanoseconds too.
+    pub const TASK_CLOCK: &'static str = "task-clock";
 
-    /// Whether sample periods are nanoseconds of CPU time (cpu-clock), not event counts.
+    /// Whether sample periods are nanoseconds of CPU time (cpu-clock, task-clock), not event
+    /// counts.
     pub fn periods_are_ns(&self) -> bool {
-        self.event == Self::CPU_CLOCK
+        self.event == Self::CPU_CLOCK || self.event == Self::TASK_CLOCK
+    }
+
+    /// What a sample's weight (its period) counts, in words: `ns of CPU time`, `cycles`,
+    /// `page faults`, … (None for an event jprof does not know, e.g. a perf.data's).
+    pub fn unit(&self) -> Option<&'static str> {
+        Some(match self.event.as_str() {
+            Self::CPU_CLOCK | Self::TASK_CLOCK => "ns of CPU time",
+            Self::CYCLES => "cycles",
+            "instructions" => "instructions",
+            "cache-misses" => "cache misses",
+            "branch-misses" => "branch misses",
+            "page-faults" => "page faults",
+            "context-switches" => "context switches",
+            "cpu-migrations" => "CPU migrations",
+            _ => return None,
+        })
+    }
+
+    /// Whether the weights count occurrences of something other than CPU time (page faults,
+    /// instructions, …): a sample then stands for no known amount of time.
+    pub fn counts_occurrences(&self) -> bool {
+        !self.periods_are_ns() && self.event != Self::CYCLES && self.unit().is_some()
     }
 
     /// How to decode this configuration's samples.

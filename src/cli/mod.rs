@@ -157,6 +157,13 @@ pub fn write_completions(shell: clap_complete::Shell, out: &mut dyn std::io::Wri
 pub(crate) enum EventArg {
     Cycles,
     CpuClock,
+    TaskClock,
+    PageFaults,
+    ContextSwitches,
+    CpuMigrations,
+    Instructions,
+    CacheMisses,
+    BranchMisses,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -286,7 +293,9 @@ pub struct RecordArgs {
     /// Stop after this many seconds (the target keeps running in attach mode).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) duration: Option<std::time::Duration>,
-    /// Sampling event; `cycles` falls back to `cpu-clock` when there is no PMU.
+    /// Sampling event; `cycles` falls back to `cpu-clock` when there is no PMU. Software events
+    /// (cpu-clock, task-clock, page-faults, context-switches, cpu-migrations) exist everywhere;
+    /// instructions, cache-misses and branch-misses need a PMU and are refused without one.
     #[arg(short, long, value_enum, default_value_t = EventArg::Cycles)]
     pub(crate) event: EventArg,
     /// How user stacks are collected: frame pointers, or a stack copy unwound with DWARF CFI.
@@ -779,6 +788,13 @@ impl From<RecordArgs> for RecordConfig {
             event: match a.event {
                 EventArg::Cycles => EventChoice::Cycles,
                 EventArg::CpuClock => EventChoice::CpuClock,
+                EventArg::TaskClock => EventChoice::TaskClock,
+                EventArg::PageFaults => EventChoice::PageFaults,
+                EventArg::ContextSwitches => EventChoice::ContextSwitches,
+                EventArg::CpuMigrations => EventChoice::CpuMigrations,
+                EventArg::Instructions => EventChoice::Instructions,
+                EventArg::CacheMisses => EventChoice::CacheMisses,
+                EventArg::BranchMisses => EventChoice::BranchMisses,
             },
             call_graph: a.call_graph.map(|c| match c {
                 CallGraphArg::Fp => CallGraph::FramePointers,

@@ -10,6 +10,9 @@ pub enum WeightUnit {
     Nanoseconds,
     /// Events of the sampled counter (cycles), or plain counts.
     Events,
+    /// Occurrences of an event that is not time (page faults, instructions, cache misses): a
+    /// sample stands for no known amount of CPU time.
+    Occurrences,
 }
 
 /// One body of JIT code appearing, for the Firefox Profiler's markers.
@@ -99,7 +102,7 @@ impl Context {
         match self.weight_unit {
             WeightUnit::Nanoseconds => weight,
             WeightUnit::Events if self.frequency_hz > 0 => 1_000_000_000 / self.frequency_hz,
-            WeightUnit::Events => 0,
+            WeightUnit::Events | WeightUnit::Occurrences => 0,
         }
     }
 

@@ -111,16 +111,21 @@ pub(crate) fn attr_for(
     launch: bool,
 ) -> abi::perf_event_attr {
     let mut attr = perf_event::new_attr();
-    match event {
-        EventChoice::Cycles => {
-            attr.type_ = abi::PERF_TYPE_HARDWARE;
-            attr.config = abi::PERF_COUNT_HW_CPU_CYCLES as u64;
+    let (type_, config) = match event {
+        EventChoice::Cycles => (abi::PERF_TYPE_HARDWARE, abi::PERF_COUNT_HW_CPU_CYCLES),
+        EventChoice::Instructions => (abi::PERF_TYPE_HARDWARE, abi::PERF_COUNT_HW_INSTRUCTIONS),
+        EventChoice::CacheMisses => (abi::PERF_TYPE_HARDWARE, abi::PERF_COUNT_HW_CACHE_MISSES),
+        EventChoice::BranchMisses => (abi::PERF_TYPE_HARDWARE, abi::PERF_COUNT_HW_BRANCH_MISSES),
+        EventChoice::CpuClock => (abi::PERF_TYPE_SOFTWARE, abi::PERF_COUNT_SW_CPU_CLOCK),
+        EventChoice::TaskClock => (abi::PERF_TYPE_SOFTWARE, abi::PERF_COUNT_SW_TASK_CLOCK),
+        EventChoice::PageFaults => (abi::PERF_TYPE_SOFTWARE, abi::PERF_COUNT_SW_PAGE_FAULTS),
+        EventChoice::ContextSwitches => {
+            (abi::PERF_TYPE_SOFTWARE, abi::PERF_COUNT_SW_CONTEXT_SWITCHES)
         }
-        EventChoice::CpuClock => {
-            attr.type_ = abi::PERF_TYPE_SOFTWARE;
-            attr.config = abi::PERF_COUNT_SW_CPU_CLOCK as u64;
-        }
-    }
+        EventChoice::CpuMigrations => (abi::PERF_TYPE_SOFTWARE, abi::PERF_COUNT_SW_CPU_MIGRATIONS),
+    };
+    attr.type_ = type_;
+    attr.config = config as u64;
     attr.sample_freq = frequency_hz;
     attr.set_freq(1);
     attr.sample_type = st::IP
@@ -256,6 +261,13 @@ pub fn open(
                             .into(),
                     );
                     chosen = EventChoice::CpuClock;
+                } else if chosen.is_hardware()
+                    && matches!(
+                        code,
+                        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
+                    )
+                {
+                    return Err(Error::Usage(no_such_event(chosen)));
                 } else if scope == Scope::AllCpus
                     && matches!(code, Some(libc::EACCES) | Some(libc::EPERM))
                 {
@@ -354,10 +366,7 @@ pub fn open(
     events.add_threads(tids)?;
     let attr = events.attr;
     events.config = EventConfig {
-        event: match chosen {
-            EventChoice::Cycles => EventConfig::CYCLES.into(),
-            EventChoice::CpuClock => EventConfig::CPU_CLOCK.into(),
-        },
+        event: chosen.name().into(),
         event_note: (!notes.is_empty()).then(|| notes.join("; ")),
         frequency_hz,
         sample_type: attr.sample_type,
@@ -370,6 +379,16 @@ pub fn open(
         off_cpu_min_ns: events.config.off_cpu_min_ns,
     };
     Ok(events)
+}
+
+/// The refusal of a hardware event the kernel does not have.
+fn no_such_event(event: EventChoice) -> String {
+    format!(
+        "-e {}: the kernel has no such event here (no hardware PMU is visible: a VM without PMU \
+         passthrough, or a CPU the kernel has no driver for). The software events work everywhere: \
+         -e cpu-clock, task-clock, page-faults, context-switches or cpu-migrations",
+        event.name()
+    )
 }
 
 /// With `--off-cpu` two events share each ring, so every sample says which one fired.

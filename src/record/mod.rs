@@ -30,6 +30,7 @@ use crate::sys::child;
 pub use events::online_cpus;
 pub(crate) use events::{attr_for, read_sysctl, StackCopy};
 pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
+pub(crate) use summary::weights_count;
 
 /// Whether the kernel refuses names planted in `/tmp` (so every runtime of a launched tree can
 /// be asked for its fixed `/tmp` names).
@@ -57,6 +58,48 @@ pub(crate) enum EventChoice {
     Cycles,
     /// The cpu-clock software event (ns of CPU time).
     CpuClock,
+    /// The task-clock software event (ns of CPU time the task ran).
+    TaskClock,
+    /// Page faults (software).
+    PageFaults,
+    /// Context switches (software).
+    ContextSwitches,
+    /// Moves of a thread to another CPU (software).
+    CpuMigrations,
+    /// Instructions retired (hardware).
+    Instructions,
+    /// Last-level cache misses (hardware).
+    CacheMisses,
+    /// Mispredicted branches (hardware).
+    BranchMisses,
+}
+
+impl EventChoice {
+    /// The name `-e` takes and recordings store.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            EventChoice::Cycles => "cycles",
+            EventChoice::CpuClock => "cpu-clock",
+            EventChoice::TaskClock => "task-clock",
+            EventChoice::PageFaults => "page-faults",
+            EventChoice::ContextSwitches => "context-switches",
+            EventChoice::CpuMigrations => "cpu-migrations",
+            EventChoice::Instructions => "instructions",
+            EventChoice::CacheMisses => "cache-misses",
+            EventChoice::BranchMisses => "branch-misses",
+        }
+    }
+
+    /// Whether the PMU counts it (absent in most VMs).
+    pub(crate) fn is_hardware(self) -> bool {
+        matches!(
+            self,
+            EventChoice::Cycles
+                | EventChoice::Instructions
+                | EventChoice::CacheMisses
+                | EventChoice::BranchMisses
+        )
+    }
 }
 
 pub use crate::recording::CallGraph;

@@ -14,6 +14,14 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// `, weights count page faults` for an event that is not time (empty otherwise).
+pub(crate) fn weights_count(e: &crate::recording::EventConfig) -> String {
+    match e.unit() {
+        Some(unit) if e.counts_occurrences() => format!(", weights count {unit}"),
+        _ => String::new(),
+    }
+}
+
 /// Writes the summary to stderr (stdout belongs to the target).
 /// Write errors are ignored: the terminal may be gone (SIGHUP) and the recording is complete.
 pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
@@ -25,10 +33,11 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
     let e = &meta.event;
     let _ = writeln!(
         out,
-        "jprof: recorded {} samples in {secs:.2} s ({} @ {} Hz, call graph {}, kernel frames {})",
+        "jprof: recorded {} samples in {secs:.2} s ({} @ {} Hz{}, call graph {}, kernel frames {})",
         s.samples,
         e.event,
         e.frequency_hz,
+        weights_count(e),
         e.call_graph,
         if e.kernel_callchains { "on" } else { "off" }
     );

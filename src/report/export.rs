@@ -249,5 +249,9 @@ pub(crate) mod tests {
         assert_eq!(ctx.cpu_ns(1234), 1_001_001);
         ctx.frequency_hz = 0;
         assert_eq!(ctx.cpu_ns(1234), 0);
+        // Page faults, instructions: a sample is no amount of CPU time, at any rate.
+        ctx.weight_unit = WeightUnit::Occurrences;
+        ctx.frequency_hz = 999;
+        assert_eq!(ctx.cpu_ns(1234), 0);
     }
 }

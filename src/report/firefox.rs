@@ -198,6 +198,10 @@ fn build(profile: &Profile, ctx: &Context) -> FxProfile {
                 let interval = 1e9 / ctx.frequency_hz.max(1) as f64;
                 let intervals = (sample.weight as f64 / interval).round();
                 (0, intervals.min(i32::MAX as f64) as i32)
+            } else if ctx.weight_unit == crate::profile::WeightUnit::Occurrences {
+                // Page faults, instructions, …: the sample weighs its count (the title names
+                // the event); it says nothing about CPU time.
+                (0, sample.weight.min(i32::MAX as u64) as i32)
             } else {
                 (ctx.cpu_ns(sample.weight), 1)
             };

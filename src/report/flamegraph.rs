@@ -241,7 +241,9 @@ fn with_unit(title: &str, labels: &Labels) -> String {
                 format!("{time} {word}")
             }
         }
-        WeightUnit::Events => format!("{digits} {}", labels.count_name),
+        WeightUnit::Events | WeightUnit::Occurrences => {
+            format!("{digits} {}", labels.count_name)
+        }
     };
     format!(
         "{}({amount}, {}",

@@ -379,14 +379,21 @@ fn build(profile: &Profile, ctx: &Context) -> PprofProfile {
     if let Some(main) = main_module_frame(profile, ctx.program.as_deref()) {
         b.mapping(main);
     }
+    // The second value: ns of CPU time, or the count of the sampled event when it is not time
+    // (`page-faults`/`count`).
+    let occurrences = ctx.weight_unit == crate::profile::WeightUnit::Occurrences;
+    let (value_name, value_unit) = match occurrences {
+        true => (ctx.event.as_str(), "count"),
+        false => (ctx.time_kind, "nanoseconds"),
+    };
     let sample_type = vec![
         ValueType {
             r#type: b.strings.get("samples"),
             unit: b.strings.get("count"),
         },
         ValueType {
-            r#type: b.strings.get(ctx.time_kind),
-            unit: b.strings.get("nanoseconds"),
+            r#type: b.strings.get(value_name),
+            unit: b.strings.get(value_unit),
         },
     ];
     let (pid_key, tid_key, thread_key) = (
@@ -405,7 +412,10 @@ fn build(profile: &Profile, ctx: &Context) -> PprofProfile {
             first = first.min(s.time);
             last = last.max(s.time);
             let frames = export::code_frames(profile, &s.stack);
-            let cpu = ctx.cpu_ns(s.weight) as i64;
+            let cpu = match occurrences {
+                true => s.weight.min(i64::MAX as u64) as i64,
+                false => ctx.cpu_ns(s.weight) as i64,
+            };
             if let Some(&m) = sample_index.get(&(s.tid, frames)) {
                 merged[m].value[0] += 1;
                 merged[m].value[1] += cpu;
@@ -442,9 +452,15 @@ fn build(profile: &Profile, ctx: &Context) -> PprofProfile {
         hz => 1_000_000_000 / hz as i64,
     };
     let comment = vec![b.strings.get(&ctx.export_title())];
-    let period_type = Some(ValueType {
-        r#type: b.strings.get("cpu"),
-        unit: b.strings.get("nanoseconds"),
+    let period_type = Some(match occurrences {
+        true => ValueType {
+            r#type: b.strings.get(value_name),
+            unit: b.strings.get(value_unit),
+        },
+        false => ValueType {
+            r#type: b.strings.get("cpu"),
+            unit: b.strings.get("nanoseconds"),
+        },
     });
     let (time_nanos, duration_nanos) = match (first, last) {
         (u64::MAX, _) => (ctx.start_unix_ns as i64, 0),
@@ -453,7 +469,7 @@ fn build(profile: &Profile, ctx: &Context) -> PprofProfile {
             (last - first) as i64,
         ),
     };
-    let default_sample_type = b.strings.get(ctx.time_kind);
+    let default_sample_type = b.strings.get(value_name);
     PprofProfile {
         sample_type,
         sample: merged,
@@ -466,7 +482,7 @@ fn build(profile: &Profile, ctx: &Context) -> PprofProfile {
         time_nanos,
         duration_nanos,
         period_type,
-        period: period_ns,
+        period: if occurrences { 0 } else { period_ns },
         comment,
         default_sample_type,
     }

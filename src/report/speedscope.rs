@@ -131,7 +131,9 @@ fn frames(profile: &Profile) -> (Vec<SpeedscopeFrame>, Vec<Option<u32>>) {
 pub fn write(profile: &Profile, ctx: &Context, out: impl Write) -> io::Result<()> {
     let (shared, frame_index) = frames(profile);
     let tracks = export::threads(profile);
-    let in_ns = ctx.weight_unit == WeightUnit::Nanoseconds || ctx.frequency_hz > 0;
+    // Occurrences of an event (page faults, …) are not time: counted as they are.
+    let in_ns = ctx.weight_unit == WeightUnit::Nanoseconds
+        || (ctx.weight_unit == WeightUnit::Events && ctx.frequency_hz > 0);
     let profiles = tracks
         .iter()
         .map(|track| {

@@ -204,7 +204,7 @@ def spin():\n    while True: pass\n\
 for _ in range(2): threading.Thread(target=spin, daemon=True).start()\n\
 print('ready', flush=True)\n\
 threading.Event().wait()\n";
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new("/usr/bin/python3");
     cmd.args(["-c", script]);
     let py = start_ready(cmd);
     let pid = py.pid();
@@ -305,5 +305,154 @@ impl WaitStderr for Child {
             out.status,
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+}
+
+/// Whether the kernel shows a CPU PMU (hardware events exist).
+fn has_pmu() -> bool {
+    ["cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0"]
+        .iter()
+        .any(|d| Path::new("/sys/bus/event_source/devices").join(d).exists())
+}
+
+/// Touches 300 MiB page by page (page faults) and sleeps 300 times (context switches).
+const FAULTS_AND_SWITCHES: &str = "import time\n\
+x = [bytearray(1 << 20) for _ in range(300)]\n\
+for _ in range(300): time.sleep(0.001)\n";
+
+/// `-e page-faults` (and the other software events): the event and what its weights count are
+/// in the summary, the text report, the flame graph's title, pprof's sample type and
+/// speedscope's unit; never called CPU time.
+#[test]
+fn software_events_are_recorded_and_named_with_their_unit() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("faults.data");
+    let stderr = record(
+        &data,
+        &[
+            "-e",
+            "page-faults",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            FAULTS_AND_SWITCHES,
+        ],
+    );
+    assert!(
+        stderr.contains("(page-faults @ 999 Hz, weights count page faults,"),
+        "{stderr}"
+    );
+    let stacks = folded(&data, &[]);
+    assert!(samples(&stacks) > 10, "{stacks:?}");
+    // The faults happen where the new pages are first written: filling the bytearrays.
+    assert!(
+        hot_share(&stacks, |f| f.contains("memset")) > 0.3,
+        "{stacks:?}"
+    );
+    let text = String::from_utf8_lossy(&report(&data, &["-f", "text"]).stdout).into_owned();
+    assert!(
+        text.contains("Event:     page-faults at 999 Hz, weights count page faults"),
+        "{text}"
+    );
+    let svg = String::from_utf8_lossy(&report(&data, &[]).stdout).into_owned();
+    assert!(
+        svg.contains("— page-faults (page faults)"),
+        "the flame graph's title does not name the event"
+    );
+    let pb = dir.path().join("faults.pb.gz");
+    let out = jprof()
+        .args(["report", "-f", "pprof", "-i"])
+        .arg(&data)
+        .arg("-o")
+        .arg(&pb)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let profile = jprof::report::pprof::read(&std::fs::read(&pb).unwrap()).unwrap();
+    let dump = jprof::report::pprof::dump(&profile);
+    assert!(
+        dump.starts_with("sample types: samples/count, page-faults/count\n"),
+        "{}",
+        &dump[..dump.len().min(200)]
+    );
+    let speedscope =
+        String::from_utf8_lossy(&report(&data, &["-f", "speedscope"]).stdout).into_owned();
+    assert!(
+        speedscope.contains("\"unit\":\"none\""),
+        "{speedscope:.300}"
+    );
+    assert!(!speedscope.contains("nanoseconds"));
+    assert!(speedscope.contains("page-faults (page faults)"));
+
+    for (event, unit) in [
+        ("context-switches", "context switches"),
+        ("cpu-migrations", "CPU migrations"),
+    ] {
+        let data = dir.path().join(format!("{event}.data"));
+        let stderr = record(
+            &data,
+            &[
+                "-e",
+                event,
+                "--",
+                "/usr/bin/python3",
+                "-c",
+                FAULTS_AND_SWITCHES,
+            ],
+        );
+        assert!(
+            stderr.contains(&format!("({event} @ 999 Hz, weights count {unit},")),
+            "{stderr}"
+        );
+        if event == "context-switches" {
+            // 300 sleeps: each a switch, inside the sleep.
+            let stacks = folded(&data, &[]);
+            assert!(samples(&stacks) >= 10, "{stacks:?}");
+        }
+    }
+    // task-clock is CPU time like cpu-clock: no count unit, times in ns.
+    let data = dir.path().join("task.data");
+    let busy = busy_shell();
+    let pid = busy.pid().to_string();
+    let stderr = record(&data, &["-e", "task-clock", "--duration", "1", "-p", &pid]);
+    assert!(
+        stderr.contains("(task-clock @ 999 Hz, call graph"),
+        "{stderr}"
+    );
+}
+
+/// Hardware events are recorded when the kernel has a PMU, and refused with the reason and the
+/// events that do work when it has none (what this kernel says decides which is asserted).
+#[test]
+fn hardware_events_are_recorded_or_clearly_refused() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pmu = has_pmu();
+    for event in ["instructions", "cache-misses", "branch-misses"] {
+        let data = dir.path().join(format!("{event}.data"));
+        let out = jprof()
+            .args(["record", "-e", event, "-o"])
+            .arg(&data)
+            .args(["--", "/usr/bin/python3", "-c", FAULTS_AND_SWITCHES])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if pmu {
+            assert!(out.status.success(), "{event} with a PMU: {stderr}");
+            assert!(
+                stderr.contains(&format!("({event} @ 999 Hz, weights count ")),
+                "{stderr}"
+            );
+        } else {
+            eprintln!("no PMU here: -e {event} must be refused");
+            assert!(!out.status.success(), "{event} without a PMU: {stderr}");
+            assert!(
+                stderr.contains(&format!("-e {event}: the kernel has no such event here"))
+                    && stderr.contains("-e cpu-clock, task-clock, page-faults"),
+                "{stderr}"
+            );
+            assert!(!data.exists(), "a recording was left");
+        }
     }
 }

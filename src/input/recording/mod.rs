@@ -114,7 +114,13 @@ fn title(recording: &Recording) -> String {
     } else {
         recording.path.display().to_string()
     };
-    format!("jprof: {what}")
+    // An event other than CPU time is named in every title: the widths count it.
+    match meta.event.unit() {
+        Some(unit) if meta.event.counts_occurrences() => {
+            format!("jprof: {what} — {} ({unit})", meta.event.event)
+        }
+        _ => format!("jprof: {what}"),
+    }
 }
 
 /// What the recording lost, for every output's title or subtitle: a flame graph missing a
@@ -252,6 +258,8 @@ fn context(recording: &Recording, profile: &Profile, jit: &JitIndex) -> Context 
         event: meta.event.event.clone(),
         weight_unit: if meta.event.periods_are_ns() {
             WeightUnit::Nanoseconds
+        } else if meta.event.counts_occurrences() {
+            WeightUnit::Occurrences
         } else {
             WeightUnit::Events
         },

@@ -265,8 +265,11 @@ pub fn write_summary(
     }
     write!(
         out,
-        "Event:     {} at {} Hz, call graph {}",
-        event.event, event.frequency_hz, event.call_graph
+        "Event:     {} at {} Hz{}, call graph {}",
+        event.event,
+        event.frequency_hz,
+        crate::record::weights_count(event),
+        event.call_graph
     )?;
     if !event.kernel_callchains {
         write!(out, ", no kernel frames")?;
