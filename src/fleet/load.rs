@@ -71,10 +71,10 @@ pub fn load(selection: &Selection, request: &Request, timeline: bool) -> Result<
     let (event, unit) = (meta[0].clone(), meta[1].as_str());
     let (frequency_hz, push_count, first_ns, last_ns) =
         (number(2)?, number(3)?, number(4)?, number(5)?);
-    let unit = if unit == "ns" {
-        WeightUnit::Nanoseconds
-    } else {
-        WeightUnit::Events
+    let unit = match unit {
+        "ns" => WeightUnit::Nanoseconds,
+        "occurrences" => WeightUnit::Occurrences,
+        _ => WeightUnit::Events,
     };
 
     let mut samples_where = format!("push_id IN (SELECT push_id FROM {db}.pushes WHERE {pushes})");

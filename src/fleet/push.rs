@@ -395,6 +395,7 @@ pub(super) fn unit_name(unit: WeightUnit) -> &'static str {
     match unit {
         WeightUnit::Nanoseconds => "ns",
         WeightUnit::Events => "events",
+        WeightUnit::Occurrences => "occurrences",
     }
 }
 
