@@ -16,6 +16,22 @@ use crate::format::recording::{parse_chunks_releasing, ChunkKind};
 use crate::format::ParseError;
 use crate::timeline::ClockConversion;
 
+/// One piece of a side file as the recording stores it, its bytes decompressed.
+pub struct StoredSide<'a> {
+    /// Kind, process, path, read time and file offset (its `data` is the raw payload tail:
+    /// use [`StoredSide::data`]).
+    pub piece: crate::format::recording::SidePiece<'a>,
+    /// The bytes stored: the file's bytes, or with `code_left_out` the jitdump's records
+    /// without their machine code.
+    pub data: Cow<'a, [u8]>,
+    /// Bytes of the file the piece covers, from `piece.offset`.
+    pub file_len: u64,
+    /// CRC-32 of the file bytes covered, when the recorder stored it (SIDE_FILE_ZSTD).
+    pub file_crc: Option<u32>,
+    /// The jitdump's CODE_LOAD records are stored without their code.
+    pub code_left_out: bool,
+}
+
 /// How user stacks were collected: the kernel's frame-pointer walk, or a copy of the stack
 /// unwound afterwards with DWARF CFI. Stored in META as `"fp"` / `"dwarf"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -689,6 +705,53 @@ impl Recording {
                 return self.kept_records(i).ok().map(|b| (c.base, b));
             }
             (c.kind == kind).then(|| (c.offset, self.file_bytes(c)))
+        })
+    }
+
+    /// Every side-file piece (SIDE_FILE and SIDE_FILE_ZSTD chunks) in file order, with its
+    /// bytes decompressed. A piece that cannot be read is an error carrying its file offset.
+    pub fn side_pieces(&self) -> impl Iterator<Item = Result<StoredSide<'_>, ParseError>> + '_ {
+        self.chunks.iter().filter_map(move |c| {
+            let payload = self.file_bytes(c);
+            match c.kind {
+                ChunkKind::SIDE_FILE => Some(
+                    crate::format::recording::parse_side_piece(payload, c.offset).map(|p| {
+                        StoredSide {
+                            file_len: p.data.len() as u64,
+                            file_crc: None,
+                            code_left_out: false,
+                            data: Cow::Borrowed(p.data),
+                            piece: p,
+                        }
+                    }),
+                ),
+                ChunkKind::SIDE_FILE_ZSTD => Some(
+                    crate::format::recording::parse_packed_side_piece(payload, c.offset).and_then(
+                        |(p, packed)| {
+                            let at = c.offset + (payload.len() - p.data.len());
+                            let data = inflate(p.data, at)?;
+                            if !packed.code_left_out && data.len() as u64 != packed.file_len {
+                                return Err(ParseError::new(
+                                    at,
+                                    format!(
+                                        "{} stored bytes, as the piece says, found {}",
+                                        packed.file_len,
+                                        data.len()
+                                    ),
+                                ));
+                            }
+                            Ok(StoredSide {
+                                file_len: packed.file_len,
+                                file_crc: Some(packed.file_crc),
+                                code_left_out: packed.code_left_out,
+                                data: Cow::Owned(data),
+                                piece: p,
+                            })
+                        },
+                    ),
+                ),
+                _ => None,
+            }
         })
     }
 

@@ -202,8 +202,9 @@ impl SideFiles {
     }
 
     /// Reads what was appended to every file since the last poll; calls `store` with each
-    /// new piece of complete records.
-    pub fn poll(&mut self, now: u64, mut store: impl FnMut(SidePiece<'_>)) {
+    /// new piece of complete records, and the bytes to keep of it when they are fewer than the
+    /// file's (a jitdump's records without their machine code: [`jitdump::without_code`]).
+    pub fn poll(&mut self, now: u64, mut store: impl FnMut(SidePiece<'_>, Option<&[u8]>)) {
         let owners = self.pids.clone();
         for f in self
             .files
@@ -226,14 +227,31 @@ impl SideFiles {
             }
             match result {
                 Ok((data, consumed)) if consumed > 0 => {
-                    store(SidePiece {
-                        kind: f.kind,
-                        pid: f.pid,
-                        read_at: now,
-                        offset: f.stored,
-                        path: f.path.to_str().unwrap_or_default(),
-                        data: &data[..consumed],
+                    let compact = f.jitdump_header.as_ref().map(|h| {
+                        // The file header (in the first piece) is kept as it is.
+                        let records_from = if f.stored == 0 {
+                            h.records_start().min(consumed)
+                        } else {
+                            0
+                        };
+                        let mut kept = data[..records_from].to_vec();
+                        kept.extend(jitdump::without_code(
+                            &data[records_from..consumed],
+                            h.endian,
+                        ));
+                        kept
                     });
+                    store(
+                        SidePiece {
+                            kind: f.kind,
+                            pid: f.pid,
+                            read_at: now,
+                            offset: f.stored,
+                            path: f.path.to_str().unwrap_or_default(),
+                            data: &data[..consumed],
+                        },
+                        compact.as_deref(),
+                    );
                     f.stored += consumed as u64;
                 }
                 Ok(_) => {}
@@ -451,7 +469,7 @@ mod tests {
 
     fn notes_after_poll(side: &mut SideFiles) -> (Vec<String>, usize) {
         let mut pieces = 0;
-        side.poll(1, |_| pieces += 1);
+        side.poll(1, |_, _| pieces += 1);
         (side.notes(), pieces)
     }
 

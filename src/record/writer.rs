@@ -18,7 +18,10 @@ use crate::timeline::Calibration;
 
 use crate::error::Error;
 use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
-use crate::format::recording::{encode_chunk, encode_side_piece, file_header, ChunkKind};
+use crate::format::recording::{
+    encode_chunk, encode_packed_side_piece, encode_side_piece, file_header, ChunkKind, PackedSide,
+    SideKind, SidePiece,
+};
 use crate::recording::{Meta, ProcessSamples, Summary};
 
 /// zstd level for perf records: level 1 is the fastest, and stack copies compress well at it.
@@ -240,6 +243,7 @@ pub fn run(
     let mut last_flush = Instant::now();
     // Every record before this time has been read from the rings (the last batch's watermark).
     let mut watermark: Option<u64> = None;
+    let mut side_chunks = SideChunks::default();
     loop {
         let batch = match batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
@@ -275,7 +279,7 @@ pub fn run(
                 out.write_json(ChunkKind::CLOCK, &clock)?;
             }
         }
-        store_side_pieces(&mut out, side)?;
+        store_side_pieces(&mut out, side, &mut side_chunks, false)?;
     }
     if let Some(pairing) = off_cpu {
         // Switch-outs are not CPU samples.
@@ -288,17 +292,148 @@ pub fn run(
         out.write_records(&pending)?;
     }
     side.scan_known_places();
-    store_side_pieces(&mut out, side)?;
+    store_side_pieces(&mut out, side, &mut side_chunks, true)?;
     Ok((out, counters))
 }
 
-fn store_side_pieces(out: &mut ChunkWriter, side: &mut SideFiles) -> Result<(), Error> {
+/// zstd level for side files: they come far slower than perf records, and level 3 packs a
+/// jitdump's names, lines and unwind tables a little tighter than level 1 at a cost that does
+/// not show.
+const SIDE_ZSTD_LEVEL: i32 = 3;
+
+/// Consecutive pieces of one side file waiting to be written as one SIDE_FILE_ZSTD chunk.
+struct PendingSide {
+    kind: SideKind,
+    pid: u32,
+    path: String,
+    /// When the first of the pieces was read.
+    read_at: u64,
+    /// Where the first piece starts in the file, and the file bytes covered from there.
+    offset: u64,
+    file_len: u64,
+    crc: crc32fast::Hasher,
+    stored: Vec<u8>,
+    code_left_out: bool,
+    since: Instant,
+}
+
+/// Side-file pieces gathered like perf records (up to [`RECORDS_CHUNK_BYTES`] or
+/// [`RECORDS_FLUSH`]), since one larger frame compresses far better than many small ones. A
+/// perf map's pieces are written as they come: when each was read is the only time its
+/// entries have.
+#[derive(Default)]
+pub(crate) struct SideChunks {
+    pending: Vec<PendingSide>,
+}
+
+impl SideChunks {
+    /// Adds one piece (`compact`: the bytes to store when fewer than the file's).
+    fn add(
+        &mut self,
+        out: &mut ChunkWriter,
+        piece: &SidePiece<'_>,
+        compact: Option<&[u8]>,
+    ) -> Result<(), Error> {
+        let same_file =
+            |p: &PendingSide| p.kind == piece.kind && p.pid == piece.pid && p.path == piece.path;
+        if let Some(i) = self.pending.iter().position(&same_file) {
+            let p = &self.pending[i];
+            if p.offset + p.file_len != piece.offset {
+                let gap = self.pending.swap_remove(i);
+                write_side(out, gap)?;
+            }
+        }
+        let p = match self.pending.iter().position(same_file) {
+            Some(i) => &mut self.pending[i],
+            None => {
+                self.pending.push(PendingSide {
+                    kind: piece.kind,
+                    pid: piece.pid,
+                    path: piece.path.to_string(),
+                    read_at: piece.read_at,
+                    offset: piece.offset,
+                    file_len: 0,
+                    crc: crc32fast::Hasher::new(),
+                    stored: Vec::new(),
+                    code_left_out: false,
+                    since: Instant::now(),
+                });
+                self.pending.last_mut().expect("just pushed")
+            }
+        };
+        p.file_len += piece.data.len() as u64;
+        p.crc.update(piece.data);
+        p.stored.extend_from_slice(compact.unwrap_or(piece.data));
+        p.code_left_out |= compact.is_some();
+        if piece.kind == SideKind::PERF_MAP {
+            self.flush(out, true)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the files gathered long enough (all of them with `all`).
+    fn flush(&mut self, out: &mut ChunkWriter, all: bool) -> Result<(), Error> {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let p = &self.pending[i];
+            if all || p.stored.len() >= RECORDS_CHUNK_BYTES || p.since.elapsed() >= RECORDS_FLUSH {
+                let p = self.pending.swap_remove(i);
+                write_side(out, p)?;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes gathered pieces as one SIDE_FILE_ZSTD chunk (as they are, in a SIDE_FILE chunk, if
+/// compressing fails and they are the file's own bytes).
+fn write_side(out: &mut ChunkWriter, p: PendingSide) -> Result<(), Error> {
+    let frame = zstd::bulk::compress(&p.stored, SIDE_ZSTD_LEVEL);
+    let piece = |data| SidePiece {
+        kind: p.kind,
+        pid: p.pid,
+        read_at: p.read_at,
+        offset: p.offset,
+        path: &p.path,
+        data,
+    };
+    match frame {
+        Ok(frame) => {
+            let packed = PackedSide {
+                file_len: p.file_len,
+                file_crc: p.crc.clone().finalize(),
+                code_left_out: p.code_left_out,
+            };
+            out.write_chunk(
+                ChunkKind::SIDE_FILE_ZSTD,
+                &encode_packed_side_piece(&piece(&frame), &packed),
+            )
+        }
+        Err(_) if !p.code_left_out => {
+            out.write_chunk(ChunkKind::SIDE_FILE, &encode_side_piece(&piece(&p.stored)))
+        }
+        Err(e) => Err(Error::Other(format!(
+            "cannot compress side data of {}: {e}",
+            p.path
+        ))),
+    }
+}
+
+fn store_side_pieces(
+    out: &mut ChunkWriter,
+    side: &mut SideFiles,
+    chunks: &mut SideChunks,
+    last: bool,
+) -> Result<(), Error> {
     let now = clock::clock_ns(clock::CLOCK_MONOTONIC).unwrap_or(0);
     let mut result = Ok(());
-    side.poll(now, |piece| {
+    side.poll(now, |piece, compact| {
         if result.is_ok() {
-            result = out.write_chunk(ChunkKind::SIDE_FILE, &encode_side_piece(&piece));
+            result = chunks.add(out, &piece, compact);
         }
     });
-    result
+    result?;
+    chunks.flush(out, last)
 }

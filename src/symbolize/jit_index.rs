@@ -11,9 +11,10 @@ use crate::format::j9::{self, InlineFrame, LookupError};
 use crate::format::jitdump::{self, DebugEntry, DebugInfo2, J9Metadata, RecordBody, TierKind};
 use crate::format::mlpd;
 use crate::format::perf_map;
-use crate::format::recording::{parse_side_piece, ChunkKind, SideKind};
+use crate::format::recording::SideKind;
 use crate::profile::{Frame, FrameKind, Tier, TierClass};
 use crate::recording::Recording;
+use crate::recording::StoredSide;
 use crate::symbolize::jit_unwind::JitUnwind;
 use crate::timeline::ClockConversion;
 
@@ -117,9 +118,6 @@ struct ProcessCode {
     /// JPROF_METHOD_NAMES: VM method address → (sample-clock time named, name), by time.
     methods: rustc_hash::FxHashMap<u64, Vec<(u64, Arc<str>)>>,
 }
-
-/// (file offset, sample-clock time it was read, bytes) of a stored side-file piece.
-type Piece<'a> = (u64, u64, &'a [u8]);
 
 /// Every JIT code body of every process in a recording, each with the sample-clock interval it
 /// was valid in.
@@ -305,18 +303,18 @@ impl ProcessCode {
 }
 
 impl JitIndex {
-    /// Builds the index from the recording's SIDE_FILE chunks.
+    /// Builds the index from the recording's side-file pieces (SIDE_FILE, SIDE_FILE_ZSTD).
     pub fn from_recording(recording: &Recording) -> Self {
         let clock = recording.clock.clone().unwrap_or_default();
         // Reassemble each side file from its pieces (they are stored in file order).
-        let mut files: BTreeMap<(SideKind, u32, String), Vec<Piece<'_>>> = BTreeMap::new();
+        let mut files: BTreeMap<(SideKind, u32, String), Vec<StoredSide<'_>>> = BTreeMap::new();
         let mut index = JitIndex::default();
-        for (offset, payload) in recording.payloads(ChunkKind::SIDE_FILE) {
-            match parse_side_piece(payload, offset) {
+        for piece in recording.side_pieces() {
+            match piece {
                 Ok(p) => files
-                    .entry((p.kind, p.pid, p.path.to_string()))
+                    .entry((p.piece.kind, p.piece.pid, p.piece.path.to_string()))
                     .or_default()
-                    .push((p.offset, p.read_at, p.data)),
+                    .push(p),
                 Err(e) => index.notes.push(format!(
                     "{}: side file piece unreadable: {e}",
                     recording.path.display()
@@ -326,18 +324,25 @@ impl JitIndex {
         for ((kind, pid, path), pieces) in files {
             let mut bytes = Vec::new();
             let mut stamps = Vec::new();
-            for (offset, read_at, data) in pieces {
-                if offset != bytes.len() as u64 {
+            // The file bytes the pieces stand for, and how to tell them on disk.
+            let mut covered = 0u64;
+            let mut checks = Vec::new();
+            for p in &pieces {
+                let offset = p.piece.offset;
+                if offset != covered {
                     index.notes.push(format!(
                         "{path}: side file pieces are not contiguous at {offset}"
                     ));
                     break;
                 }
-                stamps.push((offset, read_at));
-                bytes.extend_from_slice(data);
+                stamps.push((bytes.len() as u64, p.piece.read_at));
+                let crc = p.file_crc.unwrap_or_else(|| crc32fast::hash(&p.data));
+                checks.push((offset, p.file_len, crc));
+                bytes.extend_from_slice(&p.data);
+                covered += p.file_len;
             }
             if kind == SideKind::JITDUMP {
-                index.complete_from_disk(&path, &mut bytes);
+                index.complete_from_disk(&path, &mut bytes, &checks);
             }
             match kind {
                 SideKind::JITDUMP => index.add_jitdump(pid, &path, &bytes, &clock),
@@ -351,9 +356,10 @@ impl JitIndex {
 
     /// Runtimes buffer their jitdump writes (V8 flushes 2 MB at a time), so a recording of a
     /// process that outlived it may hold only a prefix of records that were already stamped.
-    /// When the file on disk still starts with the stored bytes, the rest is read from there;
-    /// every record carries its own timestamp, so later records cannot misplace earlier samples.
-    fn complete_from_disk(&mut self, path: &str, bytes: &mut Vec<u8>) {
+    /// When the file on disk still holds the stored pieces (`checks`: file offset, length and
+    /// CRC-32 of each), the rest is read from there; every record carries its own timestamp,
+    /// so later records cannot misplace earlier samples.
+    fn complete_from_disk(&mut self, path: &str, bytes: &mut Vec<u8>, checks: &[(u64, u64, u32)]) {
         // Any owner: the file is used only when it extends the bytes the recording holds. Never
         // through a link, never a FIFO or device, never more than 4 GiB.
         let Ok(disk) =
@@ -361,9 +367,14 @@ impl JitIndex {
         else {
             return;
         };
-        if disk.len() > bytes.len() && disk.starts_with(bytes) {
-            let added = disk.len() - bytes.len();
-            bytes.extend_from_slice(&disk[bytes.len()..]);
+        let covered = checks.last().map_or(0, |&(offset, len, _)| offset + len) as usize;
+        let same = checks.iter().all(|&(offset, len, crc)| {
+            disk.get(offset as usize..(offset + len) as usize)
+                .is_some_and(|b| crc32fast::hash(b) == crc)
+        });
+        if disk.len() > covered && same {
+            let added = disk.len() - covered;
+            bytes.extend_from_slice(&disk[covered..]);
             self.notes.push(format!(
                 "{path}: {added} bytes the runtime had not yet flushed during recording were read from disk"
             ));

@@ -349,6 +349,7 @@ fn chunk_name(kind: ChunkKind) -> String {
         ChunkKind::END => "END".into(),
         ChunkKind::JIT_EVENTS => "JIT_EVENTS".into(),
         ChunkKind::SIDE_FILE => "SIDE_FILE".into(),
+        ChunkKind::SIDE_FILE_ZSTD => "SIDE_FILE_ZSTD".into(),
         ChunkKind::RECORDS_ORDER => "RECORDS_ORDER".into(),
         ChunkKind::UNWOUND_STACKS => "UNWOUND_STACKS".into(),
         ChunkKind(other) => format!("UNKNOWN({other})"),
@@ -436,25 +437,37 @@ pub fn dump_recording(
             }
             ChunkKind::SIDE_FILE => {
                 match container::parse_side_piece(chunk.payload, chunk.offset) {
-                    Ok(p) => {
-                        let kind = match p.kind {
-                            SideKind::JITDUMP => "jitdump".to_string(),
-                            SideKind::PERF_MAP => "perf map".to_string(),
-                            SideKind::MLPD => "Mono log".to_string(),
-                            SideKind::XRAY_LOG => "XRay log".to_string(),
-                            SideKind::XRAY_BINARY => "XRay binary".to_string(),
-                            SideKind(k) => format!("kind {k}"),
-                        };
-                        writeln!(
-                            out,
-                            ": {kind} {:?} pid={} bytes {}..{} read_at={}",
-                            p.path,
-                            p.pid,
-                            p.offset,
-                            p.offset + p.data.len() as u64,
-                            p.read_at
-                        )?;
-                    }
+                    Ok(p) => writeln!(
+                        out,
+                        ": {} {:?} pid={} bytes {}..{} read_at={}",
+                        side_kind_name(p.kind),
+                        p.path,
+                        p.pid,
+                        p.offset,
+                        p.offset + p.data.len() as u64,
+                        p.read_at
+                    )?,
+                    Err(e) => writeln!(out, ": unreadable side piece ({e})")?,
+                }
+            }
+            ChunkKind::SIDE_FILE_ZSTD => {
+                match container::parse_packed_side_piece(chunk.payload, chunk.offset) {
+                    Ok((p, packed)) => writeln!(
+                        out,
+                        ": {} {:?} pid={} bytes {}..{} read_at={}, {} compressed bytes{}",
+                        side_kind_name(p.kind),
+                        p.path,
+                        p.pid,
+                        p.offset,
+                        p.offset + packed.file_len,
+                        p.read_at,
+                        p.data.len(),
+                        if packed.code_left_out {
+                            ", machine code left out"
+                        } else {
+                            ""
+                        }
+                    )?,
                     Err(e) => writeln!(out, ": unreadable side piece ({e})")?,
                 }
             }
@@ -553,4 +566,16 @@ pub fn dump_recording(
         None => {}
     }
     Ok(Ending::Complete)
+}
+
+/// How a side file's kind is shown.
+fn side_kind_name(kind: SideKind) -> String {
+    match kind {
+        SideKind::JITDUMP => "jitdump".to_string(),
+        SideKind::PERF_MAP => "perf map".to_string(),
+        SideKind::MLPD => "Mono log".to_string(),
+        SideKind::XRAY_LOG => "XRay log".to_string(),
+        SideKind::XRAY_BINARY => "XRay binary".to_string(),
+        SideKind(k) => format!("kind {k}"),
+    }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use jprof::format::mlpd;
-use jprof::format::recording::{parse_side_piece, ChunkKind, SideKind};
+use jprof::format::recording::SideKind;
 use jprof::recording::Recording;
 use jprof::symbolize::jit_index::JitIndex;
 
@@ -64,12 +64,13 @@ fn record(dir: &Path, exe: &Path) -> PathBuf {
 fn stored_mlpd(recording: &Recording) -> (u32, Vec<u8>) {
     let mut pid = 0;
     let mut bytes = Vec::new();
-    for (offset, payload) in recording.payloads(ChunkKind::SIDE_FILE) {
-        let piece = parse_side_piece(payload, offset).expect("side piece");
+    for stored in recording.side_pieces() {
+        let stored = stored.expect("side piece");
+        let piece = &stored.piece;
         if piece.kind == SideKind::MLPD {
             assert_eq!(piece.offset, bytes.len() as u64, "pieces in file order");
             pid = piece.pid;
-            bytes.extend_from_slice(piece.data);
+            bytes.extend_from_slice(&stored.data);
         }
     }
     (pid, bytes)

@@ -142,3 +142,73 @@ fn node_side_files_kept_on_request() {
         "isolate log was not kept: {files:?}"
     );
 }
+
+/// The recorder stores V8's jitdump compressed and without its machine code; a recording of
+/// the same run stored the way jprof did before (every piece as the file's own bytes, in
+/// SIDE_FILE chunks) reports exactly the same.
+#[test]
+fn node_jitdump_is_stored_compactly_and_the_older_form_reads_the_same() {
+    use jprof::format::recording::{
+        encode_chunk, encode_side_piece, parse_chunks, parse_packed_side_piece, ChunkKind,
+        SideKind, SidePiece,
+    };
+    let (dir, data) = record_node(true);
+    let dump = side_files(dir.path())
+        .into_iter()
+        .find(|f| f.starts_with("jit-"))
+        .expect("jit-PID.dump kept");
+    let jitdump = std::fs::read(dir.path().join(&dump)).unwrap();
+    let new = std::fs::read(&data).unwrap();
+    let chunks = parse_chunks(&new).unwrap();
+    assert!(chunks.stopped.is_none());
+
+    let mut old = new[..16].to_vec();
+    let (mut packed_bytes, mut covered) = (0, 0);
+    for c in &chunks.chunks {
+        assert_ne!(
+            c.kind,
+            ChunkKind::SIDE_FILE,
+            "a side piece stored uncompressed"
+        );
+        if c.kind != ChunkKind::SIDE_FILE_ZSTD {
+            old.extend(encode_chunk(c.kind, c.payload));
+            continue;
+        }
+        let (piece, packed) = parse_packed_side_piece(c.payload, c.offset).unwrap();
+        assert_eq!(piece.kind, SideKind::JITDUMP);
+        assert!(packed.code_left_out);
+        assert_eq!(piece.offset, covered, "pieces in file order, none missing");
+        let file_bytes = &jitdump[piece.offset as usize..(piece.offset + packed.file_len) as usize];
+        assert_eq!(crc32fast::hash(file_bytes), packed.file_crc);
+        packed_bytes += c.payload.len();
+        covered += packed.file_len;
+        let raw = SidePiece {
+            data: file_bytes,
+            ..piece
+        };
+        old.extend(encode_chunk(ChunkKind::SIDE_FILE, &encode_side_piece(&raw)));
+    }
+    assert!(covered > 0, "no jitdump stored");
+    // V8's jitdump is mostly machine code, which compresses poorly; what is kept is names,
+    // addresses and unwind tables.
+    assert!(
+        packed_bytes * 8 < covered as usize,
+        "{packed_bytes} bytes stored for {covered} bytes of jitdump"
+    );
+    let old_path = dir.path().join("old.data");
+    std::fs::write(&old_path, &old).unwrap();
+
+    let folded = |path: &Path| {
+        let out = jprof()
+            .args(["report", "-i"])
+            .arg(path)
+            .args(["--format", "collapsed", "-o", "-"])
+            .output()
+            .expect("run jprof report");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (new_folded, old_folded) = (folded(&data), folded(&old_path));
+    assert!(new_folded.contains("fib script.js"), "{new_folded}");
+    assert_eq!(new_folded, old_folded);
+}

@@ -502,6 +502,43 @@ pub fn parse_record_stream(bytes: &[u8], base: usize, endian: Endian) -> Batch {
     batch
 }
 
+/// Bytes of a CODE_LOAD body before its name: pid, tid, vma, code_addr, code_size, code_index.
+const CODE_LOAD_FIXED: usize = 40;
+
+/// `records` (whole records back to back, as [`parse_record_stream`] consumed them) with the
+/// machine code of every CODE_LOAD left out: each such record ends after its name's NUL and its
+/// `total_size` says so; `code_size` is kept, so the code's range is still known. Nothing jprof
+/// reads is lost (no reader looks at the code bytes), and most of a JIT's jitdump is code. A
+/// record that is not whole, or a CODE_LOAD without a NUL-ended name, is kept as it is.
+pub fn without_code(records: &[u8], endian: Endian) -> Vec<u8> {
+    let mut out = Vec::with_capacity(records.len() / 4);
+    let mut pos = 0;
+    while pos + PREFIX_LEN <= records.len() {
+        let word = |at: usize| endian.u32(records[at..at + 4].try_into().unwrap_or_default());
+        let (id, total_size) = (word(pos), word(pos + 4) as usize);
+        if total_size < PREFIX_LEN || pos + total_size > records.len() {
+            break;
+        }
+        let record = &records[pos..pos + total_size];
+        let name_start = PREFIX_LEN + CODE_LOAD_FIXED;
+        let name_end = (RecordId(id) == RecordId::CODE_LOAD)
+            .then(|| record.get(name_start..)?.iter().position(|&b| b == 0))
+            .flatten()
+            .map(|nul| name_start + nul + 1);
+        match name_end {
+            Some(end) => {
+                out.extend_from_slice(&record[..4]);
+                out.extend_from_slice(&endian.u32_bytes(end as u32));
+                out.extend_from_slice(&record[8..end]);
+            }
+            None => out.extend_from_slice(record),
+        }
+        pos += total_size;
+    }
+    out.extend_from_slice(&records[pos..]);
+    out
+}
+
 fn parse_body(id: RecordId, c: &mut Cursor<'_>) -> Result<RecordBody, ParseError> {
     Ok(match id {
         RecordId::CODE_LOAD => {
@@ -860,4 +897,67 @@ pub fn is_jitdump_path(path: &str) -> Option<u32> {
         return None;
     }
     digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// V8's jitdump of a real Node run: every record parses the same without the code, which
+    /// was most of the file.
+    #[test]
+    fn leaving_the_code_out_keeps_every_record_jprof_reads() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/shared/node/jit-13228.dump"
+        );
+        let file = std::fs::read(path).unwrap();
+        let header = parse_header(&file).unwrap();
+        let start = header.records_start();
+        let full = parse_record_stream(&file[start..], start, header.endian);
+        assert!(full.error.is_none());
+        let compact = without_code(&file[start..], header.endian);
+        assert!(
+            compact.len() * 4 < file.len(),
+            "{} bytes left",
+            compact.len()
+        );
+        let kept = parse_record_stream(&compact, start, header.endian);
+        assert!(kept.error.is_none());
+        let bodies = |b: &Batch| -> Vec<(RecordId, u64, RecordBody)> {
+            b.records
+                .iter()
+                .map(|r| (r.id, r.timestamp, r.body.clone()))
+                .collect()
+        };
+        assert_eq!(bodies(&kept), bodies(&full));
+        assert!(full
+            .records
+            .iter()
+            .any(|r| matches!(r.body, RecordBody::CodeLoad { code_size, .. } if code_size > 0)));
+    }
+
+    #[test]
+    fn a_cut_record_or_a_nameless_code_load_is_kept_as_it_is() {
+        let load = |name: &[u8]| {
+            let mut r = Vec::new();
+            r.extend(0u32.to_be_bytes());
+            let size = PREFIX_LEN + CODE_LOAD_FIXED + name.len() + 3;
+            r.extend((size as u32).to_be_bytes());
+            r.extend([0; 8 + CODE_LOAD_FIXED]);
+            r.extend(name);
+            r.extend([0x90; 3]);
+            r
+        };
+        let named = load(b"f\0");
+        let mut stream = named.clone();
+        stream.extend(load(b"nameless"));
+        stream.extend(&named[..20]);
+        let out = without_code(&stream, Endian::Big);
+        let first = PREFIX_LEN + CODE_LOAD_FIXED + 2;
+        assert_eq!(out[4..8], (first as u32).to_be_bytes());
+        assert_eq!(out[..4], named[..4]);
+        assert_eq!(out[8..first], named[8..first]);
+        assert_eq!(out[first..], stream[named.len()..]);
+    }
 }

@@ -59,6 +59,13 @@ impl Endian {
         }
     }
 
+    pub(crate) fn u32_bytes(self, v: u32) -> [u8; 4] {
+        match self {
+            Self::Little => v.to_le_bytes(),
+            Self::Big => v.to_be_bytes(),
+        }
+    }
+
     pub(crate) fn u32(self, b: [u8; 4]) -> u32 {
         match self {
             Self::Little => u32::from_le_bytes(b),

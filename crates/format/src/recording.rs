@@ -36,6 +36,9 @@ impl ChunkKind {
     pub const JIT_EVENTS: Self = Self(16);
     /// Side data: a whole side file (name + bytes).
     pub const SIDE_FILE: Self = Self(17);
+    /// A SIDE_FILE piece stored compactly: the piece's header, what file bytes it stands
+    /// for, then its bytes as one zstd frame (see [`PackedSide`]).
+    pub const SIDE_FILE_ZSTD: Self = Self(18);
     /// PERF_RECORDS compressed as one zstd frame (with its content size); version 2.
     pub const PERF_RECORDS_ZSTD: Self = Self(7);
     /// u64 LE sample-clock ns: every perf record earlier than this is in a chunk before this
@@ -457,6 +460,69 @@ pub fn parse_side_piece(payload: &[u8], base: usize) -> Result<SidePiece<'_>, Pa
     })
 }
 
+/// What a SIDE_FILE_ZSTD piece stands for in the file it was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackedSide {
+    /// Bytes of the file the piece covers, from its offset.
+    pub file_len: u64,
+    /// CRC-32 of those file bytes (to tell whether a file on disk is still the one read).
+    pub file_crc: u32,
+    /// The jitdump's CODE_LOAD records were stored without their machine code
+    /// (`jitdump::without_code`), so the stored bytes are fewer than `file_len`.
+    pub code_left_out: bool,
+}
+
+/// `PackedSide::code_left_out` in the flags word.
+const FLAG_CODE_LEFT_OUT: u32 = 1;
+
+/// SIDE_FILE_ZSTD payload: the SIDE_FILE header (`u32 kind, u32 pid, u64 read_at, u64 offset,
+/// u32 path_len, path`), then `u64 file_len, u32 file_crc, u32 flags` and `piece.data`, which
+/// is the zstd frame of the stored bytes.
+pub fn encode_packed_side_piece(piece: &SidePiece<'_>, packed: &PackedSide) -> Vec<u8> {
+    let header = encode_side_piece(&SidePiece {
+        data: &[],
+        ..*piece
+    });
+    let mut out = Vec::with_capacity(header.len() + 16 + piece.data.len());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&packed.file_len.to_le_bytes());
+    out.extend_from_slice(&packed.file_crc.to_le_bytes());
+    let flags = if packed.code_left_out {
+        FLAG_CODE_LEFT_OUT
+    } else {
+        0
+    };
+    out.extend_from_slice(&flags.to_le_bytes());
+    out.extend_from_slice(piece.data);
+    out
+}
+
+/// Reads a SIDE_FILE_ZSTD payload found at file offset `base`; the piece's `data` is the
+/// zstd frame, still compressed.
+pub fn parse_packed_side_piece(
+    payload: &[u8],
+    base: usize,
+) -> Result<(SidePiece<'_>, PackedSide), ParseError> {
+    let head = parse_side_piece(payload, base)?;
+    let at = base + (payload.len() - head.data.len());
+    let mut c = Cursor::new(head.data, at);
+    let file_len = c.u64()?;
+    let file_crc = c.u32()?;
+    let flags = c.u32()?;
+    let packed = PackedSide {
+        file_len,
+        file_crc,
+        code_left_out: flags & FLAG_CODE_LEFT_OUT != 0,
+    };
+    Ok((
+        SidePiece {
+            data: c.rest(),
+            ..head
+        },
+        packed,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,6 +706,28 @@ mod tests {
         let bytes = encode_side_piece(&piece);
         assert_eq!(parse_side_piece(&bytes, 0).unwrap(), piece);
         assert!(parse_side_piece(&bytes[..30], 0).is_err());
+    }
+
+    #[test]
+    fn packed_side_piece_round_trip() {
+        let piece = SidePiece {
+            kind: SideKind::JITDUMP,
+            pid: 42,
+            read_at: 7,
+            offset: 40,
+            path: "/tmp/jit-42.dump",
+            data: &[9, 8, 7],
+        };
+        let packed = PackedSide {
+            file_len: 1000,
+            file_crc: 0xdead_beef,
+            code_left_out: true,
+        };
+        let bytes = encode_packed_side_piece(&piece, &packed);
+        assert_eq!(parse_packed_side_piece(&bytes, 0).unwrap(), (piece, packed));
+        // Cut inside the packed fields: an error at the offset where they were expected.
+        let e = parse_packed_side_piece(&bytes[..28 + piece.path.len() + 10], 100).unwrap_err();
+        assert_eq!(e.offset, 100 + 28 + piece.path.len() + 8);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::replay::{Call, CallTree, ThreadStack};
-use crate::format::recording::{parse_side_piece, ChunkKind, SideKind};
+use crate::format::recording::SideKind;
 use crate::format::xray::{self, instr_map::InstrMap, Header, Log};
 use crate::profile::{Frame, FrameId, FrameKind, Profile};
 use crate::recording::Recording;
@@ -65,17 +65,15 @@ type SideLogs = BTreeMap<(u32, String), Vec<u8>>;
 fn side_logs(recording: &Recording) -> (Option<String>, SideLogs) {
     let mut binary = None;
     let mut logs = SideLogs::new();
-    for (offset, payload) in recording.payloads(ChunkKind::SIDE_FILE) {
-        let Ok(piece) = parse_side_piece(payload, offset) else {
-            continue;
-        };
+    for stored in recording.side_pieces().flatten() {
+        let piece = &stored.piece;
         if piece.kind == SideKind::XRAY_BINARY {
             binary = Some(piece.path.to_string());
         } else if piece.kind == SideKind::XRAY_LOG {
             let bytes = logs.entry((piece.pid, piece.path.to_string())).or_default();
             // Pieces are stored in order; one out of place means a damaged recording.
             if piece.offset == bytes.len() as u64 {
-                bytes.extend_from_slice(piece.data);
+                bytes.extend_from_slice(&stored.data);
             }
         }
     }
