@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use jprof::output::{collapsed, firefox, flamegraph, pprof, speedscope};
+use jprof::profile::{Context, WeightUnit};
 use jprof::profile::{
     Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo, Tier, TierClass,
 };
-use jprof::report::export::{self, Context, WeightUnit};
-use jprof::report::{collapsed, flamegraph, Format};
 
 const FORMATS: [&str; 5] = ["flamegraph", "collapsed", "firefox", "pprof", "speedscope"];
 const PID: u32 = 1000;
@@ -174,9 +174,9 @@ fn write_one(format: &str, profile: &Profile, out: &Path) -> std::io::Result<()>
             flamegraph::write(&folded, &labels, &look, Some(&mut palette), file)
         }
         "collapsed" => collapsed::write(profile, file),
-        "firefox" => export::write(Format::Firefox, profile, &context, file),
-        "pprof" => export::write(Format::Pprof, profile, &context, file),
-        _ => export::write(Format::Speedscope, profile, &context, file),
+        "firefox" => firefox::write(profile, &context, file),
+        "pprof" => pprof::write(profile, &context, file),
+        _ => speedscope::write(profile, &context, file),
     }
 }
 

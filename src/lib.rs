@@ -20,6 +20,7 @@ pub(crate) mod error;
 pub mod fleet;
 pub mod foreign_file;
 pub mod input;
+pub mod output;
 pub(crate) mod process_root;
 pub mod profile;
 pub(crate) mod progress;

@@ -530,7 +530,7 @@ pub(crate) struct FlameArgs {
     pub(crate) min_width: Option<f64>,
 }
 
-impl From<FlameArgs> for crate::report::flamegraph::Look {
+impl From<FlameArgs> for crate::output::flamegraph::Look {
     fn from(a: FlameArgs) -> Self {
         Self {
             inverted: a.inverted,

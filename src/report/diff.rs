@@ -10,7 +10,8 @@ use inferno::differential;
 
 use crate::error::{Error, Result};
 use crate::input;
-use crate::report::{collapsed, flamegraph, ReportConfig};
+use crate::output::{collapsed, flamegraph};
+use crate::report::ReportConfig;
 
 /// Default output file of `jprof diff`.
 pub const DEFAULT_DIFF_SVG: &str = "diff.svg";

@@ -1,21 +1,17 @@
 //! `jprof report`: an input (`input/`) → the chosen output: flame graph SVG, folded stacks,
 //! Firefox Profiler, pprof, speedscope, or the input's own text report. This file owns the
-//! choice of output and where it goes; the writers are in the submodules.
+//! choice of output and where it goes; the writers are `output/`.
 
-pub mod collapsed;
 pub mod diff;
-pub mod export;
-pub(crate) mod firefox;
-pub mod flamegraph;
-pub mod pprof;
 pub(crate) mod serve;
-pub(crate) mod speedscope;
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::input::{self, Loaded, Request};
+use crate::output::{collapsed, firefox, flamegraph, pprof, speedscope};
+use crate::profile::{Context, Profile};
 
 /// Output format of `jprof report`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +105,7 @@ pub fn run(config: &ReportConfig) -> Result<()> {
     // A bad destination is found before the report is computed.
     let default_file = match config.format {
         Format::Flamegraph => Some(DEFAULT_SVG),
-        other => export::default_file(other),
+        other => viewer_default_file(other),
     };
     if let Destination::File(path) = Destination::of(config.output.as_deref(), default_file) {
         crate::foreign_file::check_output(&path)?;
@@ -144,13 +140,8 @@ fn load(config: &ReportConfig) -> Result<Loaded> {
 fn serve(config: &ReportConfig) -> Result<()> {
     let loaded = load(config)?;
     let mut json = Vec::new();
-    export::write(
-        Format::Speedscope,
-        &loaded.profile,
-        &loaded.context,
-        &mut json,
-    )
-    .map_err(|e| Error::io(Path::new("<memory>"), e))?;
+    speedscope::write(&loaded.profile, &loaded.context, &mut json)
+        .map_err(|e| Error::io(Path::new("<memory>"), e))?;
     let title = config
         .flamegraph
         .title
@@ -171,6 +162,33 @@ fn serve(config: &ReportConfig) -> Result<()> {
     server.run()
 }
 
+/// Default output file of a viewer format (Firefox Profiler, pprof, speedscope).
+fn viewer_default_file(format: Format) -> Option<&'static str> {
+    match format {
+        Format::Firefox => Some(firefox::DEFAULT_FILE),
+        Format::Pprof => Some(pprof::DEFAULT_FILE),
+        Format::Speedscope => Some(speedscope::DEFAULT_FILE),
+        _ => None,
+    }
+}
+
+/// Writes `profile` in a viewer format; other formats are not written here and give an error.
+fn write_viewer(
+    format: Format,
+    profile: &Profile,
+    context: &Context,
+    out: impl Write,
+) -> io::Result<()> {
+    match format {
+        Format::Firefox => firefox::write(profile, context, out),
+        Format::Pprof => pprof::write(profile, context, out),
+        Format::Speedscope => speedscope::write(profile, context, out),
+        other => Err(io::Error::other(format!(
+            "{other:?} is not a viewer format"
+        ))),
+    }
+}
+
 /// Writes a profile in `config.format` (any format but text, which each input kind writes
 /// its own way). `summary` is printed next to a flame graph written to a file.
 pub fn write_profile(config: &ReportConfig, loaded: Loaded) -> Result<()> {
@@ -186,9 +204,9 @@ pub fn write_profile(config: &ReportConfig, loaded: Loaded) -> Result<()> {
             Destination::of(output, None).write_with(|w| collapsed::write(profile, w))
         }
         Format::Firefox | Format::Pprof | Format::Speedscope => {
-            let file = export::default_file(config.format);
+            let file = viewer_default_file(config.format);
             let destination = Destination::of(output, file);
-            destination.write_with(|w| export::write(config.format, profile, context, w))?;
+            destination.write_with(|w| write_viewer(config.format, profile, context, w))?;
             if let Destination::File(path) = &destination {
                 println!(
                     "{} samples written to {}",
@@ -233,5 +251,28 @@ pub fn write_profile(config: &ReportConfig, loaded: Loaded) -> Result<()> {
             .map_err(|e| Error::io(Path::new("<stdout>"), e))?;
             drawn
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::WeightUnit;
+
+    #[test]
+    fn an_empty_profile_writes_valid_files_in_every_viewer_format() {
+        let p = Profile::default();
+        let ctx = Context::for_profile(&p, "t", "cycles", WeightUnit::Events);
+        for format in [Format::Firefox, Format::Pprof, Format::Speedscope] {
+            let mut out = Vec::new();
+            write_viewer(format, &p, &ctx, &mut out).unwrap();
+            assert!(!out.is_empty(), "{format:?}");
+            assert!(viewer_default_file(format).is_some(), "{format:?}");
+        }
+        let mut out = Vec::new();
+        write_viewer(Format::Pprof, &p, &ctx, &mut out).unwrap();
+        assert!(pprof::read(&out).unwrap().sample.is_empty());
+        assert!(write_viewer(Format::Text, &p, &ctx, io::sink()).is_err());
+        assert_eq!(viewer_default_file(Format::Collapsed), None);
     }
 }

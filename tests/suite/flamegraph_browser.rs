@@ -6,8 +6,8 @@
 
 use std::process::Command;
 
+use jprof::output::{collapsed, flamegraph};
 use jprof::profile::{names, Context, Frame, FrameKind, Profile, ProfileSample, WeightUnit};
-use jprof::report::{collapsed, flamegraph};
 
 fn frame(name: &str, kind: FrameKind) -> Frame {
     Frame {

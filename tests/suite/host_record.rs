@@ -369,8 +369,8 @@ fn software_events_are_recorded_and_named_with_their_unit() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let profile = jprof::report::pprof::read(&std::fs::read(&pb).unwrap()).unwrap();
-    let dump = jprof::report::pprof::dump(&profile);
+    let profile = jprof::output::pprof::read(&std::fs::read(&pb).unwrap()).unwrap();
+    let dump = jprof::output::pprof::dump(&profile);
     assert!(
         dump.starts_with("sample types: samples/count, page-faults/count\n"),
         "{}",

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use jprof::input::perf_data::{import, import_bytes, ImportOptions};
-use jprof::report::collapsed;
+use jprof::output::collapsed;
 use jprof::symbolize::{resolve, ResolveOptions};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");

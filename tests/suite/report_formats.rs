@@ -20,8 +20,8 @@ use golden_support::golden;
 use jprof::format::jitdump::TierKind;
 use jprof::format::jitdump_write as jd;
 use jprof::format::recording::{encode_chunk, encode_side_piece, ChunkKind, SideKind, SidePiece};
+use jprof::output::pprof;
 use jprof::recording::{HostFacts, Summary};
-use jprof::report::pprof;
 use serde_json::Value;
 use symbolize_support as s;
 

@@ -11,8 +11,8 @@ use std::io::{self, Write};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 
-use super::export::{self, Context, ThreadTrack, WeightUnit};
-use crate::profile::{Frame, FrameKind, Profile};
+use super::viewer::{self, ThreadTrack};
+use crate::profile::{Context, Frame, FrameKind, Profile, WeightUnit};
 
 /// Default output file of the speedscope format.
 pub const DEFAULT_FILE: &str = "profile.speedscope.json";
@@ -70,7 +70,7 @@ impl Serialize for Stacks<'_> {
         let mut seq = serializer.serialize_seq(Some(self.track.samples.len()))?;
         for &i in &self.track.samples {
             let stack = &self.profile.samples[i].stack;
-            let indices: Vec<u32> = export::code_frames(self.profile, stack)
+            let indices: Vec<u32> = viewer::code_frames(self.profile, stack)
                 .iter()
                 .filter_map(|id| self.frame_index[id.0 as usize])
                 .collect();
@@ -85,7 +85,7 @@ fn place(frame: &Frame) -> &str {
     frame
         .file
         .as_deref()
-        .unwrap_or_else(|| export::module_name(frame))
+        .unwrap_or_else(|| viewer::module_name(frame))
 }
 
 /// Speedscope frames for the profile's frames (`None` for roots), in sorted order.
@@ -98,7 +98,7 @@ fn frames(profile: &Profile) -> (Vec<SpeedscopeFrame>, Vec<Option<u32>>) {
         .filter(|f| f.kind != FrameKind::Root)
     {
         functions
-            .entry((export::frame_name(f), place(f)))
+            .entry((viewer::frame_name(f), place(f)))
             .and_modify(|line| {
                 if *line != Some(f.line) {
                     *line = None;
@@ -122,7 +122,7 @@ fn frames(profile: &Profile) -> (Vec<SpeedscopeFrame>, Vec<Option<u32>>) {
     let index = profile
         .frames()
         .iter()
-        .map(|f| (f.kind != FrameKind::Root).then(|| position[&(export::frame_name(f), place(f))]))
+        .map(|f| (f.kind != FrameKind::Root).then(|| position[&(viewer::frame_name(f), place(f))]))
         .collect();
     (shared, index)
 }
@@ -130,7 +130,7 @@ fn frames(profile: &Profile) -> (Vec<SpeedscopeFrame>, Vec<Option<u32>>) {
 /// Writes the profile as speedscope JSON.
 pub fn write(profile: &Profile, ctx: &Context, out: impl Write) -> io::Result<()> {
     let (shared, frame_index) = frames(profile);
-    let tracks = export::threads(profile);
+    let tracks = viewer::threads(profile);
     // Occurrences of an event (page faults, …) are not time: counted as they are.
     let in_ns = ctx.weight_unit == WeightUnit::Nanoseconds
         || (ctx.weight_unit == WeightUnit::Events && ctx.frequency_hz > 0);
@@ -182,7 +182,7 @@ pub fn write(profile: &Profile, ctx: &Context, out: impl Write) -> io::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::export::tests::{sample_context, sample_profile};
+    use crate::output::viewer::tests::{sample_context, sample_profile};
     use serde_json::{json, Value};
 
     fn decoded() -> Value {

@@ -1,40 +1,9 @@
-//! What the viewer formats (Firefox Profiler, pprof, speedscope) need besides the profile: the
-//! title, the event and its unit, where time zero is, and the JIT code loads, gathered once from
-//! the recording. Also the small helpers those writers share (thread names, stacks without the
-//! root frame, frame names).
+//! What the viewer formats (Firefox Profiler, pprof, speedscope) share: threads as tracks,
+//! stacks without the root frame, frame and module names.
 
 use std::collections::BTreeMap;
 
-pub use crate::profile::context::{CodeLoad, Context, WeightUnit};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample};
-
-/// Default output file of a viewer format.
-pub fn default_file(format: super::Format) -> Option<&'static str> {
-    match format {
-        super::Format::Firefox => Some(super::firefox::DEFAULT_FILE),
-        super::Format::Pprof => Some(super::pprof::DEFAULT_FILE),
-        super::Format::Speedscope => Some(super::speedscope::DEFAULT_FILE),
-        _ => None,
-    }
-}
-
-/// Writes `profile` in a viewer format (firefox, pprof, speedscope); other formats are not
-/// written here and give an error.
-pub fn write(
-    format: super::Format,
-    profile: &Profile,
-    context: &Context,
-    out: impl std::io::Write,
-) -> std::io::Result<()> {
-    match format {
-        super::Format::Firefox => super::firefox::write(profile, context, out),
-        super::Format::Pprof => super::pprof::write(profile, context, out),
-        super::Format::Speedscope => super::speedscope::write(profile, context, out),
-        other => Err(std::io::Error::other(format!(
-            "{other:?} is not a viewer format"
-        ))),
-    }
-}
 
 /// A thread as the viewers show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,8 +86,7 @@ pub fn module_name(frame: &Frame) -> &str {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::profile::{ThreadInfo, Tier, TierClass};
-    use std::io;
+    use crate::profile::{CodeLoad, Context, ThreadInfo, Tier, TierClass, WeightUnit};
 
     /// A small profile with every frame kind, two threads of one process, file/line info and
     /// an inline chain, for the writers' tests.
@@ -222,22 +190,6 @@ pub(crate) mod tests {
         let frames = code_frames(&p, &p.samples[0].stack);
         assert_eq!(frames.len(), 3);
         assert_eq!(p.frame(frames[0]).name, "main");
-    }
-
-    #[test]
-    fn an_empty_profile_writes_valid_files_in_every_viewer_format() {
-        use crate::report::Format;
-        let p = Profile::default();
-        let ctx = Context::for_profile(&p, "t", "cycles", WeightUnit::Events);
-        for format in [Format::Firefox, Format::Pprof, Format::Speedscope] {
-            let mut out = Vec::new();
-            write(format, &p, &ctx, &mut out).unwrap();
-            assert!(!out.is_empty(), "{format:?}");
-        }
-        let mut out = Vec::new();
-        write(Format::Pprof, &p, &ctx, &mut out).unwrap();
-        assert!(crate::report::pprof::read(&out).unwrap().sample.is_empty());
-        assert!(write(Format::Text, &p, &ctx, io::sink()).is_err());
     }
 
     #[test]

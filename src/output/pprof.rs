@@ -17,8 +17,8 @@ use flate2::Compression;
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use super::export::{self, Context};
-use crate::profile::{FrameId, FrameKind, Profile};
+use super::viewer;
+use crate::profile::{Context, FrameId, FrameKind, Profile};
 
 /// Default output file of the pprof format.
 pub const DEFAULT_FILE: &str = "profile.pb.gz";
@@ -261,7 +261,7 @@ struct Builder<'p> {
 impl<'p> Builder<'p> {
     fn function(&mut self, id: FrameId) -> u64 {
         let frame = self.profile.frame(id);
-        let key = (export::frame_name(frame), frame.file.as_deref());
+        let key = (viewer::frame_name(frame), frame.file.as_deref());
         if let Some(&id) = self.function_ids.get(&key) {
             return id;
         }
@@ -282,7 +282,7 @@ impl<'p> Builder<'p> {
 
     fn mapping(&mut self, id: FrameId) -> u64 {
         let frame = self.profile.frame(id);
-        let module = export::module_name(frame);
+        let module = viewer::module_name(frame);
         if let Some(&id) = self.mapping_ids.get(module) {
             return id;
         }
@@ -345,15 +345,15 @@ fn main_module_frame(profile: &Profile, program: Option<&str>) -> Option<FrameId
     let of_program = profile
         .frames()
         .iter()
-        .position(|f| f.kind != FrameKind::Root && program == Some(export::module_name(f)));
+        .position(|f| f.kind != FrameKind::Root && program == Some(viewer::module_name(f)));
     if let Some(i) = of_program {
         return Some(FrameId(i as u32));
     }
     let mut counts: BTreeMap<&str, (u64, FrameId)> = BTreeMap::new();
     for s in &profile.samples {
-        if let Some(&id) = export::code_frames(profile, &s.stack).first() {
+        if let Some(&id) = viewer::code_frames(profile, &s.stack).first() {
             counts
-                .entry(export::module_name(profile.frame(id)))
+                .entry(viewer::module_name(profile.frame(id)))
                 .or_insert((0, id))
                 .0 += 1;
         }
@@ -405,13 +405,13 @@ fn build(profile: &Profile, ctx: &Context) -> PprofProfile {
     let mut merged: Vec<Sample> = Vec::new();
     let mut sample_index: FxHashMap<(u32, &[FrameId]), usize> = FxHashMap::default();
     let (mut first, mut last) = (u64::MAX, 0);
-    for track in export::threads(profile) {
+    for track in viewer::threads(profile) {
         let thread_name = b.strings.get(&track.name);
         for i in track.samples {
             let s = &profile.samples[i];
             first = first.min(s.time);
             last = last.max(s.time);
-            let frames = export::code_frames(profile, &s.stack);
+            let frames = viewer::code_frames(profile, &s.stack);
             let cpu = match occurrences {
                 true => s.weight.min(i64::MAX as u64) as i64,
                 false => ctx.cpu_ns(s.weight) as i64,
@@ -546,7 +546,7 @@ pub fn dump(p: &PprofProfile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::export::tests::{sample_context, sample_profile};
+    use crate::output::viewer::tests::{sample_context, sample_profile};
 
     fn round_trip() -> PprofProfile {
         let p = sample_profile();

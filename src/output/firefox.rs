@@ -27,8 +27,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::export::{self, Context};
-use crate::profile::{FrameId, FrameKind, Profile};
+use super::viewer;
+use crate::profile::{Context, FrameId, FrameKind, Profile};
 
 /// Default output file of the firefox format.
 pub const DEFAULT_FILE: &str = "profile.json.gz";
@@ -94,12 +94,12 @@ fn libraries(fx: &mut FxProfile, profile: &Profile) -> Vec<Option<LibraryHandle>
     for (i, frame) in profile.frames().iter().enumerate() {
         if frame.kind != FrameKind::Root {
             symbols
-                .entry(export::module_name(frame))
+                .entry(viewer::module_name(frame))
                 .or_default()
                 .push(Symbol {
                     address: i as u32,
                     size: Some(1),
-                    name: export::frame_name(frame).to_string(),
+                    name: viewer::frame_name(frame).to_string(),
                 });
         }
     }
@@ -120,7 +120,7 @@ fn libraries(fx: &mut FxProfile, profile: &Profile) -> Vec<Option<LibraryHandle>
     profile
         .frames()
         .iter()
-        .map(|f| (f.kind != FrameKind::Root).then(|| handles[export::module_name(f)]))
+        .map(|f| (f.kind != FrameKind::Root).then(|| handles[viewer::module_name(f)]))
         .collect()
 }
 
@@ -147,7 +147,7 @@ fn build(profile: &Profile, ctx: &Context) -> FxProfile {
     };
     let at = |t: u64| Timestamp::from_nanos_since_reference(ctx.offset_ns(t));
 
-    let tracks = export::threads(profile);
+    let tracks = viewer::threads(profile);
     let mut processes = BTreeMap::new();
     let mut main_threads: BTreeMap<u32, ThreadHandle> = BTreeMap::new();
     let mut stacks: FxHashMap<(ThreadHandle, &[FrameId]), Option<StackHandle>> =
@@ -177,7 +177,7 @@ fn build(profile: &Profile, ctx: &Context) -> FxProfile {
         frame_handles.resize(profile.frames().len(), None);
         for &i in &track.samples {
             let sample = &profile.samples[i];
-            let frames = export::code_frames(profile, &sample.stack);
+            let frames = viewer::code_frames(profile, &sample.stack);
             let stack = *stacks.entry((thread, frames)).or_insert_with(|| {
                 let mut stack = None;
                 for &id in frames {
@@ -388,7 +388,7 @@ fn patch_thread<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::export::tests::{sample_context, sample_profile};
+    use crate::output::viewer::tests::{sample_context, sample_profile};
     use flate2::read::GzDecoder;
 
     /// The decoded JSON of the sample profile.

@@ -406,8 +406,8 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::collapsed;
     use crate::profile::FrameKind::*;
-    use crate::report::collapsed;
 
     fn svg() -> String {
         let p = crate::profile::testing::profile(&[

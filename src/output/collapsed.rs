@@ -287,14 +287,14 @@ mod tests {
         profile(&refs)
     }
 
-    fn svg(lines: &[String], look: &crate::report::flamegraph::Look) -> String {
-        let labels = crate::report::flamegraph::Labels::new(
+    fn svg(lines: &[String], look: &crate::output::flamegraph::Look) -> String {
+        let labels = crate::output::flamegraph::Labels::new(
             "t",
             "samples",
             crate::profile::WeightUnit::Events,
         );
         let mut out = Vec::new();
-        crate::report::flamegraph::write(lines, &labels, look, None, &mut out).unwrap();
+        crate::output::flamegraph::write(lines, &labels, look, None, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn pruned_lines_draw_the_same_flame_graph() {
-        use crate::report::flamegraph::Look;
+        use crate::output::flamegraph::Look;
         let p = many_thin_stacks();
         let all = lines(&p);
         for min_width in [None, Some(0.5), Some(5.0)] {
