@@ -372,6 +372,14 @@ impl Reading {
             &self.stop,
             session.config.duration,
         );
+        // The target is done: this machine's kernel symbols, which embedding the symbols
+        // needs first, are read on another core while the rings are drained and the writer
+        // finishes (tens of milliseconds off the time from the target's exit to the file).
+        if session.config.embed_symbols && self.events.config.kernel_callchains {
+            let _ = std::thread::Builder::new()
+                .name("jprof-kallsyms".into())
+                .spawn(|| drop(crate::symbolize::kernel::this_machine()));
+        }
         // An attach still talking to its JVM gives up now: the stop is obeyed whatever it does.
         self.java_attach.iter().for_each(jvm_attach::Running::stop);
         stopped.jvm_watch.stop();

@@ -462,10 +462,14 @@ fn notes(
 /// the recording machine: it unwinds and names with the binaries and kallsyms there.
 pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    embedded_symbols_and_coverage(recording, &mut |kind, payload| {
-        out.extend(crate::format::recording::encode_chunk(kind, payload));
-        Ok(())
-    })?;
+    embed(
+        recording,
+        &mut |kind, payload| {
+            out.extend(crate::format::recording::encode_chunk(kind, payload));
+            Ok(())
+        },
+        false,
+    )?;
     Ok(out)
 }
 
@@ -479,9 +483,19 @@ pub struct JitCoverage {
 
 /// [`embedded_symbols`], each chunk handed to `store` as it is ready (the stacks while the
 /// walk runs, so they are never all in memory); returns the JIT coverage of each process.
+/// For `jprof record`'s end: the caches it built are left for the process's exit to free.
 pub fn embedded_symbols_and_coverage(
     recording: &Recording,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
+) -> Result<BTreeMap<u32, JitCoverage>> {
+    embed(recording, store, true)
+}
+
+/// The embedding; `exiting`: the process exits next, so its caches are not freed one by one.
+fn embed(
+    recording: &Recording,
+    store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
+    exiting: bool,
 ) -> Result<BTreeMap<u32, JitCoverage>> {
     let mut coverage: BTreeMap<u32, JitCoverage> = BTreeMap::new();
     let mut binaries = BinaryCache::new(true, true);
@@ -569,5 +583,10 @@ pub fn embedded_symbols_and_coverage(
     let payload = serde_json::to_vec(&out)
         .map_err(|e| crate::Error::Other(format!("embedded symbols: {e}")))?;
     store(ChunkKind::SYMBOLS, &payload)?;
+    // `jprof record` embeds just before it exits: freeing the binaries' tables and the JIT
+    // index piece by piece would take tens of milliseconds that the exit does at once.
+    if exiting {
+        std::mem::forget((binaries, symbolizer, jit, out));
+    }
     Ok(coverage)
 }

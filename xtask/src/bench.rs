@@ -33,6 +33,8 @@ mod mono;
 mod node;
 /// `record --off-cpu`: accuracy on known waits, overhead against perf's sched_switch.
 mod off_cpu;
+/// jprof against `perf record -g` and samply on tsc, javac and a native program.
+mod peers;
 /// `jprof report -f text` on an XRay log against `llvm-xray account`.
 mod xray;
 
@@ -55,6 +57,8 @@ struct Options {
     node_only: bool,
     /// Only the footprint comparison (`--footprint-only`).
     footprint_only: bool,
+    /// jprof vs perf vs samply on tsc, javac and a native program, and off-CPU (`--peers`).
+    peers: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -69,6 +73,7 @@ fn parse(args: &[String]) -> Result<Options> {
         off_cpu_only: false,
         node_only: false,
         footprint_only: false,
+        peers: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -93,8 +98,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--off-cpu-only" => options.off_cpu_only = true,
             "--node-only" => options.node_only = true,
             "--footprint-only" => options.footprint_only = true,
+            "--peers" => options.peers = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --footprint-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --footprint-only, --peers)"
             ),
         }
     }
@@ -310,6 +316,19 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         let table = off_cpu::compare(&build_jprof()?, options.runs)?;
         print!("{table}");
+        return Ok(());
+    }
+    if options.peers {
+        let jprof = build_jprof()?;
+        let mut table = peers::compare(&jprof, &build_example()?, options.runs)?;
+        let dir = target_dir().join("bench-offcpu");
+        std::fs::create_dir_all(&dir)?;
+        let waits = off_cpu::build(&dir)?;
+        table += &off_cpu::overhead(&jprof, &waits, &dir, options.runs, "split")?;
+        print!("{table}");
+        let md = target_dir().join("bench-peers.md");
+        std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
+        eprintln!("written to {}", md.display());
         return Ok(());
     }
     if options.footprint_only {

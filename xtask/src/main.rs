@@ -22,7 +22,9 @@ tasks:
                            (medians of N alternated runs, default 5; S scales the workload, default 1),
                            then every report writer on a 1 M-sample profile (--writers-only: just that),
                            Java, Mono, XRay, off-CPU and Node comparisons (--off-cpu-only, --node-only),
-                           recording size, recorder memory and binary sizes (--footprint-only)
+                           recording size, recorder memory and binary sizes (--footprint-only);
+                           --peers: jprof vs perf record -g vs samply on tsc, javac and a native
+                           program (end-to-end time, recording size, target slowdown) and off-CPU
   fuzz [SECS] [--stable]   fuzz every target (recording reader, jitdump, perf map) for SECS seconds
                            each (default 60); uses cargo-fuzz on nightly, or a deterministic
                            stable-toolchain fallback

@@ -22,7 +22,7 @@ use crate::target_dir;
 const HOPS: u64 = 100_000;
 const HOPS_SAME_CPU: u64 = 2_000_000;
 
-fn build(dir: &Path) -> Result<PathBuf> {
+pub(super) fn build(dir: &Path) -> Result<PathBuf> {
     let out = dir.join("waits");
     let status = Command::new("cc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"])
@@ -190,7 +190,7 @@ fn runtimes(jprof: &Path, dir: &Path) -> Result<String> {
 }
 
 /// The ping-pong with its threads on two CPUs (`split`) or both on CPU 0 (`same`).
-fn overhead(
+pub(super) fn overhead(
     jprof: &Path,
     waits: &Path,
     dir: &Path,
