@@ -8,7 +8,11 @@ fn main() -> std::process::ExitCode {
     jprof::sys::memory::return_large_blocks();
     let cli = jprof::cli::parse();
     let result = match cli.command {
-        Command::Record(args) => jprof::record::run(&args.into()),
+        Command::Record(args) => match args.continuous() {
+            Ok(Some(continuous)) => jprof::tools::continuous::run(&args.into(), &continuous),
+            Ok(None) => jprof::record::run(&args.into()),
+            Err(e) => Err(e),
+        },
         Command::Report(args) => args
             .into_config()
             .and_then(|config| jprof::report::run(&config))

@@ -337,9 +337,62 @@ pub struct RecordArgs {
     /// compiled Java code then stays unnamed).
     #[arg(long, conflicts_with = "command")]
     pub(crate) no_java_agent: bool,
+    /// With -a: record in windows of this length (`60s`, `5m`), each its own recording
+    /// `OUTPUT.000001`, … pushed to --push while the next one records.
+    #[arg(long, value_name = "DURATION", value_parser = parse_rotate, requires = "push")]
+    pub(crate) rotate: Option<std::time::Duration>,
+    /// With --rotate: the fleet store each window is pushed to, clickhouse://HOST:PORT/DB.
+    /// Pushed windows are removed; while the store is unreachable at most 10 wait on disk.
+    #[arg(long, value_name = "URL", requires_all = ["rotate", "all_cpus"])]
+    pub(crate) push: Option<String>,
+    /// With --push: a label of the pushes (repeatable; `host` is this machine's name unless
+    /// given).
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "push", value_parser = parse_label)]
+    pub(crate) labels: Vec<crate::fleet::Label>,
     /// The command to run, after `--`.
     #[arg(last = true, required_unless_present_any = ["pid", "tid", "all_cpus"])]
     pub(crate) command: Vec<String>,
+}
+
+impl RecordArgs {
+    /// `--rotate` with `--push`: the continuous mode's settings (None without them), or a usage
+    /// error for a bad store address.
+    pub fn continuous(&self) -> crate::Result<Option<crate::tools::continuous::Continuous>> {
+        let (Some(rotate), Some(url)) = (self.rotate, &self.push) else {
+            return Ok(None);
+        };
+        let (store, labels) =
+            crate::fleet::Store::parse_with_labels(url).map_err(crate::Error::Usage)?;
+        if !labels.is_empty() {
+            return Err(crate::Error::Usage(
+                "--push takes no ?labels: give them with --label KEY=VALUE".into(),
+            ));
+        }
+        Ok(Some(crate::tools::continuous::Continuous {
+            rotate,
+            store,
+            labels: self.labels.clone(),
+        }))
+    }
+}
+
+/// `--rotate 60s`: a window length with its unit (s, m, h), at least a second.
+fn parse_rotate(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit {
+        "s" | "" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("`{text}`: give a duration like 60s, 5m or 1h")),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale >= 1.0 && v * scale <= 86_400.0 => {
+            Ok(std::time::Duration::from_secs_f64(v * scale))
+        }
+        _ => Err(format!("`{text}`: a window from 1s to 24h, e.g. 60s")),
+    }
 }
 
 /// Arguments of `jprof top`.

@@ -2,6 +2,7 @@
 //! a recording), `jprof symbolize` (addr2line for JIT code) and `jprof doctor` (can this
 //! machine profile, and the fix for each thing that is missing).
 
+pub mod continuous;
 pub mod doctor;
 pub mod dump;
 pub(crate) mod dump_j9;

@@ -205,6 +205,7 @@ const PUBLIC_MODULES: &[&str] = &[
     "sys::perf_event",
     "timeline",
     "tools",
+    "tools::continuous",
     "tools::doctor",
     "tools::dump",
     "tools::symbolize",

@@ -413,3 +413,91 @@ fn bad_addresses_and_an_empty_store_are_clear_errors() {
         text(&out)
     );
 }
+
+/// `record -a --rotate 1s --push URL` (whole host, as root) with `-o` in `dir`, stopped with
+/// Ctrl-C once `enough()` says so.
+fn record_windows(url: &str, dir: &Path, mut enough: impl FnMut() -> bool) -> Output {
+    let child = jprof()
+        .args([
+            "record",
+            "-a",
+            "-F",
+            "99",
+            "--no-java-agent",
+            "--rotate",
+            "1s",
+        ])
+        .args(["--push", url, "--label", "host=cont", "-o"])
+        .arg(dir.join("host.data"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::live_support::wait_for("two windows", std::time::Duration::from_secs(300), || {
+        enough().then_some(())
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The finished windows in `dir` (a window in progress has another name until it is done).
+fn windows_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("host.data."))
+                .is_some_and(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn continuous_mode_pushes_each_window_and_keeps_them_while_the_store_is_down() {
+    let mut server = ClickHouse::start();
+    let url = server.url("continuous");
+    let dir = tempfile::tempdir().unwrap();
+    let pushes = |server: &ClickHouse| -> u64 {
+        let tables = server.query(
+            "SELECT count() FROM system.tables WHERE database = 'continuous' AND name = 'pushes'",
+        );
+        if tables.trim() != "1" {
+            return 0;
+        }
+        server
+            .query("SELECT uniqExact(push_id) FROM continuous.pushes")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let out = record_windows(&url, dir.path(), || pushes(&server) >= 2);
+    assert!(out.status.success(), "{}", text(&out));
+    let pushed = pushes(&server);
+    assert!(pushed >= 2, "{pushed} windows pushed: {}", text(&out));
+    assert_eq!(
+        windows_in(dir.path()),
+        Vec::<PathBuf>::new(),
+        "pushed windows are removed"
+    );
+    assert!(total(&collapsed_from(&url, &["host=cont"])) > 0);
+
+    // The store down: the windows stay on disk, and `jprof push` sends them later.
+    server.kill();
+    let down = tempfile::tempdir().unwrap();
+    let out = record_windows(&url, down.path(), || windows_in(down.path()).len() >= 2);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("kept for later"), "{}", text(&out));
+    assert!(text(&out).contains("not pushed"), "{}", text(&out));
+    let kept = windows_in(down.path());
+    assert!(kept.len() >= 2, "{kept:?}: {}", text(&out));
+    server.restart();
+    for window in &kept {
+        push_ok(&url, &["host=cont"], window);
+    }
+    assert_eq!(pushes(&server), pushed + kept.len() as u64);
+}

@@ -21,6 +21,8 @@ macro_rules! argv {
     ($($arg:expr),* $(,)?) => { vec![$(OsString::from(&$arg)),*] };
 }
 
+/// The fleet store in ClickHouse: insert rate, bytes per sample, fleet query time.
+mod fleet;
 /// Recording size, recorder memory and binary sizes against perf (issue 16).
 mod footprint;
 /// `jprof report -i perf.data` against `perf inject --jit` + `perf script` + inferno.
@@ -59,6 +61,8 @@ struct Options {
     footprint_only: bool,
     /// jprof vs perf vs samply on tsc, javac and a native program, and off-CPU (`--peers`).
     peers: bool,
+    /// Only the fleet store's scale (`--fleet-only`; `--scale S`: S × 10 million samples).
+    fleet_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -74,6 +78,7 @@ fn parse(args: &[String]) -> Result<Options> {
         node_only: false,
         footprint_only: false,
         peers: false,
+        fleet_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -99,8 +104,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--node-only" => options.node_only = true,
             "--footprint-only" => options.footprint_only = true,
             "--peers" => options.peers = true,
+            "--fleet-only" => options.fleet_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --footprint-only, --peers)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --footprint-only, --peers, --fleet-only)"
             ),
         }
     }
@@ -302,6 +308,12 @@ pub fn run(args: &[String]) -> Result<()> {
         // Needs llvm-xray only, not perf or inferno.
         let table = xray::compare(&build_jprof()?, options.runs)?;
         print!("{table}");
+        return Ok(());
+    }
+    if options.fleet_only {
+        // Needs Debian's clickhouse-server only.
+        let scale: f64 = options.scale.parse().context("--scale: a number")?;
+        print!("{}", fleet::measure(&build_jprof()?, scale * 10.0)?);
         return Ok(());
     }
     if options.node_only {

@@ -1,0 +1,144 @@
+//! `jprof record -a --rotate 60s --push clickhouse://…`: the host recorded in windows, each
+//! a recording of its own (`OUTPUT.000001`, …) pushed to the fleet store while the next window
+//! records. A pushed window's file is removed; while the store is unreachable the windows wait
+//! on disk and are pushed, oldest first, once it answers, at most [`MAX_WAITING`] of them (the
+//! oldest is dropped, with a warning, beyond that), so local disk stays bounded.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::fleet::{Label, PushConfig, Store};
+use crate::record::RecordConfig;
+
+/// Windows kept on disk while the store cannot take them.
+pub const MAX_WAITING: usize = 10;
+
+/// Where and how often the windows go.
+#[derive(Clone, Debug)]
+pub struct Continuous {
+    /// The length of a window (`--rotate`).
+    pub rotate: Duration,
+    /// The fleet store (`--push`).
+    pub store: Store,
+    /// The pushes' labels (`--label`; `host` is added as for `jprof push`).
+    pub labels: Vec<Label>,
+}
+
+/// Records windows until Ctrl-C, SIGTERM or SIGHUP (or `--duration` in all), pushing each.
+pub fn run(config: &RecordConfig, continuous: &Continuous) -> Result<i32> {
+    if continuous.rotate < Duration::from_secs(1) {
+        return Err(Error::Usage("--rotate must be at least 1s".into()));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| Error::Other(format!("cannot handle signal {signal}: {e}")))?;
+    }
+    let waiting: Arc<Mutex<VecDeque<PathBuf>>> = Arc::default();
+    let (tx, rx) = mpsc::channel::<()>();
+    let pusher = {
+        let waiting = Arc::clone(&waiting);
+        let continuous = continuous.clone();
+        std::thread::spawn(move || {
+            // One round per finished window, and a last one when the sender is dropped.
+            while rx.recv().is_ok() {
+                push_waiting(&waiting, &continuous);
+            }
+            push_waiting(&waiting, &continuous);
+        })
+    };
+    let end = config.duration.map(|d| Instant::now() + d);
+    let mut code = 0;
+    for window in 1u64.. {
+        let left = end.map(|e| e.saturating_duration_since(Instant::now()));
+        if stop.load(Ordering::Relaxed) || left.is_some_and(|l| l.is_zero()) {
+            break;
+        }
+        let mut name = config.output.clone().into_os_string();
+        name.push(format!(".{window:06}"));
+        let window_config = RecordConfig {
+            output: PathBuf::from(name),
+            duration: Some(left.map_or(continuous.rotate, |l| l.min(continuous.rotate))),
+            ..config.clone()
+        };
+        let recorded = crate::record::run(&window_config);
+        {
+            let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if window_config.output.exists() {
+                waiting.push_back(window_config.output.clone());
+            }
+            while waiting.len() > MAX_WAITING {
+                if let Some(oldest) = waiting.pop_front() {
+                    eprintln!(
+                        "jprof: warning: {} dropped: the store has not taken the last {MAX_WAITING} \
+                         windows",
+                        oldest.display()
+                    );
+                    let _ = std::fs::remove_file(&oldest);
+                }
+            }
+        }
+        let _ = tx.send(());
+        match recorded {
+            Ok(c) => code = c,
+            Err(e) => {
+                drop(tx);
+                let _ = pusher.join();
+                return Err(e);
+            }
+        }
+    }
+    drop(tx);
+    let _ = pusher.join();
+    let left = waiting.lock().unwrap_or_else(|p| p.into_inner()).len();
+    if left > 0 {
+        eprintln!(
+            "jprof: {left} windows not pushed (the store did not answer) are kept: push them with \
+             `jprof push --to {} {}.*`",
+            continuous.store,
+            config.output.display()
+        );
+    }
+    Ok(code)
+}
+
+/// Pushes the waiting windows, oldest first; stops at the first failure (kept for next time).
+fn push_waiting(waiting: &Mutex<VecDeque<PathBuf>>, continuous: &Continuous) {
+    loop {
+        let Some(next) = waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .front()
+            .cloned()
+        else {
+            return;
+        };
+        let config = PushConfig {
+            store: continuous.store.clone(),
+            labels: continuous.labels.clone(),
+            files: vec![next.clone()],
+            batch_rows: crate::fleet::DEFAULT_BATCH_ROWS,
+        };
+        match crate::fleet::push(&config) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&next);
+                let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
+                if waiting.front() == Some(&next) {
+                    waiting.pop_front();
+                }
+            }
+            Err(e) => {
+                eprintln!(
+                    "jprof: warning: {} kept for later: {}",
+                    next.display(),
+                    e.terminal_message()
+                );
+                return;
+            }
+        }
+    }
+}
