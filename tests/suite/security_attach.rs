@@ -22,7 +22,7 @@ use crate::jdk_support;
 use crate::attacker_support;
 use attacker_support::user;
 
-/// One fake JVM at a time (the RSS bound reads the children's maximum).
+/// One fake JVM at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -200,11 +200,20 @@ fn assert_finished_without_a_claim(data: &Path, out: &Output) {
     assert!(partials.is_empty(), "left behind: {partials:?}");
 }
 
-/// The largest resident set of any child this test binary waited for, in KiB.
-fn children_max_rss_kib() -> i64 {
-    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .unwrap()
-        .max_rss()
+/// jprof's own peak resident set (KiB), as its parent sees it through wait4: jprof runs
+/// under a python3 parent that prints `max_rss_kib N` as the last stderr line. (This process's
+/// RUSAGE_CHILDREN would count the children of every test of the suite, JVMs included.)
+const MAX_RSS_OF: &str = "import os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(p.pid, 0)
+print('max_rss_kib', usage.ru_maxrss, file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(status))";
+
+fn max_rss_kib(stderr: &str) -> i64 {
+    let last = stderr.lines().last().unwrap_or_default();
+    last.strip_prefix("max_rss_kib ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no max_rss_kib line: {stderr}"))
 }
 
 /// Endless reply: jprof takes at most its cap and stays small (the attack grew it to 2.95 GB).
@@ -214,7 +223,14 @@ fn an_endless_reply_leaves_jprof_small() {
     let mut fake = FakeJvm::start("endless", &hotspot_libjvm(), "dlopen");
     let dir = out_dir();
     let data = dir.path().join("root.data");
-    let jprof = jprof_attached(fake.pid(), &data, &["--duration", "2"]);
+    let jprof = Command::new("/usr/bin/python3")
+        .args(["-c", MAX_RSS_OF, cli_support::JPROF, "record", "-o"])
+        .arg(&data)
+        .args(["--duration", "2", "-p", &fake.pid().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run jprof under python3");
     let out = exits_within(jprof, Duration::from_secs(60));
     assert!(
         out.status.success(),
@@ -225,8 +241,8 @@ fn an_endless_reply_leaves_jprof_small() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("its answer exceeded 64 KiB"), "{stderr}");
     assert_finished_without_a_claim(&data, &out);
-    let rss = children_max_rss_kib();
-    assert!(rss < 512 * 1024, "a child of this test reached {rss} KiB");
+    let rss = max_rss_kib(&stderr);
+    assert!(rss < 512 * 1024, "jprof reached {rss} KiB");
 }
 
 /// A trickled reply: `--duration 2` still ends the recording within seconds.

@@ -54,8 +54,10 @@ fn sample_fixture(call_graph: &str, dir: &Path) -> (Vec<u8>, PathBuf) {
     let fd = perf_event::open(&mut attr, pid as i32, -1).expect("perf_event_open (run as root)");
     let mut ring = PerfMmap::new(fd, 512).unwrap();
     let mut bytes = Vec::new();
-    let end = Instant::now() + Duration::from_millis(600);
-    while Instant::now() < end {
+    // 0.6 s of the fixture's CPU time (not wall time: on a loaded machine it gets less CPU,
+    // and cpu-clock samples follow its CPU time), at most a minute.
+    let end = Instant::now() + Duration::from_secs(60);
+    while cpu_seconds(pid) < 0.6 && Instant::now() < end {
         ring.drain_into(&mut bytes);
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -67,6 +69,23 @@ fn sample_fixture(call_graph: &str, dir: &Path) -> (Vec<u8>, PathBuf) {
     let mut meta = meta(call_graph);
     meta.target_pid = Some(pid);
     (recording_bytes(&meta, &records), bin)
+}
+
+/// User plus system CPU time of process `pid` so far, in seconds (/proc/PID/stat).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the parenthesised comm; utime and stime are the 14th and 15th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap_or(100);
+    ticks as f64 / per_second as f64
 }
 
 fn profile_of(bytes: Vec<u8>) -> Profile {
