@@ -1,24 +1,22 @@
-//! Every `unsafe` line of the agent: hand-written JVMTI bindings (only the functions called, at
-//! their 1-based numbers in jdk/include/jvmti.h; the slot in the table is number − 1), the
-//! exported `Agent_OnLoad` / `Agent_OnAttach` / `Agent_OnUnload`, the event callbacks (each
-//! decodes the VM's pointers into owned Rust data and hands it to `events`, inside
-//! `catch_unwind` so no panic ever unwinds into the JVM), the jitdump marker mmap and rdtsc.
+//! The agent's boundary with the VM, and every `unsafe` line of it: hand-written JVMTI bindings
+//! (only the functions called, at their 1-based numbers in jdk/include/jvmti.h; the slot in the
+//! table is number − 1), the VM's pointers decoded into owned Rust data (code bytes, inline
+//! records, OpenJ9 metadata, strings), the jitdump marker mmap and rdtsc. It calls nothing
+//! above it: `entry` (the exported functions and event callbacks) hands what it decodes here
+//! to `events`.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
 
 use crate::debug::{MethodInfo, PcStack};
-use crate::events::{self, Agent};
 use crate::j9;
 use crate::names;
 
-type Jint = i32;
+pub(crate) type Jint = i32;
 type JvmtiError = c_int;
 const JVMTI_ERROR_NONE: JvmtiError = 0;
-const JNI_OK: Jint = 0;
+pub(crate) const JNI_OK: Jint = 0;
 /// `JVMTI_VERSION_1_2` (jvmti.h): every HotSpot since JDK 7 provides it.
 const JVMTI_VERSION_1_2: Jint = 0x3001_0200;
 const JVMTI_ENABLE: c_int = 1;
@@ -27,9 +25,9 @@ const JVMTI_ENABLE: c_int = 1;
 const EVENT_VM_INIT: c_int = 50;
 const EVENT_VM_DEATH: c_int = 51;
 const EVENT_CLASS_PREPARE: c_int = 56;
-const EVENT_COMPILED_METHOD_LOAD: c_int = 68;
+pub(crate) const EVENT_COMPILED_METHOD_LOAD: c_int = 68;
 const EVENT_COMPILED_METHOD_UNLOAD: c_int = 69;
-const EVENT_DYNAMIC_CODE_GENERATED: c_int = 70;
+pub(crate) const EVENT_DYNAMIC_CODE_GENERATED: c_int = 70;
 /// jvmtiEventCallbacks has one slot per event from 50 (VMInit) to 86 in JDK 17 (88 in JDK 21+);
 /// SetEventCallbacks takes the size, so the JDK 17 length works on every version.
 const CALLBACK_SLOTS: usize = 37;
@@ -49,9 +47,9 @@ pub struct FunctionTable {
     functions: *const *const c_void,
 }
 
-type RawEnv = *mut FunctionTable;
-type JMethodId = *mut c_void;
-type JClass = *mut c_void;
+pub(crate) type RawEnv = *mut FunctionTable;
+pub(crate) type JMethodId = *mut c_void;
+pub(crate) type JClass = *mut c_void;
 
 #[repr(C)]
 struct LineNumberEntry {
@@ -135,6 +133,11 @@ impl MethodId {
     /// For matching a load with its unload only; never passed back to JVMTI from there.
     pub fn raw(self) -> usize {
         self.0
+    }
+
+    /// The id of a jmethodID the VM passed to a callback.
+    pub(crate) fn of_vm(method: JMethodId) -> Self {
+        Self(method as usize)
     }
 
     /// A made-up id, for tests that must show it is never used.
@@ -373,7 +376,8 @@ impl Jvmti {
         Some(info)
     }
 
-    fn generate_events(&self, event: c_int) {
+    /// Asks the VM to post again the events of kind `event` for what exists already.
+    pub(crate) fn generate_events(&self, event: c_int) {
         if let Some(f) = table_fn!(self.env, 123, GenerateEventsFn) {
             // SAFETY: live env; the event number is one of jvmti.h's.
             unsafe { f(self.env, event) };
@@ -381,19 +385,8 @@ impl Jvmti {
     }
 }
 
-static AGENT: OnceLock<Agent> = OnceLock::new();
-
-/// Runs `f` on the agent, swallowing panics: nothing may unwind into the JVM.
-fn with_agent(f: impl FnOnce(&Agent)) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        if let Some(agent) = AGENT.get() {
-            f(agent);
-        }
-    }));
-}
-
 /// Owned copy of `len` bytes of code at `addr`.
-fn copy_code(addr: *const c_void, len: Jint) -> Vec<u8> {
+pub(crate) fn copy_code(addr: *const c_void, len: Jint) -> Vec<u8> {
     if addr.is_null() || len <= 0 {
         return Vec::new();
     }
@@ -435,7 +428,7 @@ pub fn copy_openj9_metadata(compile_info: *const c_void, code_addr: u64) -> Opti
 }
 
 /// The inline records of `compile_info` (a chain of jvmticmlr.h records), as owned data.
-fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcStack<MethodId>> {
+pub(crate) fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcStack<MethodId>> {
     let mut out = Vec::new();
     let mut record = compile_info.cast::<CmlrHeader>();
     // A bound on the chain, so a corrupt `next` cannot loop forever.
@@ -480,116 +473,24 @@ fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcStack<MethodI
     out
 }
 
-unsafe extern "C" fn on_compiled_method_load(
-    _env: RawEnv,
-    method: JMethodId,
-    code_size: Jint,
-    code_addr: *const c_void,
-    _map_length: Jint,
-    _map: *const c_void,
-    compile_info: *const c_void,
-) {
-    with_agent(|agent| {
-        let code = copy_code(code_addr, code_size);
-        // OpenJ9's compile_info is its metadata, not jvmticmlr.h records.
-        let (pcs, j9_metadata) = if agent.openj9 {
-            let image = copy_openj9_metadata(compile_info, code_addr as u64);
-            (Vec::new(), image.map(|i| (compile_info as u64, i)))
-        } else {
-            (pc_stacks(compile_info, code_addr as u64), None)
-        };
-        events::compiled_method_load(
-            agent,
-            MethodId(method as usize),
-            code_addr as u64,
-            &code,
-            &pcs,
-            j9_metadata,
-        );
-    });
+/// A NUL-terminated string the VM passed (options, a stub's name), or `None` for null.
+pub(crate) fn vm_text(text: *const c_char) -> Option<String> {
+    if text.is_null() {
+        return None;
+    }
+    // SAFETY: the VM passes NUL-terminated strings valid during the call.
+    Some(
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
-unsafe extern "C" fn on_compiled_method_unload(
-    _env: RawEnv,
-    method: JMethodId,
-    code_addr: *const c_void,
-) {
-    with_agent(|agent| {
-        events::compiled_method_unload(agent, MethodId(method as usize), code_addr as u64)
-    });
-}
-
-unsafe extern "C" fn on_dynamic_code_generated(
-    _env: RawEnv,
-    name: *const c_char,
-    address: *const c_void,
-    length: Jint,
-) {
-    with_agent(|agent| {
-        let name = if name.is_null() {
-            "[HotSpot stub]".to_string()
-        } else {
-            // SAFETY: the VM passes a NUL-terminated name valid during the callback.
-            unsafe { CStr::from_ptr(name) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        let code = copy_code(address, length);
-        events::dynamic_code_generated(agent, &name, address as u64, &code);
-    });
-}
-
-unsafe extern "C" fn on_vm_init(_env: RawEnv, _jni: *mut c_void, _thread: *mut c_void) {
-    with_agent(|agent| {
-        // Stubs generated before the live phase are not all posted; replaying them is cheap.
-        agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
-        // Classes prepared before the live phase got no ClassPrepare.
-        events::all_loaded_classes(agent);
-        events::flush(agent);
-    });
-}
-
-unsafe extern "C" fn on_class_prepare(
-    _env: RawEnv,
-    _jni: *mut c_void,
-    _thread: *mut c_void,
-    class: JClass,
-) {
-    with_agent(|agent| {
-        if events::names_methods(agent) {
-            events::class_prepared(agent, agent.jvmti.methods_of(class));
-        }
-    });
-}
-
-unsafe extern "C" fn on_vm_death(_env: RawEnv, _jni: *mut c_void) {
-    with_agent(events::close);
-}
-
-/// Sets up the env: capabilities, callbacks, events. `Err` says what failed.
-fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<(), String> {
+/// The JVMTI 1.2 env of `vm`, with the capabilities the agent needs added (line numbers and
+/// source files when the VM has them). `Err` says what failed.
+pub(crate) fn open_jvmti(vm: *mut FunctionTable) -> Result<Jvmti, String> {
     if vm.is_null() {
         return Err("no JavaVM".into());
-    }
-    let options = if options.is_null() {
-        String::new()
-    } else {
-        // SAFETY: the VM passes the `=...` part of -agentpath as a NUL-terminated string.
-        unsafe { CStr::from_ptr(options) }
-            .to_string_lossy()
-            .into_owned()
-    };
-    if let Some(agent) = AGENT.get() {
-        // Attached again: the env, capabilities and callbacks are in place; start a new file.
-        if !live {
-            return Err("the agent is already loaded in this VM".into());
-        }
-        events::restart(agent, &options)?;
-        agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
-        agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
-        events::all_loaded_classes(agent);
-        events::flush(agent);
-        return Ok(());
     }
     let get_env = table_fn!(vm, 7, GetEnvFn).ok_or("JNI GetEnv missing")?;
     let mut env: *mut c_void = std::ptr::null_mut();
@@ -614,104 +515,71 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
     {
         return Err("the VM cannot generate CompiledMethodLoad events".into());
     }
-    let jvmti = Jvmti {
+    Ok(Jvmti {
         env,
         lines: caps[0] & CAN_GET_LINE_NUMBERS != 0,
         source_files: caps[0] & CAN_GET_SOURCE_FILE_NAME != 0,
-    };
+    })
+}
 
-    let agent = events::start(jvmti, &options)?;
-    if AGENT.set(agent).is_err() {
-        return Err("the agent is already loaded in this VM".into());
-    }
+/// The event callbacks the agent installs, with jvmti.h's signatures.
+pub(crate) struct Callbacks {
+    pub(crate) vm_init: extern "C" fn(RawEnv, *mut c_void, *mut c_void),
+    pub(crate) vm_death: extern "C" fn(RawEnv, *mut c_void),
+    pub(crate) class_prepare: extern "C" fn(RawEnv, *mut c_void, *mut c_void, JClass),
+    pub(crate) compiled_method_load:
+        extern "C" fn(RawEnv, JMethodId, Jint, *const c_void, Jint, *const c_void, *const c_void),
+    pub(crate) compiled_method_unload: extern "C" fn(RawEnv, JMethodId, *const c_void),
+    pub(crate) dynamic_code_generated: extern "C" fn(RawEnv, *const c_char, *const c_void, Jint),
+}
 
-    let mut callbacks = [std::ptr::null::<c_void>(); CALLBACK_SLOTS];
-    let slot = |event: c_int| (event - EVENT_VM_INIT) as usize;
-    callbacks[slot(EVENT_VM_INIT)] = on_vm_init as *const c_void;
-    callbacks[slot(EVENT_VM_DEATH)] = on_vm_death as *const c_void;
-    callbacks[slot(EVENT_CLASS_PREPARE)] = on_class_prepare as *const c_void;
-    callbacks[slot(EVENT_COMPILED_METHOD_LOAD)] = on_compiled_method_load as *const c_void;
-    callbacks[slot(EVENT_COMPILED_METHOD_UNLOAD)] = on_compiled_method_unload as *const c_void;
-    callbacks[slot(EVENT_DYNAMIC_CODE_GENERATED)] = on_dynamic_code_generated as *const c_void;
-    let set_callbacks =
-        table_fn!(env, 122, SetEventCallbacksFn).ok_or("SetEventCallbacks missing")?;
-    // SAFETY: the array has the layout of jvmtiEventCallbacks' first CALLBACK_SLOTS fields
-    // (one function pointer per event from 50); the VM copies it.
-    let err = unsafe {
-        set_callbacks(
-            env,
-            callbacks.as_ptr().cast(),
-            std::mem::size_of_val(&callbacks) as Jint,
-        )
-    };
-    if err != JVMTI_ERROR_NONE {
-        return Err(format!("SetEventCallbacks failed ({err})"));
-    }
-    let enable =
-        table_fn!(env, 2, SetEventNotificationModeFn).ok_or("SetEventNotificationMode missing")?;
-    for event in [
-        EVENT_VM_INIT,
-        EVENT_VM_DEATH,
-        EVENT_CLASS_PREPARE,
-        EVENT_COMPILED_METHOD_LOAD,
-        EVENT_COMPILED_METHOD_UNLOAD,
-        EVENT_DYNAMIC_CODE_GENERATED,
-    ] {
-        // SAFETY: live env; a null thread means all threads.
-        let err = unsafe { enable(env, JVMTI_ENABLE, event, std::ptr::null_mut()) };
+impl Jvmti {
+    /// Installs `callbacks` and enables their events. `Err` says what failed.
+    pub(crate) fn enable_events(&self, callbacks: &Callbacks) -> Result<(), String> {
+        let env = self.env;
+        let mut table = [std::ptr::null::<c_void>(); CALLBACK_SLOTS];
+        let slot = |event: c_int| (event - EVENT_VM_INIT) as usize;
+        table[slot(EVENT_VM_INIT)] = callbacks.vm_init as *const c_void;
+        table[slot(EVENT_VM_DEATH)] = callbacks.vm_death as *const c_void;
+        table[slot(EVENT_CLASS_PREPARE)] = callbacks.class_prepare as *const c_void;
+        table[slot(EVENT_COMPILED_METHOD_LOAD)] = callbacks.compiled_method_load as *const c_void;
+        table[slot(EVENT_COMPILED_METHOD_UNLOAD)] =
+            callbacks.compiled_method_unload as *const c_void;
+        table[slot(EVENT_DYNAMIC_CODE_GENERATED)] =
+            callbacks.dynamic_code_generated as *const c_void;
+        let set_callbacks =
+            table_fn!(env, 122, SetEventCallbacksFn).ok_or("SetEventCallbacks missing")?;
+        // SAFETY: the array has the layout of jvmtiEventCallbacks' first CALLBACK_SLOTS fields
+        // (one function pointer per event from 50, each with jvmti.h's signature); the VM
+        // copies it.
+        let err = unsafe {
+            set_callbacks(
+                env,
+                table.as_ptr().cast(),
+                std::mem::size_of_val(&table) as Jint,
+            )
+        };
         if err != JVMTI_ERROR_NONE {
-            return Err(format!("enabling event {event} failed ({err})"));
+            return Err(format!("SetEventCallbacks failed ({err})"));
         }
-    }
-    if live {
-        // Attached to a running VM: replay what was compiled and generated before us.
-        if let Some(agent) = AGENT.get() {
-            agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
-            agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
-            events::all_loaded_classes(agent);
-            events::flush(agent);
+        let enable = table_fn!(env, 2, SetEventNotificationModeFn)
+            .ok_or("SetEventNotificationMode missing")?;
+        for event in [
+            EVENT_VM_INIT,
+            EVENT_VM_DEATH,
+            EVENT_CLASS_PREPARE,
+            EVENT_COMPILED_METHOD_LOAD,
+            EVENT_COMPILED_METHOD_UNLOAD,
+            EVENT_DYNAMIC_CODE_GENERATED,
+        ] {
+            // SAFETY: live env; a null thread means all threads.
+            let err = unsafe { enable(env, JVMTI_ENABLE, event, std::ptr::null_mut()) };
+            if err != JVMTI_ERROR_NONE {
+                return Err(format!("enabling event {event} failed ({err})"));
+            }
         }
+        Ok(())
     }
-    Ok(())
-}
-
-/// `-agentpath:libjprof_agent.so[=dir=PATH]`. Never stops the VM from starting: a failure is
-/// reported on stderr and the VM runs without the agent.
-#[no_mangle]
-pub extern "C" fn Agent_OnLoad(
-    vm: *mut FunctionTable,
-    options: *const c_char,
-    _reserved: *mut c_void,
-) -> Jint {
-    let result = catch_unwind(AssertUnwindSafe(|| init(vm, options, false)));
-    match result {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => eprintln!("jprof agent: not active: {e}"),
-        Err(_) => eprintln!("jprof agent: not active: internal error"),
-    }
-    JNI_OK
-}
-
-/// Dynamic attach (`load` command): the attaching tool gets a non-zero code on failure.
-#[no_mangle]
-pub extern "C" fn Agent_OnAttach(
-    vm: *mut FunctionTable,
-    options: *const c_char,
-    _reserved: *mut c_void,
-) -> Jint {
-    match catch_unwind(AssertUnwindSafe(|| init(vm, options, true))) {
-        Ok(Ok(())) => JNI_OK,
-        Ok(Err(e)) => {
-            eprintln!("jprof agent: attach failed: {e}");
-            -1
-        }
-        Err(_) => -1,
-    }
-}
-
-#[no_mangle]
-pub extern "C" fn Agent_OnUnload(_vm: *mut FunctionTable) {
-    with_agent(events::close);
 }
 
 /// The jitdump marker: an executable private mapping of the file's first page, which the

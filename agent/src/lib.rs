@@ -5,15 +5,20 @@
 //! method (samply's DEBUG_INFO2), and unload records so reused code-cache addresses resolve by
 //! time. See docs/java.md.
 //!
-//! Layout: `ffi` holds every `unsafe` line (JVMTI bindings, the exported entry points, the marker
-//! mmap, rdtsc); the rest is safe Rust: `events` turns JVMTI events into jitdump records,
-//! `debug` builds line and inline tables, `dump` owns the file, `clock` the timestamps.
+//! Layout, top down: `entry` is where the VM calls in (the exported `Agent_On*` functions and
+//! the event callbacks); `events` turns JVMTI events into jitdump records, `debug` builds line
+//! and inline tables, `dump` owns the file, `clock` the timestamps; `ffi` at the bottom is the
+//! boundary with the VM (JVMTI bindings, the VM's pointers decoded, the marker mmap, rdtsc)
+//! and holds every `unsafe` line, calling nothing above it.
 
 #![deny(unsafe_code)]
 
 mod clock;
 mod debug;
 mod dump;
+// `#[no_mangle]` on the exported functions is its only unsafe construct.
+#[allow(unsafe_code)]
+mod entry;
 mod events;
 #[allow(unsafe_code)]
 mod ffi;

@@ -754,7 +754,6 @@ const FOLDERS_WITH_CIRCLES: &[&str] = &[
     "crates/format/src/j9",
     "crates/format/src/mlpd",
     "crates/format/src/xray",
-    "agent/src/",
     "xtask/src/",
 ];
 
