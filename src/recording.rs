@@ -139,6 +139,15 @@ impl EventConfig {
         !self.periods_are_ns() && self.event != Self::CYCLES && self.unit().is_some()
     }
 
+    /// `, weights count page faults` (what the weights count, for the event line of the
+    /// summary and the text report) when they count occurrences; else empty.
+    pub(crate) fn weights_count(&self) -> String {
+        match self.unit() {
+            Some(unit) if self.counts_occurrences() => format!(", weights count {unit}"),
+            _ => String::new(),
+        }
+    }
+
     /// How to decode this configuration's samples.
     pub(crate) fn layout(&self) -> SampleLayout {
         SampleLayout {

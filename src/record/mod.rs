@@ -30,7 +30,6 @@ use crate::sys::child;
 pub use events::online_cpus;
 pub(crate) use events::{attr_for, read_sysctl, StackCopy};
 pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
-pub(crate) use summary::weights_count;
 
 /// Whether the kernel refuses names planted in `/tmp` (so every runtime of a launched tree can
 /// be asked for its fixed `/tmp` names).

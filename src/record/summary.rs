@@ -14,14 +14,6 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// `, weights count page faults` for an event that is not time (empty otherwise).
-pub(crate) fn weights_count(e: &crate::recording::EventConfig) -> String {
-    match e.unit() {
-        Some(unit) if e.counts_occurrences() => format!(", weights count {unit}"),
-        _ => String::new(),
-    }
-}
-
 /// Writes the summary to stderr (stdout belongs to the target).
 /// Write errors are ignored: the terminal may be gone (SIGHUP) and the recording is complete.
 pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
@@ -37,7 +29,7 @@ pub fn print(path: &Path, meta: &Meta, s: &Summary, clock: &ClockConversion) {
         s.samples,
         e.event,
         e.frequency_hz,
-        weights_count(e),
+        e.weights_count(),
         e.call_graph,
         if e.kernel_callchains { "on" } else { "off" }
     );

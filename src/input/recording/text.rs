@@ -268,7 +268,7 @@ pub fn write_summary(
         "Event:     {} at {} Hz{}, call graph {}",
         event.event,
         event.frequency_hz,
-        crate::record::weights_count(event),
+        event.weights_count(),
         event.call_graph
     )?;
     if !event.kernel_callchains {
