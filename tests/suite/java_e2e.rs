@@ -32,7 +32,7 @@ fn javac() -> PathBuf {
 }
 
 /// Builds the agent with the same profile and target directory as the jprof under test.
-fn agent() -> &'static Path {
+pub(crate) fn agent() -> &'static Path {
     static AGENT: OnceLock<PathBuf> = OnceLock::new();
     AGENT.get_or_init(|| {
         let bin_dir = Path::new(JPROF)
