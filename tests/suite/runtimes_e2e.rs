@@ -297,25 +297,7 @@ fn python_stacks_reach_main(version: &str) {
         "{}",
         run.summary
     );
-    let total: u64 = run.stacks.iter().map(|s| s.1).sum();
-    let (mut reach_main, mut deep) = (0u64, 0u64);
-    for (stack, n) in &run.stacks {
-        let frames: Vec<&str> = stack.split(';').collect();
-        if !frames.iter().any(|f| f.starts_with("main deep_calls.py")) {
-            continue;
-        }
-        reach_main += n;
-        if frames
-            .iter()
-            .filter(|f| f.contains("deep_calls.py"))
-            .count()
-            >= 20
-        {
-            deep += n;
-        }
-    }
-    let share = reach_main as f64 / total.max(1) as f64;
-    let deep_share = deep as f64 / total.max(1) as f64;
+    let (share, deep_share) = reach_main(&run.stacks);
     assert!(
         share >= 0.9,
         "CPython {version}: {:.1}% of samples reach main:\n{}",
@@ -329,6 +311,102 @@ fn python_stacks_reach_main(version: &str) {
         100.0 * deep_share
     );
     assert_no_side_files(dir.path(), &run);
+}
+
+/// The shares of samples (weights) of deep_calls.py whose stack reaches `main`, and that reach
+/// it from 20 or more Python frames down.
+fn reach_main(stacks: &[(String, u64)]) -> (f64, f64) {
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    let (mut reach, mut deep) = (0u64, 0u64);
+    for (stack, n) in stacks {
+        let frames: Vec<&str> = stack.split(';').collect();
+        if !frames.iter().any(|f| f.starts_with("main deep_calls.py")) {
+            continue;
+        }
+        reach += n;
+        if frames
+            .iter()
+            .filter(|f| f.contains("deep_calls.py"))
+            .count()
+            >= 20
+        {
+            deep += n;
+        }
+    }
+    let share = |n: u64| n as f64 / total.max(1) as f64;
+    (share(reach), share(deep))
+}
+
+/// `jprof record -p` of a running CPython 3.12 (started with `-X perf` by hand): it is told
+/// from its mappings and gets the same deep DWARF unwinding.
+#[test]
+fn an_attached_python_312_gets_the_deep_stack_copy() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let python = pyenv_bin("3.12").join("python3.12");
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python/deep_calls.py");
+    // Says when it runs, then works far longer than the recording.
+    let script = format!(
+        "import runpy, sys\nsys.argv = [{:?}, '2000000']\nprint('ready', flush=True)\n\
+         runpy.run_path(sys.argv[0], run_name='__main__')\n",
+        program.to_str().unwrap()
+    );
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+            // CPython wrote it because this test asked (-X perf), not jprof.
+            let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.0.id()));
+        }
+    }
+    let mut target = Killed(
+        Command::new(&python)
+            .args(["-X", "perf", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(target.0.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let data = dir.path().join("attached.data");
+    let out = jprof()
+        .args(["record", "--duration", "1.5", "-o"])
+        .arg(&data)
+        .args(["-p", &target.0.id().to_string()])
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{summary}");
+    assert!(
+        summary.contains("call graph dwarf") && summary.contains("64 KiB stack copy"),
+        "{summary}"
+    );
+    let report = jprof()
+        .args(["report", "-f", "collapsed", "-o", "-", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let stacks: Vec<(String, u64)> = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (stack, n) = l.rsplit_once(' ')?;
+            Some((stack.to_string(), n.parse().ok()?))
+        })
+        .collect();
+    let (share, deep_share) = reach_main(&stacks);
+    assert!(share >= 0.9, "{:.1}% reach main:\n{summary}", 100.0 * share);
+    assert!(
+        deep_share >= 0.5,
+        "{:.1}% from ≥ 20 frames",
+        100.0 * deep_share
+    );
 }
 
 #[test]

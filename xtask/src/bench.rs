@@ -37,6 +37,8 @@ mod node;
 mod off_cpu;
 /// jprof against `perf record -g` and samply on tsc, javac and a native program.
 mod peers;
+/// CPython 3.12's deep stacks: the default's 64 KiB copy against fp, and alone.
+mod python;
 /// `jprof report -f text` on an XRay log against `llvm-xray account`.
 mod xray;
 
@@ -57,6 +59,8 @@ struct Options {
     off_cpu_only: bool,
     /// Only the Node overhead (`--node-only`).
     node_only: bool,
+    /// Only the CPython deep-stack comparison (`--python-only`).
+    python_only: bool,
     /// Only the footprint comparison (`--footprint-only`).
     footprint_only: bool,
     /// jprof vs perf vs samply on tsc, javac and a native program, and off-CPU (`--peers`).
@@ -76,6 +80,7 @@ fn parse(args: &[String]) -> Result<Options> {
         writers_only: false,
         off_cpu_only: false,
         node_only: false,
+        python_only: false,
         footprint_only: false,
         peers: false,
         fleet_only: false,
@@ -102,11 +107,12 @@ fn parse(args: &[String]) -> Result<Options> {
             "--writers-only" => options.writers_only = true,
             "--off-cpu-only" => options.off_cpu_only = true,
             "--node-only" => options.node_only = true,
+            "--python-only" => options.python_only = true,
             "--footprint-only" => options.footprint_only = true,
             "--peers" => options.peers = true,
             "--fleet-only" => options.fleet_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --footprint-only, --peers, --fleet-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --python-only, --footprint-only, --peers, --fleet-only)"
             ),
         }
     }
@@ -321,6 +327,11 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
+    if options.python_only {
+        let table = python::compare(&build_jprof()?, options.runs)?;
+        print!("{table}");
+        return Ok(());
+    }
     if options.off_cpu_only {
         // Needs perf only.
         if !available("perf") {
@@ -453,6 +464,7 @@ pub fn run(args: &[String]) -> Result<()> {
     table.push_str(&xray::compare(&jprof, options.runs)?);
     table.push_str(&off_cpu::compare(&jprof, options.runs)?);
     table.push_str(&node::compare(&jprof, options.runs)?);
+    table.push_str(&python::compare(&jprof, options.runs)?);
     table.push_str(&footprint::compare(&jprof, &example)?);
     print!("{table}");
     let md = target_dir().join("bench.md");

@@ -21,7 +21,8 @@ tasks:
                            jprof record/report vs perf record/perf script + inferno, side by side
                            (medians of N alternated runs, default 5; S scales the workload, default 1),
                            then every report writer on a 1 M-sample profile (--writers-only: just that),
-                           Java, Mono, XRay, off-CPU and Node comparisons (--off-cpu-only, --node-only),
+                           Java, Mono, XRay, off-CPU, Node and CPython comparisons (--off-cpu-only,
+                           --node-only, --python-only: CPython 3.12's deep stacks, default vs fp),
                            recording size, recorder memory and binary sizes (--footprint-only);
                            --peers: jprof vs perf record -g vs samply on tsc, javac and a native
                            program (end-to-end time, recording size, target slowdown) and off-CPU
