@@ -25,6 +25,8 @@ macro_rules! argv {
 mod fleet;
 /// Recording size, recorder memory and binary sizes against perf (issue 16).
 mod footprint;
+/// jprof record -a against perf record -a -g on a host busy with JIT processes.
+mod host;
 /// `jprof report -i perf.data` against `perf inject --jit` + `perf script` + inferno.
 mod import;
 /// The Java demo under jprof's agent against perf record + a perf map.
@@ -67,6 +69,8 @@ struct Options {
     peers: bool,
     /// Only the fleet store's scale (`--fleet-only`; `--scale S`: S × 10 million samples).
     fleet_only: bool,
+    /// Only the whole-host comparison (`--host-only`).
+    host_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -84,6 +88,7 @@ fn parse(args: &[String]) -> Result<Options> {
         footprint_only: false,
         peers: false,
         fleet_only: false,
+        host_only: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -111,8 +116,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--footprint-only" => options.footprint_only = true,
             "--peers" => options.peers = true,
             "--fleet-only" => options.fleet_only = true,
+            "--host-only" => options.host_only = true,
             other => bail!(
-                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --python-only, --footprint-only, --peers, --fleet-only)"
+                "bench: unknown argument {other:?} (try --runs N, --scale S, --import-only, --java-only, --mono-only, --xray-only, --writers-only, --off-cpu-only, --node-only, --python-only, --footprint-only, --peers, --fleet-only, --host-only)"
             ),
         }
     }
@@ -320,6 +326,11 @@ pub fn run(args: &[String]) -> Result<()> {
         // Needs Debian's clickhouse-server only.
         let scale: f64 = options.scale.parse().context("--scale: a number")?;
         print!("{}", fleet::measure(&build_jprof()?, scale * 10.0)?);
+        return Ok(());
+    }
+    if options.host_only {
+        let table = host::compare(&build_jprof()?, &build_example()?, options.runs)?;
+        print!("{table}");
         return Ok(());
     }
     if options.node_only {
