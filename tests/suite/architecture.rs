@@ -753,7 +753,6 @@ const FOLDERS_WITH_CIRCLES: &[&str] = &[
     "src/symbolize",
     "crates/format/src/j9",
     "crates/format/src/mlpd",
-    "crates/format/src/xray",
     "xtask/src/",
 ];
 

@@ -2,7 +2,7 @@
 //! `u16 record_type (0 function, 1 argument payload); u8 cpu; u8 kind; i32 func_id; u64 tsc;
 //! u32 tid; u32 pid (v3; junk before); 8 bytes padding (not zeroed by the runtime)`.
 
-use super::{Event, EventKind, Log, HEADER_LEN};
+use super::log::{Event, EventKind, Log, HEADER_LEN};
 use crate::{Endian, ParseError};
 
 /// Size of every basic-mode record.

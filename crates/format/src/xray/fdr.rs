@@ -6,7 +6,7 @@
 //! the record discriminant in bit 0 of the first byte, big-endian ones in bit 7 (the C
 //! bitfields are allocated from the other end); multi-byte fields follow the header's order.
 
-use super::{BufferStart, Event, EventKind, Log, HEADER_LEN};
+use super::log::{BufferStart, Event, EventKind, Log, HEADER_LEN};
 use crate::{Cursor, Endian, ParseError};
 
 /// Size of a metadata record in bytes (payloads of event markers come after it).

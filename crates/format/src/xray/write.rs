@@ -3,7 +3,7 @@
 //! the fuzzer and the benchmark use it for well-formed starting points.
 
 use super::fdr::{kind, metadata_introducer, METADATA_LEN};
-use super::{EventKind, HEADER_LEN};
+use super::log::{EventKind, HEADER_LEN};
 use crate::Endian;
 
 fn put_u16(out: &mut Vec<u8>, v: u16, e: Endian) {
