@@ -175,6 +175,10 @@ pub struct HostFacts {
     pub perf_event_paranoid: Option<i32>,
     /// `kernel.kptr_restrict`, if readable.
     pub kptr_restrict: Option<i32>,
+    /// `kernel.perf_event_max_stack`, if readable: the most frames (kernel and user together)
+    /// a sample's callchain holds; a callchain that long was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf_event_max_stack: Option<i32>,
 }
 
 /// The first chunk of every recording.

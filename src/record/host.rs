@@ -19,6 +19,7 @@ pub fn facts() -> HostFacts {
         page_size: crate::sys::perf_event::page_size() as u64,
         perf_event_paranoid: read_sysctl("perf_event_paranoid"),
         kptr_restrict: read_sysctl("kptr_restrict"),
+        perf_event_max_stack: read_sysctl("perf_event_max_stack"),
     }
 }
 

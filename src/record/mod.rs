@@ -343,7 +343,8 @@ fn runtime_notes_and_cleanup(
 }
 
 /// Embeds the symbols; returns the JIT coverage line of each process that ran JIT code
-/// (`still_writing`: whether it is an attached process whose runtime may name more later).
+/// (`still_writing`: whether it is an attached process whose runtime may name more later),
+/// then the stack depth line of each busy process.
 fn embed_symbols(
     output: &foreign_file::AtomicOutput,
     partial: &std::path::Path,
@@ -352,15 +353,20 @@ fn embed_symbols(
     let recording = Recording::open(partial)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
     let mut out = writer::ChunkWriter::append(file, partial);
-    let coverage =
+    let facts =
         crate::symbolize::embedded_symbols_and_coverage(&recording, &mut |kind, payload| {
             out.write_chunk(kind, payload)
         })?;
-    Ok(coverage
+    let coverage = facts
+        .coverage
         .into_iter()
         .filter(|(_, c)| c.named > 0 || c.unnamed >= 10)
-        .map(|(pid, c)| coverage_line(pid, c.named, c.unnamed, still_writing(pid)))
-        .collect())
+        .map(|(pid, c)| coverage_line(pid, c.named, c.unnamed, still_writing(pid)));
+    let depth = facts
+        .depth_lines
+        .into_iter()
+        .map(|l| format!("stacks: {l}"));
+    Ok(coverage.chain(depth).collect())
 }
 
 /// The summary's JIT coverage line of process `pid`. `still_writing`: it runs on with its JIT

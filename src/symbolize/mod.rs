@@ -6,6 +6,7 @@
 
 pub(crate) mod at_time;
 pub(crate) mod build_id;
+pub(crate) mod depth;
 pub(crate) mod embedded;
 pub(crate) mod frame_cache;
 mod interpreted;
@@ -23,7 +24,7 @@ mod unwound;
 use std::collections::BTreeMap;
 
 use crate::error::Result;
-use crate::format::perf::Record;
+use crate::format::perf::{context, Record};
 use crate::format::recording::ChunkKind;
 use crate::format::ParseError;
 use crate::profile::{Frame, FrameKind, Profile};
@@ -75,6 +76,8 @@ struct SampleStack {
     /// The callchain's user part, before unwinding.
     callchain_user: Vec<u64>,
     stack: AddressStack,
+    /// Where the recording says the stack may have been cut short (it may still be whole).
+    cut: Option<depth::Cut>,
 }
 
 /// The mapping an MMAP or MMAP2 record describes. A record without a build id takes the one
@@ -167,6 +170,12 @@ fn walk(
     let off_cpu_ids: rustc_hash::FxHashSet<u64> =
         recording.meta.event.off_cpu_ids.iter().copied().collect();
     let regs_mask = recording.meta.event.regs_user_mask;
+    let max_stack = recording
+        .meta
+        .host
+        .perf_event_max_stack
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n > 0);
     let mut model = ProcessModel::default();
     let mut unwinders = Unwinders::default();
     let mut unwound = embedded.filter(|e| e.stacks_in_chunks).map(|_| {
@@ -186,6 +195,10 @@ fn walk(
         let mut stack = split_callchain(s);
         let offset = timed.offset as u64;
         let callchain_user;
+        // The kernel stops a callchain at its limit, kernel and user frames together.
+        let at_limit = max_stack
+            .is_some_and(|max| s.callchain.iter().filter(|&a| a < context::MAX).count() >= max);
+        let mut copy_ended = false;
         match embedded.filter(|e| e.unwound) {
             Some(e) => {
                 let found = match &mut unwound {
@@ -209,6 +222,7 @@ fn walk(
                     };
                     if dwarf {
                         let walk = unwinders.unwind(&model, binaries, jit, &at);
+                        copy_ended = walk.copy_ended;
                         stack.user = unwind::continue_walk(walk, &callchain_user);
                     } else if stack.user.first() == Some(&regs.ip) {
                         if let Some(fixed) =
@@ -228,7 +242,7 @@ fn walk(
                     regs,
                     stack: s.stack_user,
                 };
-                let walked = unwinders.walk_copy(&model, binaries, jit, &at, MAX_WALK);
+                let (walked, ran_off) = unwinders.walk_copy(&model, binaries, jit, &at, MAX_WALK);
                 let in_interpreter = |i: usize| {
                     let addr = stack.user[i];
                     let probe = if i == 0 && stack.user_first_exact {
@@ -244,9 +258,18 @@ fn walk(
                     let word = s.stack_user.get(at..at.checked_add(8)?)?;
                     Some(u64::from_le_bytes(word.try_into().ok()?))
                 };
-                interpreted::methods(&stack.user, &walked, in_interpreter, read)
+                let methods = interpreted::methods(&stack.user, &walked, in_interpreter, read);
+                // An interpreted frame the walk of the copy never reached stays unnamed.
+                copy_ended |= ran_off
+                    && (0..stack.user.len()).any(|i| methods[i].is_none() && in_interpreter(i));
+                methods
             }
             _ => Vec::new(),
+        };
+        let cut = if at_limit {
+            Some(depth::Cut::KernelLimit)
+        } else {
+            copy_ended.then_some(depth::Cut::StackCopy)
         };
         let sample = SampleStack {
             offset,
@@ -259,6 +282,7 @@ fn walk(
             interpreted,
             callchain_user,
             stack,
+            cut,
         };
         visit(&model, binaries, &sample);
     });
@@ -336,12 +360,30 @@ pub fn resolve_with_jit(
         mut profile,
         symbolizer,
         kernel_frames,
+        depths,
         ..
     } = stacks.finish(&model);
     let notes = notes(&errors, &symbolizer, &binaries, kernel_frames);
     profile.notes.extend(notes);
+    profile
+        .notes
+        .extend(depth_lines(recording, &depths).map(|l| format!("stacks: {l}")));
     profile.notes.extend(jit.notes.iter().cloned());
     Ok((profile, jit))
+}
+
+/// The stack-depth line of each busy process, for the record summary and the report's notes.
+pub(crate) fn depth_lines(
+    recording: &Recording,
+    depths: &depth::StackDepths,
+) -> impl Iterator<Item = String> {
+    let max_stack = recording.meta.host.perf_event_max_stack.unwrap_or(0);
+    depths
+        .lines(
+            u16::try_from(max_stack).unwrap_or(u16::MAX),
+            recording.meta.event.stack_user_bytes,
+        )
+        .into_iter()
 }
 
 /// Root-first profile frames for one user address: the function, then what is inlined into
@@ -481,13 +523,23 @@ pub struct JitCoverage {
     pub(crate) unnamed: u64,
 }
 
+/// What the record summary says of the stacks, found while embedding the symbols.
+#[derive(Clone, Debug, Default)]
+pub struct StackFacts {
+    /// The JIT coverage of each process.
+    pub coverage: BTreeMap<u32, JitCoverage>,
+    /// How deep each busy process's stacks reach, one line each.
+    pub depth_lines: Vec<String>,
+}
+
 /// [`embedded_symbols`], each chunk handed to `store` as it is ready (the stacks while the
-/// walk runs, so they are never all in memory); returns the JIT coverage of each process.
-/// For `jprof record`'s end: the caches it built are left for the process's exit to free.
+/// walk runs, so they are never all in memory); returns the JIT coverage and stack depth of
+/// each process. For `jprof record`'s end: the caches it built are left for the process's exit
+/// to free.
 pub fn embedded_symbols_and_coverage(
     recording: &Recording,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
-) -> Result<BTreeMap<u32, JitCoverage>> {
+) -> Result<StackFacts> {
     embed(recording, store, true)
 }
 
@@ -496,8 +548,9 @@ fn embed(
     recording: &Recording,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
     exiting: bool,
-) -> Result<BTreeMap<u32, JitCoverage>> {
+) -> Result<StackFacts> {
     let mut coverage: BTreeMap<u32, JitCoverage> = BTreeMap::new();
+    let mut depths = depth::StackDepths::default();
     let mut binaries = BinaryCache::new(true, true);
     binaries.live_roots = true;
     let mut symbolizer = Symbolizer::new(None, true);
@@ -543,9 +596,33 @@ fn embed(
                     }
                 }
             }
+            // Whole: from a thread entry to the leaf, every frame named (as `StackBuilder`
+            // names them: JIT code first, a bare `Interpreter` frame unnamed).
+            let mut whole = !s.stack.user.is_empty();
+            let outermost = s.stack.user.len().saturating_sub(1);
             for (i, &addr) in s.stack.user.iter().enumerate() {
                 let exact = i == 0 && s.stack.user_first_exact;
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
+                if whole {
+                    let probe = if exact { addr } else { addr.wrapping_sub(1) };
+                    let (named, name) = match jit.lookup(s.pid, probe, s.time) {
+                        Some(code) => (
+                            *code.name != *INTERPRETER
+                                || s.interpreted
+                                    .get(i)
+                                    .copied()
+                                    .flatten()
+                                    .and_then(|m| jit.method_name(s.pid, m, s.time))
+                                    .is_some(),
+                            &*code.name,
+                        ),
+                        None => (
+                            !found.frames.is_empty(),
+                            found.frames.last().map_or("", |f| f.name.as_str()),
+                        ),
+                    };
+                    whole = named && (i < outermost || depth::is_thread_entry(name));
+                }
                 let Some(path) = &found.path else { continue };
                 if found.frames.is_empty() {
                     continue;
@@ -557,6 +634,10 @@ fn embed(
                 .or_default()
                 .entry(found.offset)
                 .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
+            }
+            if !s.off_cpu {
+                let comm = model.thread(s.tid).map_or("", |t| t.comm.as_str());
+                depths.observe(s.pid, s.tid, comm, whole, s.cut);
             }
             for (i, &addr) in s.stack.kernel.iter().enumerate() {
                 let exact = i == 0;
@@ -588,5 +669,8 @@ fn embed(
     if exiting {
         std::mem::forget((binaries, symbolizer, jit, out));
     }
-    Ok(coverage)
+    Ok(StackFacts {
+        coverage,
+        depth_lines: depth_lines(recording, &depths).collect(),
+    })
 }

@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 
+use super::depth::{self, StackDepths};
 use super::frame_cache::{self, FrameCache};
 use super::jit_index::{self, JitIndex};
 use super::lookup::Symbolizer;
@@ -18,6 +19,8 @@ pub(super) struct StackBuilder<'a> {
     pub symbolizer: Symbolizer<'a>,
     /// Kernel frames seen (for the notes).
     pub kernel_frames: u64,
+    /// How deep the stacks reach, per process (for the notes).
+    pub depths: StackDepths,
     jit: &'a JitIndex,
     cache: FrameCache,
     /// Repeats of one unmapped address cut from looping frame chains.
@@ -30,6 +33,7 @@ impl<'a> StackBuilder<'a> {
             profile,
             symbolizer,
             kernel_frames: 0,
+            depths: StackDepths::default(),
             jit,
             cache: FrameCache::default(),
             looped_frames: 0,
@@ -55,8 +59,12 @@ impl<'a> StackBuilder<'a> {
         {
             return;
         }
-        let mut stack = vec![self.root(s.tid, comm)];
+        let mut stack = vec![self.root(s.tid, comm.clone())];
         self.push_user(model, binaries, s, &mut stack);
+        if !s.off_cpu {
+            let whole = self.whole(&stack[1..]);
+            self.depths.observe(s.pid, s.tid, &comm, whole, s.cut);
+        }
         self.push_kernel(s, &mut stack);
         // A frame chain that loops on itself (a frame pointer pointing at itself, as in
         // code built without frame pointers) repeats one unmapped address: keep it once.
@@ -79,6 +87,18 @@ impl<'a> StackBuilder<'a> {
             stack,
             off_cpu: s.off_cpu,
         });
+    }
+
+    /// Whether user frames (outermost first) go from the thread's start to the leaf, every
+    /// one named.
+    fn whole(&self, user: &[FrameId]) -> bool {
+        let profile = &self.profile;
+        user.first()
+            .is_some_and(|&id| depth::is_thread_entry(&profile.frame(id).name))
+            && user.iter().all(|&id| {
+                let f = profile.frame(id);
+                f.kind != FrameKind::Unknown && !(f.kind == FrameKind::Jit && f.name == INTERPRETER)
+            })
     }
 
     /// The thread's root frame, named by its comm as it was at the sample.

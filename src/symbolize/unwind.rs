@@ -3,6 +3,7 @@
 //! unwinder over the copied user stack. Addresses are innermost first.
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -28,6 +29,8 @@ pub struct Walk {
     /// undefined, as at `_start`, or a null frame pointer or return address), rather than
     /// where the stack copy or the unwind information ran out.
     pub reached_root: bool,
+    /// Whether it stopped because it needed stack words past the end of the copy.
+    pub copy_ended: bool,
 }
 
 /// dwarf mode: the DWARF walk, continued by the frame-pointer callchain past the deepest frame
@@ -192,11 +195,19 @@ pub fn split_callchain(sample: &Sample<'_>) -> AddressStack {
     out
 }
 
-/// Reads a u64 from the copied user stack, which starts at `sp`.
-fn stack_reader(stack: &[u8], sp: u64) -> impl FnMut(u64) -> Result<u64, ()> + '_ {
+/// Reads a u64 from the copied user stack, which starts at `sp`; a read past the copy's end
+/// sets `past_end` (the walk stopped because the copy is too short, not for want of CFI).
+fn stack_reader<'a>(
+    stack: &'a [u8],
+    sp: u64,
+    past_end: &'a Cell<bool>,
+) -> impl FnMut(u64) -> Result<u64, ()> + 'a {
     move |addr| {
         let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
-        let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+        let Some(bytes) = stack.get(off..off.checked_add(8).ok_or(())?) else {
+            past_end.set(true);
+            return Err(());
+        };
         let mut word = [0u8; 8];
         word.copy_from_slice(bytes);
         Ok(u64::from_le_bytes(word))
@@ -258,6 +269,7 @@ impl Unwinders {
     ) -> Option<Vec<u64>> {
         let walked: Vec<u64> = self
             .walk_copy(model, binaries, jit, at, MAX_FRAMELESS)
+            .0
             .into_iter()
             .map(|(addr, _)| addr)
             .collect();
@@ -266,7 +278,8 @@ impl Unwinders {
 
     /// Walks the stack copy from the sample's registers, frame by frame (CFI where a module or
     /// JIT body has it, else the frame pointer): each frame's address (the IP, then return
-    /// addresses) with its frame-pointer register, at most `max_frames` frames.
+    /// addresses) with its frame-pointer register, at most `max_frames` frames; and whether the
+    /// walk stopped at the end of the copy.
     pub fn walk_copy(
         &mut self,
         model: &ProcessModel,
@@ -274,7 +287,7 @@ impl Unwinders {
         jit: &JitIndex,
         at: &UserState<'_>,
         max_frames: usize,
-    ) -> Vec<(u64, u64)> {
+    ) -> (Vec<(u64, u64)>, bool) {
         let UserState {
             pid,
             time,
@@ -283,7 +296,8 @@ impl Unwinders {
         } = *at;
         let p = self.process(pid, model.generation(pid));
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
-        let mut read = stack_reader(stack, regs.sp);
+        let past_end = Cell::new(false);
+        let mut read = stack_reader(stack, regs.sp, &past_end);
         let mut address = FrameAddress::from_instruction_pointer(regs.ip);
         let mut walked = vec![(regs.ip, regs.bp)];
         while walked.len() <= max_frames {
@@ -315,7 +329,7 @@ impl Unwinders {
             };
             address = next;
         }
-        walked
+        (walked, past_end.get())
     }
 
     /// DWARF mode: the whole user stack from the registers and the stack copy, through JIT
@@ -338,7 +352,8 @@ impl Unwinders {
         for mapping in model.mappings(pid) {
             register(p, pid, mapping, binaries);
         }
-        let mut read = stack_reader(stack, regs.sp);
+        let past_end = Cell::new(false);
+        let mut read = stack_reader(stack, regs.sp, &past_end);
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut address = FrameAddress::from_instruction_pointer(regs.ip);
         let mut out = vec![regs.ip];
@@ -379,6 +394,7 @@ impl Unwinders {
         Walk {
             frames: out,
             reached_root,
+            copy_ended: !reached_root && past_end.get(),
         }
     }
 }
@@ -615,6 +631,7 @@ mod tests {
         let walk = |reached_root| Walk {
             frames: vec![0x10, 0x20, 0x30, 0x40],
             reached_root,
+            copy_ended: false,
         };
         assert_eq!(
             continue_walk(walk(true), &chain),
@@ -716,14 +733,17 @@ mod tests {
     #[test]
     fn stack_reader_bounds() {
         let stack: Vec<u8> = (0u8..16).collect();
-        let mut read = stack_reader(&stack, 0x1000);
+        let past_end = Cell::new(false);
+        let mut read = stack_reader(&stack, 0x1000, &past_end);
         assert_eq!(
             read(0x1000),
             Ok(u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7]))
         );
         assert_eq!(read(0x1008).map(|v| v as u8), Ok(8));
-        assert!(read(0x1009).is_err());
         assert!(read(0xfff).is_err());
+        assert!(!past_end.get(), "below the copy is not past its end");
+        assert!(read(0x1009).is_err());
+        assert!(past_end.get());
         assert!(read(u64::MAX).is_err());
     }
 }

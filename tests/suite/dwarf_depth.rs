@@ -26,17 +26,17 @@ __attribute__((noinline)) unsigned long descend(int depth, unsigned long n) {
 }
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 300;
-    for (int i = 0; i < rounds; i++) sink += descend(100, i);
+    int depth = argc > 2 ? atoi(argv[2]) : 100;
+    for (int i = 0; i < rounds; i++) sink += descend(depth, i);
     return 0;
 }
 "#;
 
-#[test]
-fn a_stack_deeper_than_the_copy_reaches_main() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let src = dir.path().join("deep.c");
+/// [`DEEP`] built with frame pointers in `dir`.
+fn build_deep(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("deep.c");
     std::fs::write(&src, DEEP).unwrap();
-    let bin = dir.path().join("deep");
+    let bin = dir.join("deep");
     let status = Command::new("cc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer"])
         .arg(&src)
@@ -45,6 +45,13 @@ fn a_stack_deeper_than_the_copy_reaches_main() {
         .status()
         .expect("cc");
     assert!(status.success());
+    bin
+}
+
+#[test]
+fn a_stack_deeper_than_the_copy_reaches_main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = build_deep(dir.path());
     let data = dir.path().join("deep.data");
     let out = jprof()
         .args(["record", "--call-graph", "dwarf", "-o"])
@@ -171,5 +178,83 @@ fn a_walk_that_reaches_start_gets_no_root_frame_from_the_chain() {
     assert!(
         from_start * 10 >= all * 9,
         "{from_start} of {all} weight in spin is under _start;...;main: {text}"
+    );
+}
+
+/// The record summary's `stacks:` line for the process `deep`: (share of whole stacks, the
+/// whole line).
+fn depth_line(stderr: &str) -> (f64, String) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("note: stacks: pid ") && l.contains("(deep)"))
+        .unwrap_or_else(|| panic!("no stacks line for deep: {stderr}"))
+        .to_string();
+    let share = line
+        .split("(deep): ")
+        .nth(1)
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no share in {line}"));
+    (share, line)
+}
+
+/// The summary says how deep stacks reach: a shallow recursion is whole (from `_start` to the
+/// leaf, every frame named), and one deeper than the kernel's callchain limit is counted as cut
+/// there, with the limit named. The report says the same in its notes.
+#[test]
+fn the_summary_counts_stacks_cut_at_the_kernels_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = build_deep(dir.path());
+    let limit: usize = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+        .expect("kernel.perf_event_max_stack")
+        .trim()
+        .parse()
+        .unwrap();
+    let record = |depth: usize, name: &str| {
+        let data = dir.path().join(name);
+        let out = jprof()
+            .args(["record", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&bin)
+            .args(["150", &depth.to_string()])
+            .output()
+            .expect("jprof record");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        (data, stderr)
+    };
+    let (_, shallow) = record(20, "shallow.data");
+    let (share, line) = depth_line(&shallow);
+    assert!(share >= 90.0, "{line}");
+    assert!(!line.contains("cut at"), "{line}");
+
+    let (data, deep) = record(limit + 50, "deep.data");
+    let (share, line) = depth_line(&deep);
+    assert!(share <= 10.0, "{line}");
+    let marker = format!(" cut at the kernel's {limit}-frame callchain limit");
+    let cut: u64 = line
+        .split_once(&marker)
+        .and_then(|(before, _)| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cut count in {line}"));
+    let samples: u64 = line
+        .split(" of ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(cut * 10 >= samples * 9, "{line}");
+    let text = jprof()
+        .args(["report", "-f", "text", "-o", "-", "-i"])
+        .arg(&data)
+        .output()
+        .expect("jprof report");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("Note:")
+            && l.contains("stacks: pid")
+            && l.contains(&format!("cut at the kernel's {limit}-frame"))),
+        "{text}"
     );
 }
