@@ -752,7 +752,6 @@ const FOLDERS_WITH_CIRCLES: &[&str] = &[
     "src/record",
     "src/symbolize",
     "crates/format/src/j9",
-    "crates/format/src/mlpd",
     "xtask/src/",
 ];
 

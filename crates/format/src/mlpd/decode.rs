@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use super::events::*;
 use super::layout::{Layout, Width};
-use super::{BufferHeader, Visitor};
+use super::visitor::{BufferHeader, Visitor};
 use crate::ParseError;
 
 /// Byte reader over one buffer's events; offsets in errors are absolute file offsets.

@@ -8,11 +8,11 @@
 mod decode;
 pub mod events;
 mod layout;
-
-use std::mem::ManuallyDrop;
+mod visitor;
 
 pub use events::*;
 use layout::Layout;
+pub use visitor::{BufferHeader, Visitor};
 
 use decode::{decode_event, Bases, Reader};
 
@@ -177,25 +177,6 @@ fn header_string(c: &mut Cursor<'_>) -> Result<Option<String>, ParseError> {
     Ok(Some(String::from_utf8_lossy(&bytes[..end]).into_owned()))
 }
 
-/// The 48-byte header of one buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BufferHeader {
-    /// File offset of the buffer header.
-    pub offset: usize,
-    /// Bytes of events after the header.
-    pub len: u32,
-    /// Start of the buffer's running event time, ns on the event clock.
-    pub time_base: u64,
-    /// Base that pointer deltas in the buffer add to.
-    pub ptr_base: u64,
-    /// Base of object address deltas, in 8-byte units (an address shifted right by 3).
-    pub obj_base: u64,
-    /// The writing thread's pthread_t (not the kernel TID).
-    pub thread_id: u64,
-    /// First value of the buffer's running MonoMethod*, which method deltas update.
-    pub method_base: u64,
-}
-
 fn parse_buffer_header(data: &[u8], offset: usize) -> Result<BufferHeader, ParseError> {
     let mut c = Cursor::new(data, offset);
     let id = c.u32()?;
@@ -230,38 +211,6 @@ pub struct Problem {
     pub error: ParseError,
     /// Bytes left undecoded because of it (the rest of its buffer, or up to the next buffer id).
     pub skipped_bytes: usize,
-}
-
-/// Receives what the decoder reads, in file order.
-pub trait Visitor {
-    /// A complete buffer is about to be decoded.
-    fn buffer(&mut self, _buffer: &BufferHeader) {}
-    /// An event of `buffer`; enter/leave events come here too unless the two methods below
-    /// are overridden.
-    fn event(&mut self, buffer: &BufferHeader, event: &Event<'_>);
-    /// A METHOD enter event. Calls-mode files are mostly enter/leave events, so the decoder
-    /// hands them over without building an [`Event`]; override these two to skip it too.
-    #[inline]
-    fn method_enter(&mut self, buffer: &BufferHeader, offset: usize, time: u64, method: u64) {
-        let kind = EventKind::MethodEnter { method };
-        // Nothing to drop in this event; without ManuallyDrop the compiler still calls the
-        // event's (out-of-line) drop glue.
-        self.event(buffer, &ManuallyDrop::new(Event { offset, time, kind }));
-    }
-    /// A METHOD leave event (not an exception leave, which goes to `event`).
-    #[inline]
-    fn method_leave(&mut self, buffer: &BufferHeader, offset: usize, time: u64, method: u64) {
-        let kind = EventKind::MethodLeave { method };
-        // Nothing to drop in this event; without ManuallyDrop the compiler still calls the
-        // event's (out-of-line) drop glue.
-        self.event(buffer, &ManuallyDrop::new(Event { offset, time, kind }));
-    }
-}
-
-impl<F: FnMut(&BufferHeader, &Event<'_>)> Visitor for F {
-    fn event(&mut self, buffer: &BufferHeader, event: &Event<'_>) {
-        self(buffer, event)
-    }
 }
 
 /// Incremental decoder: call `feed` with the file's bytes so far (each call a longer prefix of
