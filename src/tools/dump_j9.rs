@@ -45,6 +45,20 @@ pub fn dump_record(r: &J9Metadata, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn dump_metadata(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
+    header_and_exception_ranges(md, out)?;
+    inlined_call_sites(md, out)?;
+    stack_atlas(md, out)?;
+    pointer_maps(md, out)?;
+    osr_info(md, out)?;
+    gpu_info_and_bytecode_pcs(md, out)?;
+    for p in &md.problems {
+        writeln!(out, "    problem in {}: {}", p.section, p.error)?;
+    }
+    Ok(())
+}
+
+/// The fixed struct's fields and the exception ranges.
+fn header_and_exception_ranges(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "    J9JITExceptionTable:")?;
     for (name, value) in md.header.fields() {
         writeln!(out, "      {name} = {value}")?;
@@ -64,6 +78,11 @@ fn dump_metadata(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
         }
         writeln!(out)?;
     }
+    Ok(())
+}
+
+/// The inlined call sites, each with its caller and bytecode index.
+fn inlined_call_sites(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "    inlined call sites: {}",
@@ -80,6 +99,11 @@ fn dump_metadata(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
             hex_bytes(&s.monitor_mask)
         )?;
     }
+    Ok(())
+}
+
+/// The stack atlas and each of its GC maps.
+fn stack_atlas(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
     if let Some(a) = &md.stack_atlas {
         writeln!(
             out,
@@ -130,6 +154,11 @@ fn dump_metadata(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// The stack allocation map and the internal pointer map.
+fn pointer_maps(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
     if let Some(s) = &md.stack_alloc_map {
         writeln!(
             out,
@@ -150,6 +179,11 @@ fn dump_metadata(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
             arrays(&m.arrays)
         )?;
     }
+    Ok(())
+}
+
+/// The OSR sections: the PC mappings and the catch blocks.
+fn osr_info(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
     if let Some(o) = &md.osr_info {
         writeln!(
             out,
@@ -185,6 +219,11 @@ fn dump_metadata(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
             o.section1_size, o.catch_blocks
         )?;
     }
+    Ok(())
+}
+
+/// The GPU section and the bytecode PC map.
+fn gpu_info_and_bytecode_pcs(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
     if let Some(g) = &md.gpu_info {
         writeln!(
             out,
@@ -204,9 +243,6 @@ fn dump_metadata(md: &Metadata, out: &mut dyn Write) -> io::Result<()> {
         for (bc, ia) in map {
             writeln!(out, "      bytecodePC={bc:#x} -> {ia:#x}")?;
         }
-    }
-    for p in &md.problems {
-        writeln!(out, "    problem in {}: {}", p.section, p.error)?;
     }
     Ok(())
 }
