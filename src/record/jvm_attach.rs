@@ -533,12 +533,12 @@ impl Attach {
 
     /// Whether an agent really loaded, and the summary's notes: a JVM's "loaded" answer counts
     /// only when the agent's own jitdump for that pid appeared (`wrote_jitdump`).
-    pub fn confirm(self, wrote_jitdump: impl Fn(u32) -> bool) -> (bool, Vec<String>) {
-        let mut loaded = false;
+    pub fn confirm(self, wrote_jitdump: impl Fn(u32) -> bool) -> (Vec<u32>, Vec<String>) {
+        let mut loaded = Vec::new();
         let mut notes = Vec::new();
         for (pid, note) in self.answered {
             if wrote_jitdump(pid) {
-                loaded = true;
+                loaded.push(pid);
                 notes.push(note);
             } else {
                 notes.push(format!(
@@ -1031,13 +1031,13 @@ mod tests {
             notes: vec!["other".into()],
         };
         let (loaded, notes) = answered(5).confirm(|pid| pid == 5);
-        assert!(loaded);
+        assert_eq!(loaded, [5]);
         assert_eq!(
             notes,
             ["HotSpot JVM 5: loaded jprof's JVMTI agent", "other"]
         );
         let (loaded, notes) = answered(6).confirm(|pid| pid == 5);
-        assert!(!loaded);
+        assert!(loaded.is_empty());
         assert!(!notes[0].contains(LOADED), "{notes:?}");
         assert!(notes[0].contains("no jitdump from the agent appeared"));
     }

@@ -278,13 +278,19 @@ fn runtime_notes_and_cleanup(
     call_graph: CallGraph,
     setup: &mut runtimes::RuntimeSetup,
     side: &side_files::SideFiles,
-    agent_loaded: bool,
+    agent_loaded: &[u32],
 ) -> Vec<String> {
     let mut notes = Vec::new();
     let read = side.read_files();
-    if agent_loaded && !config.keep_side_files {
-        // The agent stays in the JVM; the file it writes is only for this recording.
-        for f in read.iter().filter(|f| f.runtime == Some("java")) {
+    if !config.keep_side_files {
+        // The agent stays in the JVM; the file it writes is only for this recording. Only the
+        // JVMs jprof loaded it into: another JVM's jitdump (`-a` meets every JVM) is not ours.
+        let ours = |f: &&side_files::ReadFile| agent_loaded.contains(&f.pid);
+        for f in read
+            .iter()
+            .filter(|f| f.runtime == Some("java"))
+            .filter(ours)
+        {
             if f.kind == crate::format::recording::SideKind::JITDUMP {
                 foreign_file::remove_if_same(&f.path, f.dev, f.ino);
             }

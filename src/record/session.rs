@@ -452,6 +452,7 @@ impl Session<'_> {
         }
         summary.notes.extend(self.setup.notes.iter().cloned());
         summary.notes.extend(tree_notes);
+        // The JVMs whose agent really loaded.
         let agent_loaded = {
             let mut attached = jvm_watch.finish();
             for running in java_attach {
@@ -467,7 +468,7 @@ impl Session<'_> {
             meta.event.call_graph,
             &mut self.setup,
             &side,
-            agent_loaded,
+            &agent_loaded,
         ));
         side.finish_leftovers();
         if let Some(child::ChildExit::Signal(s)) = exit {
@@ -496,7 +497,7 @@ impl Session<'_> {
             let java = side.runtimes().clone();
             let still_writing = |pid: u32| {
                 attached(pid)
-                    && !(agent_loaded && java.get(&pid) == Some(&"java"))
+                    && !(agent_loaded.contains(&pid) && java.get(&pid) == Some(&"java"))
                     && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
             };
             match super::embed_symbols(&self.output, &self.partial, &still_writing) {
