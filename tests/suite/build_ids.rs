@@ -241,13 +241,27 @@ fn a_perf_data_whose_library_changed_gets_names_only_from_the_recorded_build() {
     let perf_home = setup.dir.path().join("perf-home");
     std::fs::create_dir(&perf_home).unwrap();
     let data = setup.dir.path().join("perf.data");
-    let out = Command::new("perf")
-        .env("HOME", &perf_home)
-        .args(["record", "-q", "-e", "cpu-clock", "-g", "-o"])
-        .arg(&data)
-        .arg(&setup.program)
-        .output()
-        .expect("perf (linux-perf) is installed");
+    let perf_record = || {
+        Command::new("perf")
+            .env("HOME", &perf_home)
+            .args(["record", "-q", "-e", "cpu-clock", "-g", "-o"])
+            .arg(&data)
+            .arg(&setup.program)
+            .output()
+            .expect("perf (linux-perf) is installed")
+    };
+    let mut out = perf_record();
+    // Debian's perf 6.1 has been seen to abort in its own build-id code ("assertion failed at
+    // util/build-id.c", stack smashing) once under heavy load; that is perf's bug, not the
+    // subject here, so it gets one more run, said aloud. A second failure fails the test.
+    if std::os::unix::process::ExitStatusExt::signal(&out.status).is_some() {
+        eprintln!(
+            "perf record died ({:?}): {}; running it once more",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out = perf_record();
+    }
     assert!(
         out.status.success(),
         "perf record: {}",
