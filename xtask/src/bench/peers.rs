@@ -386,11 +386,33 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
     for w in &workloads {
         eprintln!("== peers: {} ({runs} rounds of 4 variants)", w.name);
         let mut results: Vec<Vec<Run>> = vec![Vec::new(); 4];
+        let mut crashes: Vec<String> = Vec::new();
         for round in 0..runs {
             eprint!("\rround {}/{runs}", round + 1);
             for k in 0..4 {
                 let v = (round + k) % 4;
-                results[v].push(run_once(w, v, jprof, &samply, &prefix, &scratch)?);
+                // A recorder that fails is run again (up to four times) and the failure is told
+                // under the table: samply 0.13.1 sometimes panics on a record it misparses.
+                let mut tries = 0;
+                let run = loop {
+                    match run_once(w, v, jprof, &samply, &prefix, &scratch) {
+                        Ok(run) => break run,
+                        Err(e) if tries < 4 => {
+                            tries += 1;
+                            let first = e.to_string();
+                            let why = first
+                                .lines()
+                                .find(|l| l.contains("panicked") || l.contains("assertion"))
+                                .unwrap_or_else(|| first.lines().next().unwrap_or_default());
+                            crashes.push(format!(
+                                "{} failed once and was run again: {why}",
+                                VARIANTS[v]
+                            ));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                };
+                results[v].push(run);
             }
         }
         eprintln!();
@@ -443,6 +465,9 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
             p.target / alone,
             s.target / alone,
         );
+        for crash in &crashes {
+            let _ = writeln!(table, "\nNote: {crash}");
+        }
     }
     table += "\nRecordings: jprof's file; perf's perf.data plus the jitdump or perf map the \
               runtime wrote for it; samply's profile plus the same files (samply reads them \
