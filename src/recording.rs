@@ -896,14 +896,15 @@ pub const STACK_BYTES_DWARF: u32 = 8 * 1024;
 /// (a leaf, libc's wrappers).
 pub const STACK_BYTES_FP: u32 = 1024;
 /// Stack bytes `record` copies per sample when it chooses DWARF for a target whose deep stacks
-/// have no frame pointers (CPython 3.12+): the most the kernel copies (below 64 KiB, a multiple
-/// of 8; it copies less when the rest of the sample leaves less room in a record).
+/// have no frame pointers (CPython 3.12+), and in fp mode for a JVM (each copy cut down by the
+/// writer to the frame chain's words): the most the kernel copies (below 64 KiB, a multiple of
+/// 8; it copies less when the rest of the sample leaves less room in a record).
 pub const STACK_BYTES_DEEP: u32 = 65528;
 
 /// META for a recording whose every META copy is damaged: the layout jprof records with
-/// (`record::events`), the call graph told by the first sample's stack copy; `None` when the
-/// first sample in `records` does not decode with it.
-fn default_meta(records: &[u8]) -> Option<Meta> {
+/// (`record::events`), the call graph and copy size told by the first samples' stack copies;
+/// `None` when the first samples in `records` do not decode with it.
+pub(crate) fn default_meta(records: &[u8]) -> Option<Meta> {
     let mut event = EventConfig {
         event: "unknown (META damaged)".into(),
         event_note: None,
@@ -933,15 +934,38 @@ fn default_meta(records: &[u8]) -> Option<Meta> {
     if samples.is_empty() || samples.iter().any(|s| layout.parse(s).is_err()) {
         return None;
     }
-    // The kernel copies the stack size asked for into every sample, used or not.
-    let body = samples[0].body.len();
-    if body > STACK_BYTES_DWARF as usize {
+    // The room each sample's stack copy has, and what it holds. The kernel makes the room asked
+    // for (8 KiB with dwarf; 64 KiB, less what the record's other fields take, for the deep
+    // copy) whatever the stack holds; fp mode's deep copy is cut by the writer to end after the
+    // deepest frame (room and copy the same, any size from 1 KiB).
+    let copies: Vec<(usize, usize)> = samples
+        .iter()
+        .filter_map(|raw| match layout.parse(raw) {
+            Ok(crate::format::perf::Record::Sample(s)) => {
+                let at = (s.stack_user.as_ptr() as usize).checked_sub(raw.body.as_ptr() as usize)?;
+                let room = raw.body.get(at.checked_sub(8)?..at)?;
+                Some((
+                    u64::from_le_bytes(room.try_into().ok()?) as usize,
+                    s.stack_user.len(),
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    let dwarf = STACK_BYTES_DWARF as usize;
+    if copies.iter().all(|&(room, _)| room == dwarf) {
         event.call_graph = CallGraph::Dwarf;
-        event.stack_user_bytes = if body > 2 * STACK_BYTES_DWARF as usize {
-            STACK_BYTES_DEEP
-        } else {
-            STACK_BYTES_DWARF
-        };
+        event.stack_user_bytes = STACK_BYTES_DWARF;
+    } else if copies.iter().all(|&(room, _)| room > 2 * dwarf)
+        && copies.iter().any(|&(room, copied)| copied < room)
+    {
+        event.call_graph = CallGraph::Dwarf;
+        event.stack_user_bytes = STACK_BYTES_DEEP;
+    } else if copies
+        .iter()
+        .any(|&(room, _)| room > STACK_BYTES_FP as usize)
+    {
+        event.stack_user_bytes = STACK_BYTES_DEEP;
     }
     Some(Meta {
         jprof_version: String::new(),

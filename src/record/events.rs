@@ -15,6 +15,8 @@ use super::{CallGraph, EventChoice};
 pub use crate::recording::{REGS_USER_MASK, STACK_BYTES_DEEP, STACK_BYTES_DWARF, STACK_BYTES_FP};
 /// Ring sizes in pages (power of two) per CPU.
 const RING_PAGES_FP: usize = 256;
+/// fp mode with the deep copy: the kernel writes ~64 KiB a sample before the writer cuts it.
+const RING_PAGES_FP_DEEP: usize = 2048;
 const RING_PAGES_DWARF: usize = 2048;
 /// With the deep copy a sample is ~64 KiB: this ring holds a quarter second of them at 999 Hz.
 const RING_PAGES_DEEP: usize = 4096;
@@ -46,8 +48,21 @@ impl StackCopy {
         bytes: STACK_BYTES_DEEP,
     };
 
+    /// Frame pointers over the largest copy the kernel makes, which the writer cuts down to
+    /// the frame chain's words (`stack_words`): for a JVM's interpreted frames (docs/java.md).
+    pub const DEEP_FP: Self = Self {
+        call_graph: CallGraph::FramePointers,
+        bytes: STACK_BYTES_DEEP,
+    };
+
+    /// Whether the writer cuts each sample's copy down (`stack_words`): fp mode's deep copy.
+    pub fn trimmed(self) -> bool {
+        self.call_graph == CallGraph::FramePointers && self.bytes > STACK_BYTES_FP
+    }
+
     fn ring_pages(self) -> usize {
         match self.call_graph {
+            CallGraph::FramePointers if self.trimmed() => RING_PAGES_FP_DEEP,
             CallGraph::FramePointers => RING_PAGES_FP,
             CallGraph::Dwarf if self.bytes > STACK_BYTES_DWARF => RING_PAGES_DEEP,
             CallGraph::Dwarf => RING_PAGES_DWARF,

@@ -201,17 +201,7 @@ pub fn launches_cpython_3_12(argv: &[String]) -> bool {
     if let Some(version) = python_version_in(&name) {
         return version >= (3, 12);
     }
-    let given = argv
-        .first()
-        .filter(|a| a.contains('/') && a.rsplit('/').next() == Some(name.as_str()))
-        .map(PathBuf::from);
-    let path = given.or_else(|| {
-        std::env::split_paths(&std::env::var_os("PATH")?)
-            .map(|d| d.join(&name))
-            .find(|p| p.is_file())
-    });
-    let resolved = path.and_then(|p| std::fs::canonicalize(p).ok());
-    match resolved
+    match resolved_program(argv, &name)
         .as_deref()
         .and_then(Path::file_name)
         .and_then(|n| python_version_in(&n.to_string_lossy()))
@@ -221,14 +211,57 @@ pub fn launches_cpython_3_12(argv: &[String]) -> bool {
     }
 }
 
-/// Whether process `pid` runs CPython 3.12 or later: its executable or libpython says so.
-pub fn runs_cpython_3_12(pid: u32) -> bool {
+/// The file the launched program `name` (from [`program_run_by`]) is, links resolved: the
+/// command's own path when it names one, else the first in `PATH`.
+fn resolved_program(argv: &[String], name: &str) -> Option<PathBuf> {
+    let given = argv
+        .first()
+        .filter(|a| a.contains('/') && a.rsplit('/').next() == Some(name))
+        .map(PathBuf::from);
+    let path = given.or_else(|| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })?;
+    std::fs::canonicalize(path).ok()
+}
+
+/// Whether the launched command starts a HotSpot JVM: `java`, or any other launcher of a JDK
+/// (`javac`, `jshell`, `jar`: a program in a JDK's `bin/`, beside the launcher library
+/// `lib/libjli.so`, or JDK 8's `lib/ARCH/jli/libjli.so`), seen through `env`, `sh -c` and `#!`.
+pub fn launches_jvm(argv: &[String]) -> bool {
+    let Some(name) = program_run_by(argv) else {
+        return false;
+    };
+    if runtime_of_command(&name).map(|r| r.name) == Some("java") {
+        return true;
+    }
+    let Some(home) = resolved_program(argv, &name)
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|bin| bin.file_name().is_some_and(|n| n == "bin"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+    else {
+        return false;
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        other => other,
+    };
+    home.join("lib/libjli.so").is_file() || home.join(format!("lib/{arch}/jli/libjli.so")).is_file()
+}
+
+/// Whether process `pid` maps an executable file of `runtime` (as [`runtime_of_mapping`] names
+/// it): `python` for CPython 3.12 or later (its executable or libpython says so), `java` for
+/// HotSpot's libjvm.
+pub fn runs(pid: u32, runtime: &str) -> bool {
     let maps = std::fs::read(format!("/proc/{pid}/maps")).unwrap_or_default();
     crate::format::procfs::parse_maps(&maps)
         .unwrap_or_default()
         .iter()
         .any(|m| {
-            m.perms.as_bytes().get(2) == Some(&b'x') && runtime_of_mapping(m.path) == Some("python")
+            m.perms.as_bytes().get(2) == Some(&b'x') && runtime_of_mapping(m.path) == Some(runtime)
         })
 }
 
@@ -1344,9 +1377,41 @@ mod tests {
     }
 
     #[test]
-    fn a_running_cpython_is_told_from_its_mappings() {
-        // This test process is no python.
-        assert!(!runs_cpython_3_12(std::process::id()));
+    fn a_running_runtime_is_told_from_its_mappings() {
+        // This test process is neither python nor a JVM.
+        assert!(!runs(std::process::id(), "python"));
+        assert!(!runs(std::process::id(), "java"));
+    }
+
+    #[test]
+    fn jdk_launchers_are_told_by_the_jdk_they_sit_in() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(launches_jvm(&argv(&["java", "-jar", "a.jar"])));
+        assert!(launches_jvm(&argv(&["env", "A=1", "java", "Main"])));
+        assert!(!launches_jvm(&argv(&["python3.12", "a.py"])));
+        // A JDK laid out in a temporary directory: its bin/javac is a launcher (through a
+        // link, as Debian's /usr/bin/javac); a javac elsewhere is not.
+        let dir = tempfile::tempdir().unwrap();
+        let jdk = dir.path().join("jdk");
+        std::fs::create_dir_all(jdk.join("bin")).unwrap();
+        std::fs::create_dir_all(jdk.join("lib")).unwrap();
+        std::fs::write(jdk.join("bin/javac"), "").unwrap();
+        std::fs::write(jdk.join("lib/libjli.so"), "").unwrap();
+        let link = dir.path().join("javac");
+        std::os::unix::fs::symlink(jdk.join("bin/javac"), &link).unwrap();
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        assert!(launches_jvm(&[
+            path(&jdk.join("bin/javac")),
+            "A.java".into()
+        ]));
+        assert!(launches_jvm(&[path(&link), "A.java".into()]));
+        let other = dir.path().join("other/bin");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("javac"), "").unwrap();
+        assert!(!launches_jvm(&[
+            path(&other.join("javac")),
+            "A.java".into()
+        ]));
     }
 
     #[test]

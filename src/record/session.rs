@@ -101,10 +101,14 @@ pub(super) fn start<'a>(
     config: &'a RecordConfig,
     pid_note: Option<&str>,
 ) -> Result<(Session<'a>, Reading)> {
-    let (argv, python) = match &config.target {
-        Target::Launch(argv) if !argv.is_empty() => {
-            (argv.clone(), runtimes::launches_cpython_3_12(argv))
-        }
+    let (argv, deep) = match &config.target {
+        Target::Launch(argv) if !argv.is_empty() => (
+            argv.clone(),
+            super::DeepStacks {
+                python: runtimes::launches_cpython_3_12(argv),
+                jvm: runtimes::launches_jvm(argv),
+            },
+        ),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
         Target::Pids(pids) => {
             // One process is named by its command line; several by their pids (META's
@@ -118,20 +122,18 @@ pub(super) fn start<'a>(
             } else {
                 Vec::new()
             };
-            let python = pids.iter().any(|&pid| runtimes::runs_cpython_3_12(pid));
-            (argv, python)
+            (argv, super::DeepStacks::of_processes(pids.iter().copied()))
         }
         Target::Tids(tids) => {
-            let python = tids.iter().any(|&tid| {
-                let pid = attach::process_of_thread(tid).ok().flatten().unwrap_or(tid);
-                runtimes::runs_cpython_3_12(pid)
-            });
-            (Vec::new(), python)
+            let pids = tids
+                .iter()
+                .map(|&tid| attach::process_of_thread(tid).ok().flatten().unwrap_or(tid));
+            (Vec::new(), super::DeepStacks::of_processes(pids))
         }
         // Every process on the machine: not worth 64 KiB per sample for each.
-        Target::System => (Vec::new(), false),
+        Target::System => (Vec::new(), super::DeepStacks::default()),
     };
-    let (stacks, stacks_note) = super::stacks_for(config, python);
+    let (stacks, stacks_note) = super::stacks_for(config, deep);
     let mut setup = match &config.target {
         Target::Launch(argv) => runtimes::prepare(argv, stacks.call_graph == CallGraph::Dwarf),
         _ => runtimes::RuntimeSetup::default(),
@@ -258,10 +260,19 @@ pub(super) fn start<'a>(
         side.list_leftovers(list);
     }
     let writer_failed = stop.writer_failed();
+    let reduce_stacks = stacks.trimmed();
     let thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
-            let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side);
+            let result = writer::run(
+                out,
+                layout,
+                rx,
+                off_cpu,
+                &calibration,
+                &mut side,
+                reduce_stacks,
+            );
             if result.is_err() {
                 writer_failed.store(true, std::sync::atomic::Ordering::SeqCst);
             }

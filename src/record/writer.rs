@@ -234,6 +234,7 @@ pub fn run(
     mut off_cpu: Option<SwitchPairing>,
     calibration: &Calibration,
     side: &mut SideFiles,
+    reduce_stacks: bool,
 ) -> Result<(ChunkWriter, Counters), Error> {
     let mut counters = Counters::default();
     let mut last_slow = Instant::now();
@@ -250,7 +251,10 @@ pub fn run(
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        if let Some(batch) = batch {
+        if let Some(mut batch) = batch {
+            if reduce_stacks {
+                batch.records = reduced(&layout, &batch.records);
+            }
             counters.observe(&layout, &batch.records, side);
             watermark = batch.complete_before.or(watermark);
             match &mut off_cpu {
@@ -419,6 +423,24 @@ fn write_side(out: &mut ChunkWriter, p: PendingSide) -> Result<(), Error> {
             p.path
         ))),
     }
+}
+
+/// The batch with every sample's stack copy cut down to the words a report reads
+/// (`stack_words`).
+fn reduced(layout: &SampleLayout, records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(records.len() / 4);
+    let mut done = 0;
+    for raw in RecordIter::new(records).map_while(Result::ok) {
+        let end = raw.offset + 8 + raw.body.len();
+        match super::stack_words::reduce(layout, &raw, &records[raw.offset..raw.offset + 8]) {
+            Some(small) => out.extend_from_slice(&small),
+            None => out.extend_from_slice(&records[raw.offset..end]),
+        }
+        done = end;
+    }
+    // A record that does not split is kept with the rest, as it came.
+    out.extend_from_slice(&records[done..]);
+    out
 }
 
 fn store_side_pieces(

@@ -854,3 +854,121 @@ fn jdk17_agent_with_opaque_method_ids() {
 fn jdk25_agent_with_opaque_method_ids() {
     opaque_ids_run("25");
 }
+
+/// javac compiling 300 of the JDK's own `java.util` sources (and subpackages'), from its
+/// `src.zip`, recorded in the default mode: javac's driver (`Main.main`, `Main.compile`, the
+/// compiler's loops) runs once and stays interpreted, deep below the hot code. Every interpreted
+/// frame is named from its `Method*` slot, which jprof keeps for a JVM along the whole frame
+/// chain (docs/java.md): with the 1 KiB copy 0.2% of the main thread's samples reached
+/// `com.sun.tools.javac.Main.main` by name, now ≥ 80%. The class files are not written
+/// (`-XDshould-stop.ifNoError=FLOW`): creating files goes through libnio's `open0`, built
+/// without frame pointers, whose callers no frame walk finds (7% of the samples on a busy
+/// ext4). The rest (~15%): JVM start before `main`, and stacks deeper than the kernel's largest
+/// copy (64 KiB), whose outer interpreted frames stay `Interpreter`.
+#[test]
+fn javac_stacks_reach_main_by_default() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The newest JDK that ships its sources.
+    let home = jdks()
+        .into_iter()
+        .rev()
+        .filter_map(|(_, java)| Some(java.parent()?.parent()?.to_path_buf()))
+        .find(|home| home.join("lib/src.zip").is_file())
+        .expect("a JDK with lib/src.zip in /usr/lib/jvm (e.g. openjdk-17-source)");
+    let work = tempfile::tempdir().expect("tempdir");
+    let unpacked = Command::new(home.join("bin/jar"))
+        .arg("xf")
+        .arg(home.join("lib/src.zip"))
+        .arg("java.base/java/util")
+        .current_dir(work.path())
+        .status()
+        .expect("run jar");
+    assert!(unpacked.success());
+    let mut sources = Vec::new();
+    let mut dirs = vec![work.path().join("java.base/java/util")];
+    while let Some(dir) = dirs.pop() {
+        for path in std::fs::read_dir(&dir)
+            .expect("unpacked")
+            .flatten()
+            .map(|e| e.path())
+        {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "java") {
+                let name = path.strip_prefix(work.path()).unwrap();
+                sources.push(name.display().to_string());
+            }
+        }
+    }
+    sources.sort();
+    sources.truncate(300);
+    assert!(sources.len() >= 200, "{} sources", sources.len());
+    std::fs::write(work.path().join("sources.txt"), sources.join("\n")).unwrap();
+
+    let javac = home.join("bin/javac");
+    let out = record_only(
+        work.path(),
+        &[],
+        &[
+            javac.to_str().expect("utf-8"),
+            "-nowarn",
+            "-implicit:none",
+            "-XDshould-stop.ifNoError=FLOW",
+            "-d",
+            "out",
+            "--patch-module",
+            "java.base=java.base",
+            "@sources.txt",
+        ],
+    );
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("target exit code 0"), "{summary}");
+    assert!(
+        summary.contains("java: frame pointers over a 64 KiB stack copy"),
+        "{summary}"
+    );
+    // The launcher's main thread waits for the thread running Java's main, which has its name.
+    let report = jprof()
+        .args([
+            "report",
+            "-f",
+            "collapsed",
+            "--comm",
+            "javac",
+            "--weight",
+            "samples",
+        ])
+        .args(["-o", "-", "-i"])
+        .arg(work.path().join("java.data"))
+        .output()
+        .expect("run jprof report");
+    assert!(report.status.success());
+    let (mut all, mut reach) = (0u64, 0u64);
+    for line in String::from_utf8_lossy(&report.stdout).lines() {
+        let Some((stack, n)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let n: u64 = n.parse().expect("a count");
+        all += n;
+        if stack
+            .split(';')
+            .any(|f| f.starts_with("com.sun.tools.javac.Main.main"))
+        {
+            reach += n;
+        }
+    }
+    assert!(
+        all >= 200,
+        "{all} samples of javac's main thread\n{summary}"
+    );
+    let share = reach as f64 / all as f64;
+    assert!(
+        share >= 0.8,
+        "{:.1}% of {all} main-thread samples reach Main.main\n{summary}",
+        100.0 * share
+    );
+    eprintln!(
+        "{:.1}% of {all} main-thread samples reach Main.main",
+        100.0 * share
+    );
+}

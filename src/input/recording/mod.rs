@@ -39,11 +39,12 @@ fn read(request: &Request, kind: Kind, xray_table: bool) -> Result<Loaded> {
         context.time_kind = w.time_kind;
         context.shows = w.shows;
     }
-    // A jprof recording made with frame pointers: when many interpreter frames stayed unnamed,
-    // the mode that names more of them is worth a note (a perf.data's come from perf's agent,
-    // which names none).
+    // A jprof recording made with frame pointers over the 1 KiB copy (`--call-graph fp`, or an
+    // older jprof): when many interpreter frames stayed unnamed, the default that names more of
+    // them is worth a note (a perf.data's come from perf's agent, which names none).
     if kind == Kind::Recording
         && recording.meta.event.call_graph == crate::recording::CallGraph::FramePointers
+        && recording.meta.event.stack_user_bytes <= crate::recording::STACK_BYTES_FP
     {
         profile
             .notes

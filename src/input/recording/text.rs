@@ -354,9 +354,9 @@ pub fn write_summary(
 /// a hint.
 const INTERPRETER_HINT_SHARE: f64 = 0.05;
 
-/// In fp mode a HotSpot interpreter frame is named only when its frame is in the sample's small
-/// stack copy; when many samples keep an unnamed `Interpreter` frame, the hint names the mode
-/// that copies more of the stack.
+/// With the 1 KiB fp copy (`--call-graph fp`) a HotSpot interpreter frame is named only when its
+/// frame is in the copy; when many samples keep an unnamed `Interpreter` frame, the hint names
+/// the default, which keeps every frame's `Method*` slot for a JVM (docs/java.md).
 pub fn unnamed_interpreter_hint(profile: &Profile) -> Option<String> {
     let unnamed: Vec<bool> = profile
         .frames()
@@ -377,8 +377,9 @@ pub fn unnamed_interpreter_hint(profile: &Profile) -> Option<String> {
     (share >= INTERPRETER_HINT_SHARE).then(|| {
         format!(
             "{:.1}% of the samples pass through Java interpreter frames left unnamed \
-             (`Interpreter`): with frame pointers only the frames in a small copy of the stack \
-             are named; `jprof record --call-graph dwarf` copies 8 KiB and names more of them",
+             (`Interpreter`): this recording copied 1 KiB of stack per sample, and only the \
+             frames in it are named; `jprof record` without `--call-graph fp` keeps each \
+             frame's Method* slot from a 64 KiB copy for a JVM and names them at every depth",
             share * 100.0
         )
     })
@@ -864,7 +865,7 @@ mod tests {
         ]);
         let hint = unnamed_interpreter_hint(&p).expect("a hint");
         assert!(hint.starts_with("30.0% of the samples"), "{hint}");
-        assert!(hint.contains("--call-graph dwarf"), "{hint}");
+        assert!(hint.contains("without `--call-graph fp`"), "{hint}");
         let few = profile(&[
             (&[("main", Native), ("Interpreter", Jit)], 1),
             (&[("main", Native)], 99),

@@ -1,0 +1,224 @@
+//! fp mode's deep stack copy (a JVM's, `StackCopy::DEEP_FP`), cut down at record time to the
+//! words a report reads: the top of the stack whole (CFI of a frameless leaf), then along the
+//! frame-pointer chain only each frame's saved frame pointer, return address and the word three
+//! below the frame pointer (HotSpot's `Method*` slot of an interpreted frame). Every other word
+//! is zeroed and the copy ends after the deepest frame it holds, so a deep copy costs a few
+//! bytes once compressed. The record stays a perf SAMPLE (its stack copy only shorter); a
+//! zeroed `Method*` names nothing.
+
+use crate::format::perf::{RawRecord, Record, SampleLayout};
+use crate::symbolize::unwind::UserRegs;
+
+/// Bytes at the top of the copy kept whole.
+pub const TOP_BYTES: usize = 1024;
+/// Bytes below a frame pointer kept (the `Method*` slot).
+const BELOW_FP: u64 = 24;
+
+/// The record (header included) with its stack copy cut down, or None to keep it as it is (not
+/// a sample, no copy, or nothing to cut).
+pub fn reduce(layout: &SampleLayout, raw: &RawRecord<'_>, header: &[u8]) -> Option<Vec<u8>> {
+    let Ok(Record::Sample(s)) = layout.parse(raw) else {
+        return None;
+    };
+    let regs = UserRegs::from_sample(s.regs_user, layout.regs_user_mask)?;
+    // What the kernel copied (`dyn_size`), within the room it reserved (`size`).
+    let stack = s.stack_user;
+    let data_at = (stack.as_ptr() as usize).checked_sub(raw.body.as_ptr() as usize)?;
+    let size_field = raw.body.get(data_at.checked_sub(8)?..data_at)?;
+    let size = u64::from_le_bytes(size_field.try_into().ok()?) as usize;
+    if size <= TOP_BYTES {
+        return None;
+    }
+    let word = |off: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            stack.get(off..off + 8)?.try_into().ok()?,
+        ))
+    };
+    let mut kept = vec![false; stack.len().div_ceil(8)];
+    kept.iter_mut().take(TOP_BYTES / 8).for_each(|k| *k = true);
+    let mut end = TOP_BYTES.min(stack.len());
+    let mut fp = regs.bp;
+    while let Some(off) = fp
+        .checked_sub(regs.sp)
+        .and_then(|o| usize::try_from(o).ok())
+    {
+        if off % 8 != 0 || off + 16 > stack.len() {
+            break;
+        }
+        for o in [off.checked_sub(BELOW_FP as usize), Some(off), Some(off + 8)]
+            .into_iter()
+            .flatten()
+        {
+            kept[o / 8] = true;
+        }
+        end = end.max(off + 16);
+        // The chain goes up the stack; anything else ends it.
+        let Some(next) = word(off).filter(|&n| n > fp) else {
+            break;
+        };
+        fp = next;
+    }
+    let mut out = Vec::with_capacity(header.len() + data_at + end + 8);
+    out.extend_from_slice(header);
+    out.extend_from_slice(&raw.body[..data_at - 8]);
+    out.extend_from_slice(&(end as u64).to_le_bytes());
+    for (i, chunk) in stack[..end].chunks(8).enumerate() {
+        if kept[i] {
+            out.extend_from_slice(chunk);
+        } else {
+            out.extend(std::iter::repeat_n(0, chunk.len()));
+        }
+    }
+    out.extend_from_slice(&(end as u64).to_le_bytes());
+    // Anything after the stack copy (none in jprof's layout) is kept.
+    out.extend_from_slice(raw.body.get(data_at + size + 8..)?);
+    let total = u16::try_from(out.len()).ok()?;
+    out[6..8].copy_from_slice(&total.to_le_bytes());
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::perf::{sample_type as st, RecordIter};
+
+    const LAYOUT: SampleLayout = SampleLayout {
+        sample_type: st::IP
+            | st::TID
+            | st::TIME
+            | st::CPU
+            | st::PERIOD
+            | st::CALLCHAIN
+            | st::REGS_USER
+            | st::STACK_USER,
+        // BP, SP, IP (x86-64's perf register numbers 6, 7, 8).
+        regs_user_mask: 0x1c0,
+        sample_id_all: true,
+    };
+    const SP: u64 = 0x7fff_0000_0000;
+
+    /// A SAMPLE record whose user stack copy (`size` bytes reserved: below 64 KiB, as the kernel
+    /// leaves room for the record's other fields) is `stack`.
+    fn sample(bp: u64, stack: &[u8], size: usize) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(0x40_1000u64.to_le_bytes()); // ip
+        b.extend([7u32, 7].iter().flat_map(|v| v.to_le_bytes())); // pid, tid
+        for v in [5u64, 0, 1, 1, 0x40_1000] {
+            // time, cpu, period, callchain of one ip
+            b.extend(v.to_le_bytes());
+        }
+        for v in [2u64, bp, SP, 0x40_1000] {
+            // regs: abi, bp, sp, ip
+            b.extend(v.to_le_bytes());
+        }
+        b.extend((size as u64).to_le_bytes());
+        b.extend(stack);
+        b.resize(b.len() + size - stack.len(), 0);
+        b.extend((stack.len() as u64).to_le_bytes());
+        let mut r = 9u32.to_le_bytes().to_vec();
+        r.extend(0u16.to_le_bytes());
+        r.extend(((8 + b.len()) as u16).to_le_bytes());
+        r.extend(b);
+        r
+    }
+
+    fn reduced(record: &[u8]) -> Option<Vec<u8>> {
+        let raw = RecordIter::new(record).next().unwrap().unwrap();
+        reduce(&LAYOUT, &raw, &record[..8])
+    }
+
+    fn stack_of(record: &[u8]) -> Vec<u8> {
+        let raw = RecordIter::new(record).next().unwrap().unwrap();
+        match LAYOUT.parse(&raw).unwrap() {
+            Record::Sample(s) => s.stack_user.to_vec(),
+            _ => panic!("not a sample"),
+        }
+    }
+
+    #[test]
+    fn only_the_top_and_each_frames_links_and_method_slot_are_kept() {
+        // 40 KiB of stack, every word non-zero; frames at 2 KiB, 10 KiB and 30 KiB above sp,
+        // the last one's saved fp pointing down (the end of the chain).
+        let mut stack: Vec<u8> = (0..40 * 1024 / 8)
+            .flat_map(|i| (0xa000_0000u64 + i).to_le_bytes())
+            .collect();
+        let frames = [2048usize, 10 * 1024, 30 * 1024];
+        let put = |stack: &mut Vec<u8>, off: usize, v: u64| {
+            stack[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        for pair in frames.windows(2) {
+            put(&mut stack, pair[0], SP + pair[1] as u64);
+        }
+        put(&mut stack, frames[2], 1);
+        let before = stack.clone();
+        let record = sample(SP + frames[0] as u64, &stack, 60000);
+        let small = reduced(&record).expect("cut down");
+        assert!(small.len() < 31 * 1024, "{} bytes", small.len());
+        // Still a SAMPLE the reader parses, with the regs it had.
+        let copy = stack_of(&small);
+        assert_eq!(copy.len(), frames[2] + 16, "ends after the deepest frame");
+        let kept: Vec<usize> = (0..copy.len() / 8)
+            .map(|i| i * 8)
+            .filter(|&o| copy[o..o + 8] != [0; 8])
+            .collect();
+        let mut expected: Vec<usize> = (0..TOP_BYTES / 8).map(|i| i * 8).collect();
+        for f in frames {
+            expected.extend([f - 24, f, f + 8]);
+        }
+        assert_eq!(kept, expected);
+        for o in kept {
+            assert_eq!(copy[o..o + 8], before[o..o + 8], "word at {o} changed");
+        }
+    }
+
+    #[test]
+    fn a_short_or_broken_chain_keeps_the_top_only() {
+        // The frame pointer is below sp (no frame in the copy): only the top 1 KiB stays.
+        let stack = vec![0x11u8; 16 * 1024];
+        let copy = stack_of(&reduced(&sample(SP - 8, &stack, 60000)).unwrap());
+        assert_eq!(copy, vec![0x11u8; TOP_BYTES]);
+        // A thread near its stack's end: the kernel copied less than 1 KiB of the 64 KiB
+        // reserved; the empty room goes.
+        let copy = stack_of(&reduced(&sample(SP + 4096, &stack[..300], 60000)).unwrap());
+        assert_eq!(copy, vec![0x11u8; 300]);
+        // A 1 KiB copy (`--call-graph fp`) is left as it is.
+        assert_eq!(reduced(&sample(SP, &stack[..1024], 1024)), None);
+    }
+
+    /// A recording whose every META copy is damaged is read with the layout guessed from its
+    /// samples: cut-down fp copies (some longer than 8 KiB) are not taken for DWARF's.
+    #[test]
+    fn damaged_meta_tells_cut_fp_copies_from_dwarf_ones() {
+        use crate::recording::{default_meta, CallGraph};
+        let guess = |records: Vec<Vec<u8>>| {
+            let event = default_meta(&records.concat()).unwrap().event;
+            (event.call_graph, event.stack_user_bytes)
+        };
+        let stack = vec![0x11u8; 40 * 1024];
+        let chain = |top: usize| {
+            let mut s = stack.clone();
+            s[2048..2056].copy_from_slice(&(SP + top as u64).to_le_bytes());
+            s[top..top + 8].copy_from_slice(&1u64.to_le_bytes());
+            reduced(&sample(SP + 2048, &s, 60000)).unwrap()
+        };
+        assert_eq!(
+            guess(vec![chain(20 * 1024), chain(12 * 1024), chain(30 * 1024)]),
+            (CallGraph::FramePointers, 65528)
+        );
+        assert_eq!(
+            guess(vec![sample(SP, &stack[..1024], 1024)]),
+            (CallGraph::FramePointers, 1024)
+        );
+        assert_eq!(
+            guess(vec![sample(SP, &stack[..8192], 8192); 2]),
+            (CallGraph::Dwarf, 8192)
+        );
+        assert_eq!(
+            guess(vec![
+                sample(SP, &stack, 60000),
+                sample(SP, &stack[..9000], 60000)
+            ]),
+            (CallGraph::Dwarf, 65528)
+        );
+    }
+}
