@@ -125,13 +125,17 @@ fn parse(args: &[String]) -> Result<Options> {
     Ok(options)
 }
 
-/// Fails with install instructions when a tool the comparison needs is missing.
-fn check_tools() -> Result<()> {
+/// Fails with install instructions when a tool the comparison needs is missing: perf, and
+/// inferno where perf's flame graphs are drawn (`inferno`; not for `--java-only`).
+fn check_tools(inferno: bool) -> Result<()> {
     let mut missing = Vec::new();
     if !available("perf") {
         missing.push("perf: apt-get install linux-perf");
     }
-    for tool in ["inferno-collapse-perf", "inferno-flamegraph"] {
+    for tool in ["inferno-collapse-perf", "inferno-flamegraph"]
+        .into_iter()
+        .filter(|_| inferno)
+    {
         if !available(tool) {
             missing.push("inferno-collapse-perf, inferno-flamegraph: cargo install inferno (and put ~/.cargo/bin on PATH)");
             break;
@@ -373,7 +377,7 @@ pub fn run(args: &[String]) -> Result<()> {
         print!("{table}");
         return Ok(());
     }
-    check_tools()?;
+    check_tools(!options.java_only)?;
     let jprof = build_jprof()?;
     if options.import_only {
         let table = import::compare(&jprof, options.runs)?;

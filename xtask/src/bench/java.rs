@@ -3,6 +3,9 @@
 //! and -XX:+PreserveFramePointer, added automatically), and under `perf record -g` with the
 //! same frame-pointer flag and a perf map (-XX:+DumpPerfMapAtExit). The demo runs for a fixed
 //! time, so the cost shows as fewer rounds done: slowdown = rounds alone / rounds profiled.
+//! `jprof record --call-graph fp` runs beside it: the default before a JVM got the deep stack
+//! copy cut down to each frame's links and `Method*` slot (docs/java.md), with both files'
+//! bytes per sample.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -52,8 +55,11 @@ pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
         dir.join("alone.txt"),
         dir.join("jprof.txt"),
         dir.join("perf.txt"),
+        dir.join("jprof-fp.txt"),
     ];
-    let mut done: [Vec<f64>; 3] = Default::default();
+    let mut done: [Vec<f64>; 4] = Default::default();
+    // File bytes per sample of the last recording of each jprof variant (by variant).
+    let mut per_sample = [0.0f64; 4];
     let java = |extra: &[&str]| -> Vec<OsString> {
         let mut v: Vec<OsString> = vec!["java".into()];
         v.extend(extra.iter().map(OsString::from));
@@ -68,20 +74,19 @@ pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
     eprintln!(
         "== Java: demo alone vs jprof record (agent) vs perf record + perf map ({runs} runs)"
     );
-    interleaved(runs, 3, |variant| {
+    let jprof_record = |data: &str, extra: &[&str]| -> Vec<OsString> {
+        let mut v = vec![OsString::from(jprof), "record".into(), "-o".into()];
+        v.push(dir.join(data).into_os_string());
+        v.extend(extra.iter().map(OsString::from));
+        v.push("--".into());
+        v.extend(java(&[]));
+        v
+    };
+    interleaved(runs, 4, |variant| {
         let argv = match variant {
             0 => java(&[]),
-            1 => {
-                let mut v = vec![
-                    OsString::from(jprof),
-                    "record".into(),
-                    "-o".into(),
-                    dir.join("java.data").into_os_string(),
-                    "--".into(),
-                ];
-                v.extend(java(&[]));
-                v
-            }
+            1 => jprof_record("java.data", &[]),
+            3 => jprof_record("java-fp.data", &["--call-graph", "fp"]),
             _ => {
                 let mut v: Vec<OsString> = ["perf", "record", "-q", "-F", "999", "-g", "-o"]
                     .iter()
@@ -99,25 +104,46 @@ pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
         };
         let m: Measurement = meter.single(argv, &out[variant])?;
         done[variant].push(rounds(&out[variant])?);
+        let data = match variant {
+            1 => "java.data",
+            3 => "java-fp.data",
+            _ => return Ok(m),
+        };
+        // The recorder's summary: "recorded N samples in …".
+        let summary = std::fs::read_to_string(dir.join("stderr-0.txt"))?;
+        let samples: f64 = summary
+            .split_whitespace()
+            .skip_while(|w| *w != "recorded")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("no `recorded N samples` in {summary}"))?;
+        per_sample[variant] = std::fs::metadata(dir.join(data))?.len() as f64 / samples;
         Ok(m)
     })?;
-    let [alone, with_jprof, with_perf] = done.map(median);
+    let [alone, with_jprof, with_perf, with_fp] = done.map(median);
     let mut s = String::new();
     let _ = writeln!(
         s,
         "\nJava demo ({SECONDS} s of matrix multiplication), medians of {runs} interleaved runs:\n"
     );
-    let _ = writeln!(s, "| run | rounds done | slowdown |");
-    let _ = writeln!(s, "|---|---:|---:|");
-    let _ = writeln!(s, "| alone | {alone:.0} | 1.00× |");
+    let _ = writeln!(s, "| run | rounds done | slowdown | file bytes/sample |");
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let _ = writeln!(s, "| alone | {alone:.0} | 1.00× | |");
     let _ = writeln!(
         s,
-        "| `jprof record` (agent, PreserveFramePointer) | {with_jprof:.0} | {:.2}× |",
-        alone / with_jprof
+        "| `jprof record` (agent, PreserveFramePointer; 64 KiB copy cut down) | {with_jprof:.0} | {:.2}× | {:.0} |",
+        alone / with_jprof,
+        per_sample[1]
     );
     let _ = writeln!(
         s,
-        "| `perf record -g` + perf map, PreserveFramePointer | {with_perf:.0} | {:.2}× |",
+        "| `jprof record --call-graph fp` (the default before: 1 KiB copy) | {with_fp:.0} | {:.2}× | {:.0} |",
+        alone / with_fp,
+        per_sample[3]
+    );
+    let _ = writeln!(
+        s,
+        "| `perf record -g` + perf map, PreserveFramePointer | {with_perf:.0} | {:.2}× | |",
         alone / with_perf
     );
     let _ = writeln!(
