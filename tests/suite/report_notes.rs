@@ -80,7 +80,9 @@ fn stripped_binaries_are_one_note() {
     let notes: Vec<&str> = text.lines().filter(|l| l.starts_with("Note:")).collect();
     let grouped: Vec<&&str> = notes
         .iter()
-        .filter(|n| n.contains("3 binaries have no symbols for the addresses sampled in them"))
+        // The three libraries, and sometimes the dynamic loader too: a sample may land in
+        // ld.so while it maps them, and Debian's ld.so has no symbols for every address.
+        .filter(|n| n.contains(" binaries have no symbols for the addresses sampled in them"))
         .collect();
     assert_eq!(grouped.len(), 1, "{notes:#?}");
     for lib in ["libl1.so (", "libl2.so (", "libl3.so ("] {
