@@ -201,6 +201,24 @@ fn depth_line(stderr: &str) -> (f64, String) {
 /// The summary says how deep stacks reach: a shallow recursion is whole (from `_start` to the
 /// leaf, every frame named), and one deeper than the kernel's callchain limit is counted as cut
 /// there, with the limit named. The report says the same in its notes.
+/// The `N cut at the kernel's LIMIT-frame callchain limit` count of a depth line (0 if absent).
+fn cut_count(line: &str, limit: usize) -> u64 {
+    let marker = format!(" cut at the kernel's {limit}-frame callchain limit");
+    line.split_once(&marker)
+        .and_then(|(before, _)| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The `of N samples` count of a depth line.
+fn sample_count(line: &str) -> u64 {
+    line.split(" of ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no sample count in {line}"))
+}
+
 #[test]
 fn the_summary_counts_stacks_cut_at_the_kernels_limit() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -227,24 +245,17 @@ fn the_summary_counts_stacks_cut_at_the_kernels_limit() {
     let (_, shallow) = record(20, "shallow.data");
     let (share, line) = depth_line(&shallow);
     assert!(share >= 90.0, "{line}");
-    assert!(!line.contains("cut at"), "{line}");
+    // A rare sample may still reach the limit: the kernel's frame-pointer walk can follow a
+    // stale chain (a leaf in libc without frame pointers) until it stops. Rare, not the rule.
+    let shallow_cut = cut_count(&line, limit);
+    assert!(shallow_cut * 50 <= sample_count(&line), "{line}");
 
     let (data, deep) = record(limit + 50, "deep.data");
     let (share, line) = depth_line(&deep);
     assert!(share <= 10.0, "{line}");
-    let marker = format!(" cut at the kernel's {limit}-frame callchain limit");
-    let cut: u64 = line
-        .split_once(&marker)
-        .and_then(|(before, _)| before.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no cut count in {line}"));
-    let samples: u64 = line
-        .split(" of ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    assert!(cut * 10 >= samples * 9, "{line}");
+    let cut = cut_count(&line, limit);
+    assert!(cut > 0, "no cut count in {line}");
+    assert!(cut * 10 >= sample_count(&line) * 9, "{line}");
     let text = jprof()
         .args(["report", "-f", "text", "-o", "-", "-i"])
         .arg(&data)
