@@ -5,6 +5,7 @@
 //! oldest is dropped, with a warning, beyond that), so local disk stays bounded.
 
 use std::collections::VecDeque;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -38,7 +39,7 @@ pub fn run(config: &RecordConfig, continuous: &Continuous) -> Result<i32> {
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .map_err(|e| Error::Other(format!("cannot handle signal {signal}: {e}")))?;
     }
-    let waiting: Arc<Mutex<VecDeque<PathBuf>>> = Arc::default();
+    let waiting: Arc<Mutex<VecDeque<Window>>> = Arc::default();
     let (tx, rx) = mpsc::channel::<()>();
     let pusher = {
         let waiting = Arc::clone(&waiting);
@@ -68,17 +69,25 @@ pub fn run(config: &RecordConfig, continuous: &Continuous) -> Result<i32> {
         let recorded = crate::record::run(&window_config);
         {
             let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
-            if window_config.output.exists() {
-                waiting.push_back(window_config.output.clone());
+            // The window as written: a name replaced afterwards (another user's link or file in a
+            // shared directory) is neither pushed as this window nor removed.
+            if let Ok(m) = std::fs::symlink_metadata(&window_config.output) {
+                if m.file_type().is_file() {
+                    waiting.push_back(Window {
+                        path: window_config.output.clone(),
+                        dev: m.dev(),
+                        ino: m.ino(),
+                    });
+                }
             }
             while waiting.len() > MAX_WAITING {
                 if let Some(oldest) = waiting.pop_front() {
                     eprintln!(
                         "jprof: warning: {} dropped: the store has not taken the last {MAX_WAITING} \
                          windows",
-                        oldest.display()
+                        oldest.path.display()
                     );
-                    let _ = std::fs::remove_file(&oldest);
+                    oldest.remove();
                 }
             }
         }
@@ -107,7 +116,7 @@ pub fn run(config: &RecordConfig, continuous: &Continuous) -> Result<i32> {
 }
 
 /// Pushes the waiting windows, oldest first; stops at the first failure (kept for next time).
-fn push_waiting(waiting: &Mutex<VecDeque<PathBuf>>, continuous: &Continuous) {
+fn push_waiting(waiting: &Mutex<VecDeque<Window>>, continuous: &Continuous) {
     loop {
         let Some(next) = waiting
             .lock()
@@ -120,12 +129,12 @@ fn push_waiting(waiting: &Mutex<VecDeque<PathBuf>>, continuous: &Continuous) {
         let config = PushConfig {
             store: continuous.store.clone(),
             labels: continuous.labels.clone(),
-            files: vec![next.clone()],
+            files: vec![next.path.clone()],
             batch_rows: crate::fleet::DEFAULT_BATCH_ROWS,
         };
         match crate::fleet::push(&config) {
             Ok(()) => {
-                let _ = std::fs::remove_file(&next);
+                next.remove();
                 let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
                 if waiting.front() == Some(&next) {
                     waiting.pop_front();
@@ -134,11 +143,26 @@ fn push_waiting(waiting: &Mutex<VecDeque<PathBuf>>, continuous: &Continuous) {
             Err(e) => {
                 eprintln!(
                     "jprof: warning: {} kept for later: {}",
-                    next.display(),
+                    next.path.display(),
                     e.terminal_message()
                 );
                 return;
             }
         }
+    }
+}
+
+/// A recorded window waiting to be pushed: its path and the file it was when written.
+#[derive(Clone, PartialEq)]
+struct Window {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl Window {
+    /// Removes the window's file, only if that name is still the file jprof wrote.
+    fn remove(&self) {
+        crate::foreign_file::remove_if_same(&self.path, self.dev, self.ino);
     }
 }
