@@ -489,7 +489,7 @@ pub(crate) struct TableArgs {
     #[arg(long, value_enum, value_name = "self|total")]
     pub(crate) sort: Option<SortArg>,
     /// Rows per table.
-    #[arg(long, value_name = "N", default_value_t = crate::input::recording::text::DEFAULT_LIMIT as u64,
+    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_LIMIT as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) limit: u64,
     /// Who calls FUNC, with the share of FUNC's time each caller accounts for, instead of the
@@ -510,9 +510,9 @@ pub(crate) enum SortArg {
     Total,
 }
 
-impl From<TableArgs> for crate::input::recording::text::Tables {
+impl From<TableArgs> for crate::input::Tables {
     fn from(a: TableArgs) -> Self {
-        use crate::input::recording::text::SortBy;
+        use crate::input::SortBy;
         Self {
             sort: a.sort.map(|s| match s {
                 SortArg::SelfTime => SortBy::SelfWeight,

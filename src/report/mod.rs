@@ -91,7 +91,7 @@ impl Destination {
 /// chosen format.
 pub fn run(config: &ReportConfig) -> Result<()> {
     if !matches!(config.format, Format::Text | Format::Flamegraph)
-        && config.input.tables != crate::input::recording::text::Tables::default()
+        && config.input.tables != crate::input::Tables::default()
     {
         return Err(Error::Usage(
             "--sort, --limit, --callers and --callees shape the text report: use them with \

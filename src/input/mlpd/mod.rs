@@ -13,7 +13,7 @@ use std::path::Path;
 use analysis::{Analysis, Filter};
 use text::{IpResolver, Resolved};
 
-use super::{Loaded, Request, Weight};
+use super::request::{Loaded, Request, Weight};
 use crate::error::{Error, Result};
 use crate::format::mlpd::{self, BufferHeader, Decoder, Event, EventKind, Metadata};
 use crate::profile::{filter, Context, Filters, WeightUnit};

@@ -12,7 +12,9 @@ use crate::recording::Recording;
 use crate::symbolize::jit_index::JitIndex;
 use crate::symbolize::{self, ResolveOptions};
 
-use super::{perf_data, Kind, Loaded, Request, Weight};
+use super::kind::Kind;
+use super::perf_data;
+use super::request::{Loaded, Request, Weight};
 
 /// Every format but text: the filtered, weighted profile and its context.
 pub fn load(request: &Request, kind: Kind) -> Result<Loaded> {

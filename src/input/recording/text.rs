@@ -7,6 +7,8 @@ use std::io::{self, Write};
 use crate::profile::{Frame, FrameId, FrameKind, Profile};
 use crate::recording::Recording;
 
+use crate::input::request::{SortBy, Tables};
+
 /// One function's cost. Weights are summed sample periods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FunctionCost {
@@ -408,43 +410,6 @@ pub fn write_tables(profile: &Profile, tables: &Tables, out: impl Write) -> io::
         }
         (None, None) => write_top(&function_costs(profile), tables, out),
     }
-}
-
-/// How the text report's tables are chosen, sorted and cut (`report --sort`, `--limit`,
-/// `--callers`, `--callees`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tables {
-    /// Only the table by this weight (`--sort`); both when None.
-    pub sort: Option<SortBy>,
-    /// Rows per table (`--limit`).
-    pub limit: usize,
-    /// Show who calls this function instead of the top tables (`--callers`).
-    pub callers: Option<String>,
-    /// Show what this function calls instead of the top tables (`--callees`).
-    pub callees: Option<String>,
-}
-
-/// How many rows a table has by default.
-pub const DEFAULT_LIMIT: usize = 15;
-
-impl Default for Tables {
-    fn default() -> Self {
-        Self {
-            sort: None,
-            limit: DEFAULT_LIMIT,
-            callers: None,
-            callees: None,
-        }
-    }
-}
-
-/// What the top table is sorted by (`--sort`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortBy {
-    /// The weight of samples where the function is the leaf.
-    SelfWeight,
-    /// The weight of samples where the function is anywhere on the stack.
-    Total,
 }
 
 /// Which neighbours of a function a table lists.

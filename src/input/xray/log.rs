@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::foreign_file::FileBytes;
 use crate::format::xray::{self, instr_map::InstrMap, Header, Log, LogMode};
 use crate::format::Endian;
-use crate::input::{Loaded, Request, Weight};
+use crate::input::request::{Loaded, Request, Weight};
 use crate::profile::{filter, Context, Filters, WeightUnit};
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, Stack};
 
