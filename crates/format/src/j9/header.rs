@@ -2,7 +2,13 @@
 //! 224, 232 bytes; 24 less in builds without the className/methodName/methodSignature
 //! eyecatchers), so offsets are computed from the capture's `struct_size` and flag.
 
-use super::{Image, ParseError};
+use super::image::Image;
+use crate::ParseError;
+
+/// `numExcptionRanges` bit: 32-bit exception range entries, each with a method or caller index.
+pub const WIDE_EXCEPTIONS: u16 = 0x8000;
+/// `numExcptionRanges` bit: a u32 bytecode PC follows each exception range entry.
+pub const HAS_BYTECODE_PC: u16 = 0x4000;
 
 /// Field offsets for one JVM build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,12 +159,12 @@ impl ExceptionTableHeader {
                     "{:#06x} (count {}{}{})",
                     self.num_exception_ranges,
                     self.exception_range_count(),
-                    if self.num_exception_ranges & super::WIDE_EXCEPTIONS != 0 {
+                    if self.num_exception_ranges & WIDE_EXCEPTIONS != 0 {
                         ", wide"
                     } else {
                         ""
                     },
-                    if self.num_exception_ranges & super::HAS_BYTECODE_PC != 0 {
+                    if self.num_exception_ranges & HAS_BYTECODE_PC != 0 {
                         ", bytecode PCs"
                     } else {
                         ""

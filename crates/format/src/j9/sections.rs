@@ -4,10 +4,60 @@
 //! Each decoder reads only through bounds-checked cursors and allocates no more entries than
 //! the remaining bytes can hold, so a hostile count ends in an error, not an allocation.
 
-use super::header::StructLayout;
-use super::WIDE_EXCEPTIONS;
-use super::{flags, ByteCodeInfo, Image, Metadata, ParseError, Problem, HAS_BYTECODE_PC};
-use crate::Cursor;
+use super::flags;
+use super::header::{ExceptionTableHeader, StructLayout, HAS_BYTECODE_PC, WIDE_EXCEPTIONS};
+use super::image::Image;
+use crate::{Cursor, ParseError};
+
+/// An `_methodInfo` of an inlined call site whose method was unloaded (x86: all ones).
+pub const UNLOADED_METHOD: u64 = u64::MAX;
+
+/// `TR_ByteCodeInfo`: one little-endian 32-bit bitfield word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteCodeInfo {
+    /// The word as stored.
+    pub(crate) raw: u32,
+}
+
+impl ByteCodeInfo {
+    /// Bit 0. In a stack map: the map carries bytecode info only.
+    pub fn do_not_profile(self) -> bool {
+        self.raw & 1 != 0
+    }
+
+    /// Bit 1. On an inlined call site: its monitor mask has bits set.
+    pub fn is_same_receiver(self) -> bool {
+        self.raw & 2 != 0
+    }
+
+    /// Bits 2..14, signed; -1 (any negative) = the outermost method.
+    pub fn caller_index(self) -> i32 {
+        ((self.raw << 17) as i32) >> 19
+    }
+
+    /// Bits 15..31, signed.
+    pub fn bytecode_index(self) -> i32 {
+        (self.raw as i32) >> 15
+    }
+
+    /// Packs the fields (for writers and tests).
+    pub fn new(caller_index: i32, bytecode_index: i32, do_not_profile: bool, same: bool) -> Self {
+        let raw = (do_not_profile as u32)
+            | ((same as u32) << 1)
+            | (((caller_index as u32) & 0x1FFF) << 2)
+            | ((bytecode_index as u32) << 15);
+        Self { raw }
+    }
+}
+
+/// A section that could not be decoded (or not completely): which, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The section, as named to users ("stack atlas", "OSR info", ...).
+    pub section: &'static str,
+    /// What was wrong, and at which file offset.
+    pub error: ParseError,
+}
 
 /// One exception table entry: a range of code and the handler that covers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,7 +80,7 @@ pub struct ExceptionRange {
 /// One inlined call (`TR_InlinedCallSite`) and the monitor mask after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InlinedCallSite {
-    /// J9Method* of the inlined callee ([`super::UNLOADED_METHOD`] once unloaded).
+    /// J9Method* of the inlined callee ([`UNLOADED_METHOD`] once unloaded).
     pub method: u64,
     /// The call site: bytecode index in the caller and the caller's index.
     pub bytecode_info: ByteCodeInfo,
@@ -212,20 +262,39 @@ const CALL_SITE_SIZE: usize = 16;
 const INTERNAL_PTR_REG_MASK: u32 = 0x8000_0000;
 const METADATA_MAPPING_EYECATCHER: u64 = 0xBC1A_FFFF;
 
-/// Decodes every section into `md`, recording problems per section.
-pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metadata) {
+/// The sections of one image, each `None` (or empty) when its pointer is null or it could not
+/// be read; `problems` says why for the latter.
+#[derive(Default)]
+pub(super) struct Sections {
+    pub exception_ranges: Vec<ExceptionRange>,
+    pub inlined_call_sites: Vec<InlinedCallSite>,
+    pub stack_atlas: Option<StackAtlas>,
+    pub stack_alloc_map: Option<StackAllocMap>,
+    pub internal_pointer_map: Option<InternalPointerMap>,
+    pub osr_info: Option<OsrInfo>,
+    pub gpu_info: Option<GpuInfo>,
+    pub bytecode_pc_map: Option<Vec<(u64, u64)>>,
+    pub problems: Vec<Problem>,
+}
+
+/// Decodes every section the fixed struct `h` points to, recording problems per section.
+pub(super) fn decode_all(
+    img: &Image<'_>,
+    layout: &StructLayout,
+    h: &ExceptionTableHeader,
+) -> Sections {
+    let mut md = Sections::default();
     let mut problems = Vec::new();
     let mut note =
         |section: &'static str, error: ParseError| problems.push(Problem { section, error });
-    let h = md.header.clone();
 
-    if let Err(e) = exception_ranges(img, layout, &h, &mut md.exception_ranges) {
+    if let Err(e) = exception_ranges(img, layout, h, &mut md.exception_ranges) {
         note("exception ranges", e);
     }
     match img.locate(h.gc_stack_atlas, "gcStackAtlas", layout.at(88)) {
         Ok(Some(at)) => {
             let mut atlas = None;
-            if let Err(e) = stack_atlas(img, at, &h, &mut atlas) {
+            if let Err(e) = stack_atlas(img, at, h, &mut atlas) {
                 note("stack atlas", e);
             }
             md.stack_atlas = atlas;
@@ -237,7 +306,7 @@ pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metada
         match inlined_call_sites(
             img,
             layout,
-            &h,
+            h,
             md.stack_atlas.as_ref(),
             &mut md.inlined_call_sites,
         ) {
@@ -290,6 +359,7 @@ pub(super) fn decode_all(img: &Image<'_>, layout: &StructLayout, md: &mut Metada
         Err(e) => note("bytecode PC map", e),
     }
     md.problems = problems;
+    md
 }
 
 /// Ensures `count` entries of at least `each` bytes can fit in what `c` has left.
@@ -306,7 +376,7 @@ fn fits(c: &Cursor<'_>, count: u64, each: u64, what: &str) -> Result<usize, Pars
 fn exception_ranges(
     img: &Image<'_>,
     layout: &StructLayout,
-    h: &super::ExceptionTableHeader,
+    h: &ExceptionTableHeader,
     out: &mut Vec<ExceptionRange>,
 ) -> Result<(), ParseError> {
     let wide = h.num_exception_ranges & WIDE_EXCEPTIONS != 0;
@@ -350,7 +420,7 @@ fn exception_ranges(
 fn inlined_call_sites(
     img: &Image<'_>,
     layout: &StructLayout,
-    h: &super::ExceptionTableHeader,
+    h: &ExceptionTableHeader,
     atlas: Option<&StackAtlas>,
     out: &mut Vec<InlinedCallSite>,
 ) -> Result<(), ParseError> {
@@ -394,7 +464,7 @@ fn inlined_call_sites(
 fn stack_atlas(
     img: &Image<'_>,
     at: usize,
-    h: &super::ExceptionTableHeader,
+    h: &ExceptionTableHeader,
     out: &mut Option<StackAtlas>,
 ) -> Result<(), ParseError> {
     let mut c = img.cursor(at);
@@ -659,4 +729,31 @@ fn bytecode_pc_map(img: &Image<'_>, at: usize) -> Result<Vec<(u64, u64)>, ParseE
         out.push((c.u64()?, c.u64()?));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytecode_info_bitfields() {
+        for (cix, bci, dnp, same) in [
+            (-1, 0, false, false),
+            (0, 5, true, false),
+            (4095, 65535, false, true),
+            (-1, -1, true, true),
+            (17, 131071 / 2, false, false),
+        ] {
+            let b = ByteCodeInfo::new(cix, bci, dnp, same);
+            assert_eq!(b.caller_index(), cix);
+            assert_eq!(b.bytecode_index(), bci);
+            assert_eq!(b.do_not_profile(), dnp);
+            assert_eq!(b.is_same_receiver(), same);
+        }
+        // callerIndex -1 in bits 2..14, bci 7 in 15..31.
+        assert_eq!(
+            ByteCodeInfo::new(-1, 7, false, false).raw,
+            (7 << 15) | (0x1FFF << 2)
+        );
+    }
 }
