@@ -6,11 +6,17 @@
 //! switch-in can reach the writer before the switch-out it ends. A pair is decided only below
 //! the batch's watermark: every ring was drained after that time, so no earlier record is still
 //! to come.
+//!
+//! With `-a` the events are CPU-wide: the kernel writes SWITCH_CPU_WIDE records, and every
+//! task switches on them, the CPUs' idle tasks too (left out: they do not wait).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
 use crate::recording::OffCpuCounts;
+
+/// The tid of every CPU's idle task.
+const IDLE: u32 = 0;
 
 /// How long after a thread's exit its last switch-out may still arrive.
 const EXIT_MEMORY_NS: u64 = 1_000_000_000;
@@ -63,8 +69,13 @@ impl SwitchPairing {
             let whole = &batch[raw.offset..raw.offset + 8 + raw.body.len()];
             match raw.kind {
                 RecordKind::SAMPLE => match self.layout.sample_head(&raw) {
+                    // A CPU's idle task (`-a`) is not a thread that waits: its time off the CPU
+                    // is the others' time on it (and every CPU's idle task is tid 0).
                     Ok(s) if s.id.is_some_and(|id| self.ids.contains(&id)) => {
                         self.seen += 1;
+                        if s.tid == IDLE {
+                            continue;
+                        }
                         self.threads.entry(s.tid).or_default().outs.push(SwitchOut {
                             time: s.time,
                             record: whole.to_vec(),
@@ -73,9 +84,9 @@ impl SwitchPairing {
                     }
                     _ => {}
                 },
-                RecordKind::SWITCH => {
+                RecordKind::SWITCH | RecordKind::SWITCH_CPU_WIDE => {
                     if let Ok(Record::Switch { out: false, id, .. }) = self.layout.parse(&raw) {
-                        if let Some(time) = id.time {
+                        if let (Some(time), false) = (id.time, id.tid == IDLE) {
                             let ins = &mut self.threads.entry(id.tid).or_default().ins;
                             let at = ins.partition_point(|&t| t <= time);
                             ins.insert(at, time);
@@ -231,6 +242,15 @@ mod tests {
         record(14, 0, &b)
     }
 
+    /// A CPU-wide switch-in (`-a`): `tid` came back on the CPU, after `prev`.
+    fn switch_in_cpu_wide(tid: u32, prev: u32, time: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(prev.to_le_bytes());
+        b.extend(prev.to_le_bytes());
+        b.extend(&switch_in(tid, time)[8..]);
+        record(15, 0, &b)
+    }
+
     /// (tid, time, period) of the samples in `bytes`.
     fn periods(bytes: &[u8]) -> Vec<(u32, u64, u64)> {
         RecordIter::new(bytes)
@@ -286,5 +306,24 @@ mod tests {
             (counts.switches, counts.short, counts.short_ns),
             (1, 1, 500)
         );
+    }
+
+    /// `-a`: switch-ins come as SWITCH_CPU_WIDE records and pair like the per-thread ones; the
+    /// idle task (tid 0 on every CPU) neither waits nor returns.
+    #[test]
+    fn cpu_wide_switches_pair_and_the_idle_task_is_left_out() {
+        let mut pairing = SwitchPairing::new(LAYOUT, &[SWITCH_ID], 1_000).unwrap();
+        let mut batch = sample(SWITCH_ID, 42, 1_000);
+        batch.extend(sample(SWITCH_ID, 0, 1_500));
+        batch.extend(switch_in_cpu_wide(0, 42, 1_001));
+        batch.extend(switch_in_cpu_wide(42, 0, 4_000));
+        let kept = pairing.process(&batch, Some(8_000));
+        assert_eq!(periods(&kept), vec![(42, 1_000, 3_000)]);
+        let pairing_seen = pairing.seen;
+        let (rest, counts) = pairing.finish(100_000);
+        assert!(periods(&rest).is_empty(), "{:?}", periods(&rest));
+        assert_eq!((counts.switches, counts.stored, counts.unpaired), (1, 1, 0));
+        // Neither switch-out is a CPU sample.
+        assert_eq!(pairing_seen, 2);
     }
 }

@@ -95,7 +95,12 @@ fn report(data: &Path, args: &[&str]) -> Output {
 
 /// The folded stacks of `data` limited by `filter` (e.g. `--pid 42`): (frames, weight).
 fn folded(data: &Path, filter: &[&str]) -> Vec<(Vec<String>, u64)> {
-    let mut args = vec!["--format", "collapsed", "--weight", "samples"];
+    folded_by(data, "samples", filter)
+}
+
+/// [`folded`] by `weight` (samples, off-cpu, wall).
+fn folded_by(data: &Path, weight: &str, filter: &[&str]) -> Vec<(Vec<String>, u64)> {
+    let mut args = vec!["--format", "collapsed", "--weight", weight];
     args.extend(filter);
     let out = report(data, &args);
     assert!(
@@ -243,22 +248,7 @@ fn all_cpus_records_old_and_new_processes() {
     cmd.args(["-c", "echo ready; while :; do :; done"]);
     let before = start_ready(cmd);
     let data = dir.path().join("all.data");
-    let jprof_run = jprof()
-        .args(["record", "-a", "--duration", "4", "-o"])
-        .arg(&data)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Started once jprof writes its recording (its events are open by then).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .any(|e| e.file_name().to_string_lossy().contains(".partial-"))
-    {
-        assert!(Instant::now() < deadline, "jprof -a wrote nothing");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let jprof_run = start_recording(&data, &["-a", "--duration", "4"]);
     let newer = dir.path().join("newprobe");
     std::fs::copy("/bin/sh", &newer).unwrap();
     let mut cmd = Command::new(&newer);
@@ -291,6 +281,38 @@ fn all_cpus_records_old_and_new_processes() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(processes > 10, "{text}");
+}
+
+/// Starts `jprof record ARGS -o DATA` and returns once it writes the recording (its events are
+/// open by then: what starts after is recorded).
+fn start_recording(data: &Path, args: &[&str]) -> Child {
+    let mut run = jprof()
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = data.parent().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains(".partial-"))
+    {
+        if let Ok(Some(status)) = run.try_wait() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            panic!("jprof record {args:?} ended ({status}) before writing: {stderr}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "jprof record {args:?} wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run
 }
 
 /// A child's exit status and its stderr as text.
@@ -601,4 +623,63 @@ fn all_cpus_names_every_runtimes_hot_functions_like_attaching_alone() {
              alone: {in_all:?}"
         );
     }
+}
+
+/// `-a --off-cpu` (CPU-wide switch records): a program started during the recording that
+/// sleeps 8 × 125 ms in `wait_in_sleeper` has that second off the CPU under that function, and
+/// its threads' wall time is their real time, as when jprof launches it (not the recording's
+/// end: a switch-out never paired would wait until then).
+#[test]
+fn all_cpus_off_cpu_time_lands_under_the_waiting_function() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("off.data");
+    let waits = crate::off_cpu::waits();
+    let jprof_run = start_recording(&data, &["-a", "--off-cpu", "--duration", "4"]);
+    let started = Instant::now();
+    let mut program = Command::new(waits).spawn().unwrap();
+    let pid = program.id().to_string();
+    assert!(program.wait().unwrap().success());
+    // On a busy machine a thread woken from its sleep may wait for a CPU, which counts as off
+    // the CPU: each time is at least 1 s and at most the program's whole life.
+    let lifetime = started.elapsed().as_secs_f64();
+    let (status, summary) = jprof_run.wait_with_output_stderr();
+    assert!(status.success(), "{summary}");
+    assert!(
+        summary.contains("off-CPU: ") && summary.contains("switches off the CPU"),
+        "{summary}"
+    );
+    let weighed = |weight: &str| {
+        let stacks = folded_by(&data, weight, &["--pid", &pid]);
+        let under = |frame: &str| -> u64 {
+            stacks
+                .iter()
+                .filter(|(s, _)| s.iter().any(|f| f == frame))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        (
+            under("wait_in_sleeper"),
+            under("main"),
+            under("spin_in_spinner"),
+            stacks,
+        )
+    };
+    let within = |ns: u64, what: &str| {
+        let s = ns as f64 / 1e9;
+        assert!(
+            (0.9..=1.1).contains(&s),
+            "{what}: {s:.3} s, expected 1 s ± 10%"
+        );
+    };
+    let (asleep, _, _, off) = weighed("off-cpu");
+    within(asleep, "off-CPU under wait_in_sleeper");
+    assert!(
+        off.iter()
+            .any(|(s, _)| s.join(";").contains("main;wait_in_sleeper;usleep")),
+        "the sleeping stack is not whole: {off:?}"
+    );
+    let (_, main, spinner, _) = weighed("wall");
+    within(main, "wall of the main thread");
+    within(spinner, "wall of the spinning thread");
 }

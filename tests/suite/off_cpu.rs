@@ -15,7 +15,7 @@ use std::time::Duration;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// examples/offcpu/waits, built once (frame pointers kept, as the README asks of native code).
-fn waits() -> &'static Path {
+pub(crate) fn waits() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("offcpu-waits");

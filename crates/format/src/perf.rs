@@ -30,6 +30,9 @@ impl RecordKind {
     pub const LOST_SAMPLES: Self = Self(13);
     /// A context switch of the monitored thread (`attr.context_switch`).
     pub const SWITCH: Self = Self(14);
+    /// `PERF_RECORD_SWITCH_CPU_WIDE`: a context switch seen by a CPU-wide event (`-a`); it
+    /// also names the task switched to or from.
+    pub const SWITCH_CPU_WIDE: Self = Self(15);
     /// `PERF_RECORD_KSYMBOL`: a kernel symbol (BPF program, trampoline) was added or removed.
     pub const KSYMBOL: Self = Self(17);
 }
@@ -334,7 +337,8 @@ pub enum Record<'a> {
         /// Whether sampling resumed (UNTHROTTLE) rather than stopped.
         unthrottle: bool,
     },
-    /// `PERF_RECORD_SWITCH`: the monitored thread left or came back to a CPU.
+    /// `PERF_RECORD_SWITCH` or `PERF_RECORD_SWITCH_CPU_WIDE`: the thread of the `sample_id`
+    /// left or came back to a CPU.
     Switch {
         /// Whether the thread left the CPU (`PERF_RECORD_MISC_SWITCH_OUT`).
         out: bool,
@@ -478,11 +482,17 @@ impl SampleLayout {
                 let id = self.parse_sample_id(&mut c)?;
                 Record::LostSamples { lost, id }
             }
-            RecordKind::SWITCH => Record::Switch {
-                out: raw.misc & misc::SWITCH_OUT != 0,
-                preempt: raw.misc & misc::SWITCH_OUT_PREEMPT != 0,
-                id: self.parse_sample_id(&mut c)?,
-            },
+            RecordKind::SWITCH | RecordKind::SWITCH_CPU_WIDE => {
+                if raw.kind == RecordKind::SWITCH_CPU_WIDE {
+                    // next_prev_pid, next_prev_tid: the other task, not needed.
+                    c.u64()?;
+                }
+                Record::Switch {
+                    out: raw.misc & misc::SWITCH_OUT != 0,
+                    preempt: raw.misc & misc::SWITCH_OUT_PREEMPT != 0,
+                    id: self.parse_sample_id(&mut c)?,
+                }
+            }
             RecordKind::THROTTLE | RecordKind::UNTHROTTLE => Record::Throttle {
                 time: c.u64()?,
                 unthrottle: raw.kind == RecordKind::UNTHROTTLE,
@@ -778,6 +788,25 @@ mod tests {
             other => panic!("not a switch: {other:?}"),
         }
         assert_eq!(layout.time_of(&raw), Some(456));
+
+        // The CPU-wide form (`-a`): the other task's pid and tid come first.
+        let mut wide = Vec::new();
+        wide.extend(99u32.to_le_bytes());
+        wide.extend(100u32.to_le_bytes());
+        wide.extend(&t);
+        let rec = header(15, 0, &wide);
+        let raw = RecordIter::new(&rec).next().unwrap().unwrap();
+        match layout.parse(&raw).unwrap() {
+            Record::Switch { out, preempt, id } => {
+                assert!(!out && !preempt);
+                assert_eq!((id.pid, id.tid, id.time), (7, 8, Some(456)));
+            }
+            other => panic!("not a switch: {other:?}"),
+        }
+        // Cut short: an error naming where, not a switch with a wrong thread.
+        let rec = header(15, 0, &wide[..12]);
+        let raw = RecordIter::new(&rec).next().unwrap().unwrap();
+        assert!(layout.parse(&raw).is_err());
     }
 
     #[test]
