@@ -5,21 +5,23 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{available, build_example, build_jprof, cargo, describe, target_dir};
-
-const GNU_TIME: &str = "/usr/bin/time";
+use crate::command::available;
+use crate::workspace::{build_example, build_jprof, target_dir};
+use measure::{interleaved, rss_cell, Meter, Summary, GNU_TIME};
 
 /// An argument vector from mixed `&str`/path arguments.
 macro_rules! argv {
     ($($arg:expr),* $(,)?) => { vec![$(OsString::from(&$arg)),*] };
 }
+
+/// The workspace's `cargo bench` benchmarks.
+mod benches;
+/// Wall time, peak memory, interleaved runs and medians.
+mod measure;
 
 /// The fleet store in ClickHouse: insert rate, bytes per sample, fleet query time.
 mod fleet;
@@ -150,166 +152,6 @@ fn check_tools(inferno: bool) -> Result<()> {
     Ok(())
 }
 
-/// One measured run: wall time and peak resident memory (KiB) of the largest process.
-#[derive(Clone, Copy, Debug)]
-struct Measurement {
-    wall: Duration,
-    max_rss_kib: Option<u64>,
-}
-
-/// Measures processes, wrapping each in GNU time when it is there.
-struct Meter {
-    gnu_time: bool,
-    scratch: PathBuf,
-}
-
-impl Meter {
-    /// The command for stage `stage` of a pipeline, and where GNU time leaves its peak RSS.
-    fn command(&self, stage: usize, argv: &[OsString]) -> (Command, Option<PathBuf>) {
-        let (mut cmd, rss_file) = if self.gnu_time {
-            let rss_file = self.scratch.join(format!("rss-{stage}.txt"));
-            let mut cmd = Command::new(GNU_TIME);
-            cmd.args(["-f", "%M", "-o"]).arg(&rss_file);
-            cmd.arg(&argv[0]);
-            (cmd, Some(rss_file))
-        } else {
-            (Command::new(&argv[0]), None)
-        };
-        cmd.args(&argv[1..]);
-        (cmd, rss_file)
-    }
-
-    /// Runs one pipeline (`stages[0] | stages[1] | ...`) with stdout of the last stage to `out`.
-    fn pipeline(&mut self, stages: &[Vec<OsString>], out: &Path) -> Result<Measurement> {
-        let mut commands: Vec<(Command, Option<PathBuf>)> = stages
-            .iter()
-            .enumerate()
-            .map(|(stage, argv)| self.command(stage, argv))
-            .collect();
-        let last = commands.len() - 1;
-        let started = Instant::now();
-        let mut children: Vec<(Child, String)> = Vec::new();
-        for (i, (cmd, _)) in commands.iter_mut().enumerate() {
-            cmd.stdin(match children.last_mut() {
-                Some((child, _)) => Stdio::from(child.stdout.take().context("pipe")?),
-                None => Stdio::null(),
-            });
-            cmd.stdout(if i == last {
-                Stdio::from(
-                    File::create(out)
-                        .with_context(|| format!("cannot create {}", out.display()))?,
-                )
-            } else {
-                Stdio::piped()
-            });
-            // Errors of the measured tools would be noise in the table; keep them for failures.
-            cmd.stderr(Stdio::from(File::create(
-                self.scratch.join(format!("stderr-{i}.txt")),
-            )?));
-            let child = cmd
-                .spawn()
-                .with_context(|| format!("cannot start `{}`", describe(cmd)))?;
-            children.push((child, describe(cmd)));
-        }
-        for (i, (mut child, line)) in children.into_iter().enumerate() {
-            let status = child.wait()?;
-            if !status.success() {
-                let stderr = std::fs::read_to_string(self.scratch.join(format!("stderr-{i}.txt")))
-                    .unwrap_or_default();
-                bail!("`{line}` failed ({status}):\n{stderr}");
-            }
-        }
-        let wall = started.elapsed();
-        let mut max_rss_kib = None;
-        for (_, rss_file) in &commands {
-            if let Some(file) = rss_file {
-                let text = std::fs::read_to_string(file)
-                    .with_context(|| format!("cannot read {}", file.display()))?;
-                // GNU time prints "Command exited with non-zero status" first on failure.
-                let kib: Option<u64> = text.lines().last().and_then(|l| l.trim().parse().ok());
-                max_rss_kib = max_rss_kib.max(kib);
-            }
-        }
-        Ok(Measurement { wall, max_rss_kib })
-    }
-
-    fn single(&mut self, argv: Vec<OsString>, out: &Path) -> Result<Measurement> {
-        self.pipeline(&[argv], out)
-    }
-}
-
-/// Median of the runs of one variant.
-#[derive(Clone, Copy, Debug)]
-struct Summary {
-    wall: f64,
-    max_rss_mib: Option<f64>,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
-fn summarize(runs: &[Measurement]) -> Summary {
-    let rss: Vec<f64> = runs
-        .iter()
-        .filter_map(|m| m.max_rss_kib.map(|k| k as f64 / 1024.0))
-        .collect();
-    Summary {
-        wall: median(runs.iter().map(|m| m.wall.as_secs_f64()).collect()),
-        max_rss_mib: (!rss.is_empty()).then(|| median(rss)),
-    }
-}
-
-fn rss_cell(s: &Summary) -> String {
-    s.max_rss_mib.map_or("n/a".into(), |m| format!("{m:.1}"))
-}
-
-/// A two-row markdown table of jprof against a baseline tool doing the same work, with the
-/// baseline/jprof wall-time ratio, then the goal.
-fn versus_table(
-    what: &str,
-    ratio: &str,
-    ours: (&str, &Summary),
-    theirs: (&str, &Summary),
-    goal: &str,
-) -> String {
-    let ((our_label, j), (their_label, t)) = (ours, theirs);
-    format!(
-        "| {what} | time (s) | max RSS (MiB) | {ratio} |\n|---|---:|---:|---:|\n\
-         | {our_label} | {:.3} | {} | **{:.1}×** |\n| {their_label} | {:.3} | {} | |\n\nGoal: {goal}\n",
-        j.wall,
-        rss_cell(j),
-        t.wall / j.wall,
-        t.wall,
-        rss_cell(t),
-    )
-}
-
-/// Runs each of `variants` variants `runs` times, rotating the order every round so slow drift
-/// of the machine hits all variants alike. Returns the measurements per variant.
-fn interleaved(
-    runs: usize,
-    variants: usize,
-    mut run_variant: impl FnMut(usize) -> Result<Measurement>,
-) -> Result<Vec<Summary>> {
-    let mut results: Vec<Vec<Measurement>> = vec![Vec::new(); variants];
-    for round in 0..runs {
-        eprint!("\rround {}/{runs}", round + 1);
-        for k in 0..variants {
-            let i = (round + k) % variants;
-            results[i].push(run_variant(i)?);
-        }
-    }
-    eprintln!();
-    Ok(results.iter().map(|r| summarize(r)).collect())
-}
-
 fn file_mib(path: &Path) -> f64 {
     std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / (1024.0 * 1024.0))
 }
@@ -317,7 +159,7 @@ fn file_mib(path: &Path) -> f64 {
 pub fn run(args: &[String]) -> Result<()> {
     let options = parse(args)?;
     if options.writers_only {
-        print!("{}", writers()?);
+        print!("{}", benches::writers()?);
         return Ok(());
     }
     if options.xray_only {
@@ -472,8 +314,8 @@ pub fn run(args: &[String]) -> Result<()> {
     );
     table.push('\n');
     table.push_str(&import::compare(&jprof, options.runs)?);
-    table.push_str(&jitdump_throughput()?);
-    table.push_str(&writers()?);
+    table.push_str(&benches::jitdump_throughput()?);
+    table.push_str(&benches::writers()?);
     table.push_str(&java::compare(&jprof, options.runs)?);
     table.push_str(&mono::compare(&jprof, options.runs)?);
     table.push_str(&xray::compare(&jprof, options.runs)?);
@@ -486,44 +328,6 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
     eprintln!("written to {}", md.display());
     Ok(())
-}
-
-/// `cargo bench --bench jitdump_parse`: the jitdump parser over the Node fixture, in GB/s.
-fn jitdump_throughput() -> Result<String> {
-    let line = cargo_bench_line("jitdump_parse", &[], "jitdump parse_records:")?;
-    Ok(format!("\n{line} (goal ≥ 1 GB/s)\n"))
-}
-
-/// Runs `cargo bench --bench NAME -- ARGS` and returns what it printed.
-fn cargo_bench(name: &str, args: &[&std::ffi::OsStr]) -> Result<String> {
-    eprintln!("== {name} (benches/{name}.rs)");
-    let mut cmd = cargo();
-    cmd.current_dir(crate::root())
-        .args(["bench", "--quiet", "--bench", name, "--"])
-        .args(args);
-    let out = cmd
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("cannot run `{}`", describe(&cmd)))?;
-    if !out.status.success() {
-        bail!("`{}` failed ({})", describe(&cmd), out.status);
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The result line (the one starting with `prefix`) of `cargo bench --bench NAME -- ARGS`.
-fn cargo_bench_line(name: &str, args: &[&std::ffi::OsStr], prefix: &str) -> Result<String> {
-    cargo_bench(name, args)?
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .map(str::to_string)
-        .with_context(|| format!("{name} printed no result line"))
-}
-
-/// Time, size and peak memory of every report writer on a synthetic 1 M-sample profile
-/// (benches/writers.rs prints the table).
-fn writers() -> Result<String> {
-    Ok(format!("\n{}", cargo_bench("writers", &[])?))
 }
 
 fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64, f64)) -> String {

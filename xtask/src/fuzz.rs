@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
-use crate::{cargo, root, run as run_command};
+use crate::command::{cargo, run as run_command};
+use crate::workspace::root;
 
 /// Every cargo-fuzz target (`fuzz/fuzz_targets/*.rs`).
 const TARGETS: &[&str] = &[

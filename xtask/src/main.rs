@@ -2,14 +2,17 @@
 //! orchestration of cargo, g++, jprof, perf and inferno; no logic of jprof itself lives here.
 
 mod bench;
+mod command;
 mod fuzz;
 mod svg_check;
+mod workspace;
 
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+
+use command::run;
+use workspace::{build_example, build_jprof, target_dir};
 
 const USAGE: &str = "\
 usage: cargo xtask <task>
@@ -61,97 +64,6 @@ fn run_task() -> Result<()> {
         Some(other) => bail!("unknown task {other:?}\n\n{USAGE}"),
         None => bail!("no task given\n\n{USAGE}"),
     }
-}
-
-/// The workspace root (xtask lives one level below it).
-pub fn root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
-}
-
-/// Cargo's target directory, honouring `CARGO_TARGET_DIR`.
-pub fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => root().join(dir),
-        None => root().join("target"),
-    }
-}
-
-/// The cargo that runs us, so the same toolchain builds jprof.
-pub fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-}
-
-/// Shows a command the way a shell would, for progress and error messages.
-pub fn describe(cmd: &Command) -> String {
-    let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
-    words.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
-    words.join(" ")
-}
-
-/// Runs a command with inherited stdio; fails with the command line if it fails.
-pub fn run(cmd: &mut Command) -> Result<()> {
-    eprintln!("$ {}", describe(cmd));
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start `{}`", describe(cmd)))?;
-    if !status.success() {
-        bail!("`{}` failed ({status})", describe(cmd));
-    }
-    Ok(())
-}
-
-/// Whether `program` can be started (found on PATH and runs `--version`).
-pub fn available(program: impl AsRef<OsStr>) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok()
-}
-
-/// Builds jprof in release mode; returns the binary's path.
-pub fn build_jprof() -> Result<PathBuf> {
-    run(cargo().current_dir(root()).args([
-        "build",
-        "--release",
-        "--package",
-        "jprof",
-        "--bin",
-        "jprof",
-    ]))?;
-    Ok(target_dir().join("release/jprof"))
-}
-
-/// Compiles examples/hotspots: the frameless leaf on its own with -fomit-frame-pointer, the
-/// rest with frame pointers (see examples/README.md). Returns the binary's path.
-pub fn build_example() -> Result<PathBuf> {
-    if !available("g++") {
-        bail!("g++ is needed to build the example: apt-get install g++");
-    }
-    let src = root().join("examples/hotspots");
-    let out = target_dir().join("examples");
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    let compile = |file: &str, frame_pointer: &str, object: &str| -> Result<PathBuf> {
-        let object = out.join(object);
-        run(Command::new("g++")
-            .args(["-O2", "-g", frame_pointer, "-c"])
-            .arg(src.join(file))
-            .arg("-o")
-            .arg(&object))?;
-        Ok(object)
-    };
-    let main_object = compile("hotspots.cpp", "-fno-omit-frame-pointer", "hotspots.o")?;
-    let leaf_object = compile("leaf.cpp", "-fomit-frame-pointer", "leaf.o")?;
-    let binary = out.join("hotspots");
-    run(Command::new("g++")
-        .arg(main_object)
-        .arg(leaf_object)
-        .arg("-o")
-        .arg(&binary))?;
-    eprintln!("built {}", binary.display());
-    Ok(binary)
 }
 
 /// The README quick start: build, profile the example, draw the flame graph.

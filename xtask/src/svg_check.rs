@@ -98,7 +98,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
         }
     }
     Ok(Args {
-        svg: svg.unwrap_or_else(|| crate::target_dir().join("demo/flamegraph.svg")),
+        svg: svg.unwrap_or_else(|| crate::workspace::target_dir().join("demo/flamegraph.svg")),
         search,
         click,
     })
@@ -249,7 +249,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let driver = DRIVER
         .replace("__SEARCH__", &js_string(&args.search))
         .replace("__CLICK__", &js_string(&args.click));
-    let out_dir = crate::target_dir().join("svg-check");
+    let out_dir = crate::workspace::target_dir().join("svg-check");
     std::fs::create_dir_all(&out_dir)?;
     let stem = svg
         .file_stem()

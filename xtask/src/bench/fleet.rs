@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::{root, target_dir};
+use crate::workspace::{root, target_dir};
 
 const SERVER: &str = "/usr/sbin/clickhouse-server";
 const HOSTS: u64 = 100;

@@ -13,8 +13,9 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::{Meter, GNU_TIME};
-use crate::{cargo, root, run, target_dir};
+use super::measure::{Meter, GNU_TIME};
+use crate::command::{cargo, run};
+use crate::workspace::{root, target_dir};
 
 /// `hotspots` scale for the size rows (about 3 s).
 const SIZE_SCALE: &str = "2";

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::{median, GNU_TIME};
-use crate::{available, target_dir};
+use super::measure::{median, GNU_TIME};
+use crate::command::available;
+use crate::workspace::target_dir;
 
 /// The JIT processes of the host, killed when dropped.
 struct Busy(Vec<Child>);

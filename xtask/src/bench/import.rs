@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{interleaved, versus_table, Measurement, Meter, GNU_TIME};
-use crate::{root, target_dir};
+use super::measure::{interleaved, versus_table, Measurement, Meter, GNU_TIME};
+use crate::workspace::{root, target_dir};
 
 /// Where perf.data says the node jitdump is (regen.sh's scratch directory).
 const RECORDED_JITDUMP_DIR: &str = "/tmp/jprof-fixtures-work/node";

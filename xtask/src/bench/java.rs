@@ -14,8 +14,9 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::{interleaved, median, Measurement, Meter};
-use crate::{cargo, root, run, target_dir};
+use super::measure::{interleaved, median, Measurement, Meter};
+use crate::command::{cargo, run};
+use crate::workspace::{root, target_dir};
 
 const SECONDS: &str = "3";
 

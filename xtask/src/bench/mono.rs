@@ -10,8 +10,10 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::{cargo_bench_line, interleaved, Meter};
-use crate::{available, root, target_dir};
+use super::benches::cargo_bench_line;
+use super::measure::{interleaved, Meter};
+use crate::command::available;
+use crate::workspace::{root, target_dir};
 
 /// Rounds of Hot.exe in calls mode: about 1.6 million enter/leave events, some 10 MB.
 const ROUNDS: &str = "400000";

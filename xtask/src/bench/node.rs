@@ -11,8 +11,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::{median, GNU_TIME};
-use crate::{root, target_dir};
+use super::measure::{median, GNU_TIME};
+use crate::workspace::{root, target_dir};
 
 /// Rounds of tokens.js: about 7 s alone on this kind of machine.
 const ROUNDS: &str = "18000";

@@ -15,8 +15,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::{interleaved, median, Measurement, Meter};
-use crate::target_dir;
+use super::measure::{interleaved, median, Measurement, Meter};
+use crate::workspace::target_dir;
 
 /// Hops across CPUs (~3 s alone here); on one CPU a hop is ~40× faster.
 const HOPS: u64 = 100_000;
@@ -26,7 +26,7 @@ pub(super) fn build(dir: &Path) -> Result<PathBuf> {
     let out = dir.join("waits");
     let status = Command::new("cc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"])
-        .arg(crate::root().join("examples/offcpu/waits.c"))
+        .arg(crate::workspace::root().join("examples/offcpu/waits.c"))
         .arg("-o")
         .arg(&out)
         .status()
@@ -129,7 +129,7 @@ fn runtimes(jprof: &Path, dir: &Path) -> Result<String> {
     let mut table = String::from(
         "| runtime: function that waited | measured by the program | jprof off-CPU under it | error |\n|---|---:|---:|---:|\n",
     );
-    let examples = crate::root().join("examples/offcpu");
+    let examples = crate::workspace::root().join("examples/offcpu");
     let status = Command::new("javac")
         .arg("-d")
         .arg(dir)

@@ -22,8 +22,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::{median, GNU_TIME};
-use crate::{available, root, target_dir};
+use super::measure::{median, GNU_TIME};
+use crate::command::available;
+use crate::workspace::{root, target_dir};
 
 /// The flags jprof gives Node (record/runtimes.rs), given to every variant.
 const NODE_FLAGS: [&str; 3] = [

@@ -12,8 +12,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::median;
-use crate::{root, target_dir};
+use super::measure::median;
+use crate::workspace::{root, target_dir};
 
 /// Expressions deep_calls.py evaluates: about 3 s alone on this kind of machine.
 const COUNT: &str = "120000";

@@ -10,8 +10,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use super::{interleaved, versus_table, Meter, GNU_TIME};
-use crate::{available, target_dir};
+use super::measure::{interleaved, versus_table, Meter, GNU_TIME};
+use crate::command::available;
+use crate::workspace::target_dir;
 
 /// Function records in the generated log (32 bytes each).
 const RECORDS: usize = 2_000_000;
