@@ -6,13 +6,10 @@
 //! looked for (`--search-dir`, perf's build-id cache in `~/.debug`, `/usr/lib/debug`), else
 //! the addresses stay `[unknown]` with a note. Rules: docs/symbolization.md.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use super::native::{hex, Binary, BinaryCache};
-
-/// The build-id side of a [`BinaryCache`]: where copies are looked for, what was found, and
+/// The build-id side of a [`BinaryCache`](super::native::BinaryCache): where copies are looked for, what was found, and
 /// which files were another build with no copy found.
 #[derive(Default)]
 pub struct Lookup {
@@ -20,8 +17,6 @@ pub struct Lookup {
     pub(crate) search_dirs: Vec<PathBuf>,
     /// Whose `~/.debug` is perf's build-id cache (None: not looked in).
     pub(crate) home: Option<PathBuf>,
-    /// The copy found for each build id looked for (None: none found).
-    copies: HashMap<Vec<u8>, Option<Arc<Binary>>>,
     /// Mapped path → the mismatch, for the notes.
     pub(crate) mismatches: BTreeMap<String, Mismatch>,
     /// Mapped paths that could not be read and of whose recorded build id (hex) no copy was
@@ -39,73 +34,9 @@ impl Lookup {
     }
 }
 
-impl BinaryCache {
-    /// The binary for a mapping of `path` in process `pid` that the recording says has build
-    /// id `recorded`: the file at the path when it is that build (or no build id was
-    /// recorded), else a copy of that build found elsewhere ([`places`]). The file at the path
-    /// being another build (a file without a build id cannot be the recorded one) with no
-    /// copy found is an error, and remembered for the notes.
-    pub fn get_built(
-        &mut self,
-        pid: u32,
-        path: &Arc<str>,
-        recorded: Option<&[u8]>,
-    ) -> Result<Arc<Binary>, String> {
-        let at_path = self.get(pid, path);
-        let Some(recorded) = recorded.filter(|id| !id.is_empty()) else {
-            return at_path;
-        };
-        let on_disk = match &at_path {
-            Ok(binary) => match binary.build_id.as_deref() {
-                Some(id) if id == recorded => return at_path,
-                Some(id) => Some(hex(id)),
-                None => Some(String::new()),
-            },
-            Err(_) => None,
-        };
-        // Pseudo files ([vdso]) have no copies elsewhere.
-        if path.starts_with('/') {
-            if let Some(copy) = self.copy_of(path, recorded) {
-                return Ok(copy);
-            }
-        }
-        let Some(on_disk) = on_disk else {
-            self.by_build_id
-                .not_found
-                .insert(path.to_string(), hex(recorded));
-            return at_path;
-        };
-        let mismatch = Mismatch {
-            recorded: hex(recorded),
-            on_disk,
-        };
-        let why = format!(
-            "the file on disk is not build {} (the recording's)",
-            mismatch.recorded
-        );
-        self.by_build_id
-            .mismatches
-            .entry(path.to_string())
-            .or_insert(mismatch);
-        Err(why)
-    }
-
-    /// A copy of the binary mapped from `path` with build id `id`, looked for once per id.
-    fn copy_of(&mut self, path: &str, id: &[u8]) -> Option<Arc<Binary>> {
-        if let Some(found) = self.by_build_id.copies.get(id) {
-            return found.clone();
-        }
-        let lookup = &self.by_build_id;
-        let found = places(path, id, &lookup.search_dirs, lookup.home.as_deref())
-            .into_iter()
-            .find_map(|place| {
-                let binary = Binary::open(&place, self.debug_files).ok()?;
-                let same = binary.build_id.as_deref() == Some(id);
-                same.then_some(binary).map(Arc::new)
-            });
-        self.by_build_id.copies.insert(id.to_vec(), found.clone());
-        found
-    }
+/// Lower-case hex of a build id.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where a copy of the binary mapped from `path` with build id `id` may be, in the order

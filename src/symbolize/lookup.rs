@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::build_id::hex;
 use super::embedded::EmbeddedIndex;
 use super::kernel::{self, KernelSymbols};
-use super::native::{hex, BinaryCache, NativeFrame};
+use super::native::{BinaryCache, NativeFrame};
 use super::process::{Mapping, ProcessModel};
 
 /// What one user address resolved to.

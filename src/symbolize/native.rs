@@ -16,6 +16,8 @@ use thiserror::Error;
 use crate::foreign_file::FileBytes;
 use crate::format::procfs;
 
+use super::build_id::{self, hex};
+
 /// Why a binary could not be loaded.
 #[derive(Debug, Error)]
 pub(crate) enum LoadError {
@@ -476,7 +478,7 @@ impl Binary {
         };
         let name = String::from_utf8_lossy(name).into_owned();
         drop(obj);
-        for place in super::build_id::debuglink_places(path, &name) {
+        for place in build_id::debuglink_places(path, &name) {
             // Beside the binary is where its process's user may write: the foreign-file rules.
             let Ok(debug) = crate::foreign_file::binary_bytes(&place).map(Image::Mapped) else {
                 continue;
@@ -504,11 +506,6 @@ impl Binary {
     }
 }
 
-/// Lower-case hex of a build id.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 pub use crate::demangle::demangle;
 
 /// Binaries by path, loaded on first use; failures are remembered (and reported as notes).
@@ -524,7 +521,9 @@ pub struct BinaryCache {
     pub live_roots: bool,
     roots: HashMap<u32, Option<std::path::PathBuf>>,
     /// Where copies of binaries are looked for by build id (see `build_id.rs`).
-    pub(super) by_build_id: super::build_id::Lookup,
+    pub(super) by_build_id: build_id::Lookup,
+    /// The copy found for each build id looked for (None: none found).
+    copies_by_build_id: HashMap<Vec<u8>, Option<Arc<Binary>>>,
 }
 
 impl BinaryCache {
@@ -535,7 +534,8 @@ impl BinaryCache {
             debug_files,
             live_roots: false,
             roots: HashMap::new(),
-            by_build_id: super::build_id::Lookup::new(),
+            by_build_id: build_id::Lookup::new(),
+            copies_by_build_id: HashMap::new(),
         }
     }
 
@@ -601,6 +601,75 @@ pub fn own_vdso() -> Option<Vec<u8>> {
     let mut buf = vec![0u8; len];
     mem.read_exact(&mut buf).ok()?;
     Some(buf)
+}
+
+impl BinaryCache {
+    /// The binary for a mapping of `path` in process `pid` that the recording says has build
+    /// id `recorded`: the file at the path when it is that build (or no build id was
+    /// recorded), else a copy of that build found elsewhere ([`build_id::places`]). The file at the path
+    /// being another build (a file without a build id cannot be the recorded one) with no
+    /// copy found is an error, and remembered for the notes.
+    pub fn get_built(
+        &mut self,
+        pid: u32,
+        path: &Arc<str>,
+        recorded: Option<&[u8]>,
+    ) -> Result<Arc<Binary>, String> {
+        let at_path = self.get(pid, path);
+        let Some(recorded) = recorded.filter(|id| !id.is_empty()) else {
+            return at_path;
+        };
+        let on_disk = match &at_path {
+            Ok(binary) => match binary.build_id.as_deref() {
+                Some(id) if id == recorded => return at_path,
+                Some(id) => Some(hex(id)),
+                None => Some(String::new()),
+            },
+            Err(_) => None,
+        };
+        // Pseudo files ([vdso]) have no copies elsewhere.
+        if path.starts_with('/') {
+            if let Some(copy) = self.copy_of(path, recorded) {
+                return Ok(copy);
+            }
+        }
+        let Some(on_disk) = on_disk else {
+            self.by_build_id
+                .not_found
+                .insert(path.to_string(), hex(recorded));
+            return at_path;
+        };
+        let mismatch = build_id::Mismatch {
+            recorded: hex(recorded),
+            on_disk,
+        };
+        let why = format!(
+            "the file on disk is not build {} (the recording's)",
+            mismatch.recorded
+        );
+        self.by_build_id
+            .mismatches
+            .entry(path.to_string())
+            .or_insert(mismatch);
+        Err(why)
+    }
+
+    /// A copy of the binary mapped from `path` with build id `id`, looked for once per id.
+    fn copy_of(&mut self, path: &str, id: &[u8]) -> Option<Arc<Binary>> {
+        if let Some(found) = self.copies_by_build_id.get(id) {
+            return found.clone();
+        }
+        let lookup = &self.by_build_id;
+        let found = build_id::places(path, id, &lookup.search_dirs, lookup.home.as_deref())
+            .into_iter()
+            .find_map(|place| {
+                let binary = Binary::open(&place, self.debug_files).ok()?;
+                let same = binary.build_id.as_deref() == Some(id);
+                same.then_some(binary).map(Arc::new)
+            });
+        self.copies_by_build_id.insert(id.to_vec(), found.clone());
+        found
+    }
 }
 
 #[cfg(test)]
