@@ -641,7 +641,8 @@ fn all_cpus_off_cpu_time_lands_under_the_waiting_function() {
     let pid = program.id().to_string();
     assert!(program.wait().unwrap().success());
     // On a busy machine a thread woken from its sleep may wait for a CPU, which counts as off
-    // the CPU: each time is at least 1 s and at most the program's whole life.
+    // the CPU: each time is at least 1 s and at most the program's whole life (+10%: the
+    // cpu-clock periods of the wall time's CPU samples are the kernel's estimates).
     let lifetime = started.elapsed().as_secs_f64();
     let (status, summary) = jprof_run.wait_with_output_stderr();
     assert!(status.success(), "{summary}");
@@ -668,8 +669,8 @@ fn all_cpus_off_cpu_time_lands_under_the_waiting_function() {
     let within = |ns: u64, what: &str| {
         let s = ns as f64 / 1e9;
         assert!(
-            (0.9..=1.1).contains(&s),
-            "{what}: {s:.3} s, expected 1 s ± 10%"
+            (0.97..=lifetime * 1.1).contains(&s),
+            "{what}: {s:.3} s, expected between 1 s and the program's {lifetime:.3} s (+10%)"
         );
     };
     let (asleep, _, _, off) = weighed("off-cpu");
