@@ -290,10 +290,33 @@ fn walk(
     (model, errors)
 }
 
-/// The recording's last SYMBOLS chunk, if any and readable; a damaged one becomes a note.
+/// The recording's last SYMBOLS or SYMBOLS_ZSTD chunk, if any and readable; a damaged one
+/// becomes a note.
 fn load_embedded(recording: &Recording, notes: &mut Vec<String>) -> Option<EmbeddedIndex> {
-    let (offset, payload) = recording.payloads(ChunkKind::SYMBOLS).last()?;
-    match serde_json::from_slice::<EmbeddedSymbols>(payload) {
+    let (offset, kind, payload) = recording
+        .payloads(ChunkKind::SYMBOLS)
+        .map(|(o, p)| (o, ChunkKind::SYMBOLS, p))
+        .chain(
+            recording
+                .payloads(ChunkKind::SYMBOLS_ZSTD)
+                .map(|(o, p)| (o, ChunkKind::SYMBOLS_ZSTD, p)),
+        )
+        .max_by_key(|(o, _, _)| *o)?;
+    let json = if kind == ChunkKind::SYMBOLS_ZSTD {
+        match crate::recording::inflate(payload, offset) {
+            Ok(json) => std::borrow::Cow::Owned(json),
+            Err(e) => {
+                notes.push(format!(
+                    "the embedded symbols at byte offset {offset} are unreadable ({e}); \
+                     using the binaries on disk"
+                ));
+                return None;
+            }
+        }
+    } else {
+        std::borrow::Cow::Borrowed(payload)
+    };
+    match serde_json::from_slice::<EmbeddedSymbols>(&json) {
         Ok(symbols) => Some(EmbeddedIndex::new(symbols)),
         Err(e) => {
             notes.push(format!(
@@ -543,6 +566,9 @@ pub fn embedded_symbols_and_coverage(
     embed(recording, store, true)
 }
 
+/// zstd level of SYMBOLS_ZSTD: written once, so a level that packs well.
+const SYMBOLS_ZSTD_LEVEL: i32 = 9;
+
 /// The embedding; `exiting`: the process exits next, so its caches are not freed one by one.
 fn embed(
     recording: &Recording,
@@ -663,7 +689,11 @@ fn embed(
     }
     let payload = serde_json::to_vec(&out)
         .map_err(|e| crate::Error::Other(format!("embedded symbols: {e}")))?;
-    store(ChunkKind::SYMBOLS, &payload)?;
+    // Names and paths repeat: compressed they take about a tenth.
+    match zstd::bulk::compress(&payload, SYMBOLS_ZSTD_LEVEL) {
+        Ok(frame) => store(ChunkKind::SYMBOLS_ZSTD, &frame)?,
+        Err(_) => store(ChunkKind::SYMBOLS, &payload)?,
+    }
     // `jprof record` embeds just before it exits: freeing the binaries' tables and the JIT
     // index piece by piece would take tens of milliseconds that the exit does at once.
     if exiting {

@@ -346,6 +346,7 @@ fn chunk_name(kind: ChunkKind) -> String {
         ChunkKind::PERF_RECORDS_ZSTD => "PERF_RECORDS_ZSTD".into(),
         ChunkKind::SUMMARY => "SUMMARY".into(),
         ChunkKind::SYMBOLS => "SYMBOLS".into(),
+        ChunkKind::SYMBOLS_ZSTD => "SYMBOLS_ZSTD".into(),
         ChunkKind::END => "END".into(),
         ChunkKind::JIT_EVENTS => "JIT_EVENTS".into(),
         ChunkKind::SIDE_FILE => "SIDE_FILE".into(),

@@ -102,6 +102,24 @@ fn garbage_symbols_chunk_is_a_note() {
     assert_eq!(p.samples.len(), 2);
 }
 
+#[test]
+fn a_compressed_symbols_chunk_that_does_not_decompress_is_a_note() {
+    let mut frame = zstd::bulk::compress(br#"{"version":1}"#, 3).unwrap();
+    let last = frame.len() - 1;
+    frame[last] ^= 0xff;
+    for payload in [frame, b"not zstd".to_vec()] {
+        let mut bytes = recording_bytes(&meta("fp"), &[valid_records()]);
+        bytes.extend(encode_chunk(ChunkKind::SYMBOLS_ZSTD, &payload));
+        let p = resolve(&open(bytes), &ResolveOptions::default()).unwrap();
+        assert!(
+            p.notes.iter().any(|n| n.contains("embedded symbols")),
+            "{:?}",
+            p.notes
+        );
+        assert_eq!(p.samples.len(), 2);
+    }
+}
+
 /// A frame chain that loops on itself (Mono's AOT code without frame pointers) repeats one
 /// unmapped address dozens of times: it is kept once, with a note; a recursion through a named
 /// frame is not touched.

@@ -47,6 +47,8 @@ impl ChunkKind {
     /// The user stacks unwinding changed when symbols were embedded, in the embedding walk's
     /// order; a zstd frame of varint entries (`symbolize::unwound`).
     pub const UNWOUND_STACKS: Self = Self(9);
+    /// SYMBOLS compressed as one zstd frame (with its content size).
+    pub const SYMBOLS_ZSTD: Self = Self(10);
 }
 
 /// The 16-byte file header.
