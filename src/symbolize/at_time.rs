@@ -4,11 +4,13 @@
 
 use super::embedded::EmbeddedIndex;
 use super::jit_index::JitIndex;
+use super::kernel::KERNEL_MODULE;
+use super::lookup::native_frames;
 use super::lookup::Symbolizer;
 use super::native::BinaryCache;
 use super::process::ProcessModel;
 use super::records::in_time_order;
-use super::{load_embedded, same_kernel, update_model, KERNEL_MODULE};
+use super::{load_embedded, same_kernel, update_model};
 use crate::format::perf::Record;
 use crate::profile::{Frame, FrameKind};
 use crate::recording::Recording;
@@ -96,6 +98,6 @@ impl AddressNamer {
             return frames;
         }
         let found = symbolizer.user(&self.model, &mut self.binaries, pid, addr, true);
-        super::native_frames(&found)
+        native_frames(&found)
     }
 }

@@ -6,6 +6,8 @@
 //! (a frame outside the copy, a `Method*` the agent never named) stays `Interpreter`: never a
 //! wrong name.
 
+/// HotSpot's name for its template interpreter's code (a DynamicCodeGenerated blob).
+pub(super) const INTERPRETER: &str = "Interpreter";
 /// Bytes below an interpreter frame's frame pointer where its `Method*` is.
 pub const METHOD_BELOW_FP: u64 = 24;
 

@@ -5,6 +5,9 @@ use std::sync::{Arc, OnceLock};
 
 use crate::format::procfs;
 
+/// Module name shown for kernel frames.
+pub(super) const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+
 /// This machine's kallsyms, read once per jprof process (reading and parsing it takes tens of
 /// milliseconds; it only changes when modules load).
 pub fn this_machine() -> Arc<KernelSymbols> {

@@ -12,6 +12,7 @@ use super::embedded::EmbeddedIndex;
 use super::kernel::{self, KernelSymbols};
 use super::native::{BinaryCache, NativeFrame};
 use super::process::{Mapping, ProcessModel};
+use crate::profile::{Frame, FrameKind};
 
 /// What one user address resolved to.
 #[derive(Clone, Debug)]
@@ -168,4 +169,53 @@ impl<'e> Symbolizer<'e> {
         self.embedded.is_some_and(|e| e.symbols.kernel_hidden)
             || self.kernel.as_ref().is_some_and(|k| k.hidden)
     }
+}
+/// Root-first profile frames for one user address: the function, then what is inlined into
+/// it; or one `[unknown] (module+0xoff)` / `[unknown] (0xaddr)` frame.
+pub(super) fn user_frames(found: &UserLookup, addr: u64) -> Vec<Frame> {
+    let module = found
+        .path
+        .as_deref()
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+    if found.frames.is_empty() {
+        let name = match &module {
+            Some(m) => format!("[unknown] ({m}+{:#x})", found.shown_offset),
+            None => format!("[unknown] ({addr:#x})"),
+        };
+        return vec![Frame {
+            name,
+            kind: FrameKind::Unknown,
+            module,
+            file: None,
+            line: None,
+        }];
+    }
+    let mut frames = native_frames(found);
+    frames.reverse();
+    frames
+}
+
+/// The frames of a found native address, innermost first: what is inlined, then the function.
+pub(super) fn native_frames(found: &UserLookup) -> Vec<Frame> {
+    let module = found
+        .path
+        .as_deref()
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+    let n = found.frames.len();
+    found
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Frame {
+            name: f.name.clone(),
+            kind: if i + 1 == n {
+                FrameKind::Native
+            } else {
+                FrameKind::Inlined
+            },
+            module: module.clone(),
+            file: f.file.clone(),
+            line: f.line,
+        })
+        .collect()
 }

@@ -27,15 +27,17 @@ use crate::error::Result;
 use crate::format::perf::{context, Record};
 use crate::format::recording::ChunkKind;
 use crate::format::ParseError;
-use crate::profile::{Frame, FrameKind, Profile};
+use crate::profile::Profile;
 use crate::recording::{CallGraph, Recording};
 
 use embedded::{EmbeddedFrame, EmbeddedIndex, EmbeddedSymbols};
-use lookup::{Symbolizer, UserLookup};
+use interpreted::INTERPRETER;
+use lookup::Symbolizer;
 use native::BinaryCache;
 use process::{Mapping, ProcessModel};
 use records::in_time_order;
-use unwind::{split_callchain, AddressStack, Unwinders, UserRegs, UserState};
+use stacks::{SampleStack, StackBuilder};
+use unwind::{split_callchain, Unwinders, UserRegs, UserState};
 
 /// Options for turning a recording into a profile.
 #[derive(Clone, Debug, Default)]
@@ -55,30 +57,6 @@ pub struct ResolveOptions {
 
 /// Samples symbolized between two progress updates.
 const PROGRESS_EVERY: u64 = 512;
-
-/// Module name shown for kernel frames.
-const KERNEL_MODULE: &str = "[kernel.kallsyms]";
-
-/// One sample with its address stack, as the walk hands it on.
-struct SampleStack {
-    /// File offset of the sample record's header (the key of embedded stacks).
-    offset: u64,
-    pid: u32,
-    tid: u32,
-    time: u64,
-    cpu: u32,
-    period: u64,
-    /// A switch-out of `record --off-cpu` (period: ns off the CPU).
-    off_cpu: bool,
-    /// Per user-stack entry, the `Method*` of a HotSpot interpreted frame (empty when the
-    /// process named no VM methods).
-    interpreted: Vec<Option<u64>>,
-    /// The callchain's user part, before unwinding.
-    callchain_user: Vec<u64>,
-    stack: AddressStack,
-    /// Where the recording says the stack may have been cut short (it may still be whole).
-    cut: Option<depth::Cut>,
-}
 
 /// The mapping an MMAP or MMAP2 record describes. A record without a build id takes the one
 /// the recording knows for the path apart from the records (`Recording::build_ids`).
@@ -150,8 +128,6 @@ fn update_model(
     true
 }
 
-/// HotSpot's name for its template interpreter's code (a DynamicCodeGenerated blob).
-const INTERPRETER: &str = "Interpreter";
 /// Frames walked over a sample's stack copy to find interpreted frames.
 const MAX_WALK: usize = 1024;
 
@@ -353,10 +329,12 @@ pub fn resolve_with_jit(
     let mut binaries = BinaryCache::new(same_kernel, options.debug_files);
     binaries.by_build_id.search_dirs = options.search_dirs.clone();
     let jit = jit_index::JitIndex::from_recording(recording);
-    let mut stacks = stacks::StackBuilder::new(
+    let mut stacks = StackBuilder::new(
         profile,
         Symbolizer::new(embedded.as_ref(), same_kernel),
         &jit,
+        options.tid,
+        options.comm.as_deref(),
     );
     let progress = &options.progress;
     // The records are read as they are symbolized; the summary says how many samples to
@@ -376,10 +354,10 @@ pub fn resolve_with_jit(
             if visited.is_multiple_of(PROGRESS_EVERY) {
                 progress.inc(PROGRESS_EVERY);
             }
-            stacks.add(model, binaries, s, options);
+            stacks.add(model, binaries, s);
         },
     );
-    let stacks::StackBuilder {
+    let StackBuilder {
         mut profile,
         symbolizer,
         kernel_frames,
@@ -407,56 +385,6 @@ pub(crate) fn depth_lines(
             recording.meta.event.stack_user_bytes,
         )
         .into_iter()
-}
-
-/// Root-first profile frames for one user address: the function, then what is inlined into
-/// it; or one `[unknown] (module+0xoff)` / `[unknown] (0xaddr)` frame.
-fn user_frames(found: &UserLookup, addr: u64) -> Vec<Frame> {
-    let module = found
-        .path
-        .as_deref()
-        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
-    if found.frames.is_empty() {
-        let name = match &module {
-            Some(m) => format!("[unknown] ({m}+{:#x})", found.shown_offset),
-            None => format!("[unknown] ({addr:#x})"),
-        };
-        return vec![Frame {
-            name,
-            kind: FrameKind::Unknown,
-            module,
-            file: None,
-            line: None,
-        }];
-    }
-    let mut frames = native_frames(found);
-    frames.reverse();
-    frames
-}
-
-/// The frames of a found native address, innermost first: what is inlined, then the function.
-fn native_frames(found: &UserLookup) -> Vec<Frame> {
-    let module = found
-        .path
-        .as_deref()
-        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
-    let n = found.frames.len();
-    found
-        .frames
-        .iter()
-        .enumerate()
-        .map(|(i, f)| Frame {
-            name: f.name.clone(),
-            kind: if i + 1 == n {
-                FrameKind::Native
-            } else {
-                FrameKind::Inlined
-            },
-            module: module.clone(),
-            file: f.file.clone(),
-            line: f.line,
-        })
-        .collect()
 }
 
 /// What the reader should know about names that could not be found.

@@ -7,12 +7,36 @@ use std::borrow::Cow;
 
 use super::depth::{self, StackDepths};
 use super::frame_cache::{self, FrameCache};
+use super::interpreted::INTERPRETER;
 use super::jit_index::{self, JitIndex};
+use super::kernel::KERNEL_MODULE;
+use super::lookup::user_frames;
 use super::lookup::Symbolizer;
 use super::native::BinaryCache;
 use super::process::ProcessModel;
-use super::{user_frames, ResolveOptions, SampleStack, INTERPRETER, KERNEL_MODULE};
+use super::unwind::AddressStack;
 use crate::profile::{Frame, FrameId, FrameKind, Profile, ProfileSample, ThreadInfo};
+
+/// One sample with its address stack, as the walk hands it on.
+pub(super) struct SampleStack {
+    /// File offset of the sample record's header (the key of embedded stacks).
+    pub offset: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    pub period: u64,
+    /// A switch-out of `record --off-cpu` (period: ns off the CPU).
+    pub off_cpu: bool,
+    /// Per user-stack entry, the `Method*` of a HotSpot interpreted frame (empty when the
+    /// process named no VM methods).
+    pub interpreted: Vec<Option<u64>>,
+    /// The callchain's user part, before unwinding.
+    pub callchain_user: Vec<u64>,
+    pub stack: AddressStack,
+    /// Where the recording says the stack may have been cut short (it may still be whole).
+    pub cut: Option<depth::Cut>,
+}
 
 pub(super) struct StackBuilder<'a> {
     pub profile: Profile,
@@ -25,10 +49,22 @@ pub(super) struct StackBuilder<'a> {
     cache: FrameCache,
     /// Repeats of one unmapped address cut from looping frame chains.
     looped_frames: u64,
+    /// Only samples of this thread (`--tid`).
+    only_tid: Option<u32>,
+    /// Only samples of threads of this name (`--comm`).
+    only_comm: Option<&'a str>,
 }
 
 impl<'a> StackBuilder<'a> {
-    pub fn new(profile: Profile, symbolizer: Symbolizer<'a>, jit: &'a JitIndex) -> Self {
+    /// A builder adding to `profile` the samples of thread `only_tid` and of threads named
+    /// `only_comm` (every sample when both are None).
+    pub fn new(
+        profile: Profile,
+        symbolizer: Symbolizer<'a>,
+        jit: &'a JitIndex,
+        only_tid: Option<u32>,
+        only_comm: Option<&'a str>,
+    ) -> Self {
         Self {
             profile,
             symbolizer,
@@ -37,25 +73,21 @@ impl<'a> StackBuilder<'a> {
             jit,
             cache: FrameCache::default(),
             looped_frames: 0,
+            only_tid,
+            only_comm,
         }
     }
 
-    /// Adds the sample to the profile, unless the `--tid`/`--comm` options leave it out.
-    pub fn add(
-        &mut self,
-        model: &ProcessModel,
-        binaries: &mut BinaryCache,
-        s: &SampleStack,
-        options: &ResolveOptions,
-    ) {
+    /// Adds the sample to the profile, unless its thread is not the one asked for.
+    pub fn add(&mut self, model: &ProcessModel, binaries: &mut BinaryCache, s: &SampleStack) {
         // Samples come in time order: the first one, before any filter, is the start.
         self.profile.start_time.get_or_insert(s.time);
         let comm: Cow<'_, str> = match model.thread(s.tid) {
             Some(t) if !t.comm.is_empty() => Cow::Borrowed(&t.comm),
             _ => Cow::Owned(format!(":{}", s.tid)),
         };
-        if options.tid.is_some_and(|tid| tid != s.tid)
-            || options.comm.as_ref().is_some_and(|c| **c != *comm)
+        if self.only_tid.is_some_and(|tid| tid != s.tid)
+            || self.only_comm.is_some_and(|c| c != comm)
         {
             return;
         }
