@@ -128,6 +128,7 @@ pub fn realtime_to_monotonic(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn pair(tsc: u64, ns: u64) -> TscPair {
         TscPair {
@@ -242,5 +243,101 @@ mod tests {
                 bracket_ns: 3
             })
         );
+    }
+
+    /// REALTIME − MONOTONIC measured at `s_mono` and `span` ns later, slewed by `drift` ns.
+    fn offsets(
+        s_mono: u64,
+        span: u64,
+        offset: i64,
+        drift: i64,
+    ) -> (RealtimeOffset, RealtimeOffset) {
+        let at = |mono_ns, offset_ns| RealtimeOffset {
+            mono_ns,
+            offset_ns,
+            bracket_ns: 0,
+        };
+        (at(s_mono, offset), at(s_mono + span, offset + drift))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The line through two pairs goes through both (residual 0), through every point a
+        /// whole number of spans along, and never maps a later TSC to an earlier time.
+        #[test]
+        fn a_fit_goes_through_its_pairs_and_keeps_order(
+            tsc0 in 0u64..1 << 62,
+            ns0 in 0u64..1 << 62,
+            tsc_span in 1u64..1 << 40,
+            ns_span in 1u64..1 << 40,
+            k in 0u64..1000,
+            x: u64,
+            y: u64,
+        ) {
+            let (a, b) = (pair(tsc0, ns0), pair(tsc0 + tsc_span, ns0 + ns_span));
+            let fit = TscFit::through(&a, &b).unwrap();
+            prop_assert_eq!((fit.residual_ns(&a), fit.residual_ns(&b)), (Some(0), Some(0)));
+            prop_assert_eq!(
+                fit.tsc_to_ns(tsc0.saturating_add(k * tsc_span)),
+                ns0.checked_add(k * ns_span).filter(|_| tsc0.checked_add(k * tsc_span).is_some())
+            );
+            if let (Some(early), Some(late)) = (fit.tsc_to_ns(x.min(y)), fit.tsc_to_ns(x.max(y))) {
+                prop_assert!(early <= late);
+            }
+        }
+
+        /// A fit from a whole-hertz rate counts exactly one second per `hz` ticks, for as
+        /// many seconds as a recording lasts.
+        #[test]
+        fn a_rate_fit_counts_whole_seconds_exactly(
+            tsc0 in 0u64..1 << 60,
+            ns0 in 0u64..1 << 60,
+            hz in 1_000_000u64..100_000_000_000,
+            seconds in 0u64..100_000,
+        ) {
+            let fit = TscFit::with_rate(&pair(tsc0, ns0), hz as f64).unwrap();
+            prop_assert_eq!(
+                fit.tsc_to_ns(tsc0 + seconds * hz),
+                Some(ns0 + seconds * 1_000_000_000)
+            );
+        }
+
+        /// Put back on MONOTONIC, a REALTIME reading between the two measurements lands within
+        /// a few ns of when it was taken, for any slew NTP can make (up to 1000 ppm).
+        #[test]
+        fn realtime_maps_back_to_when_it_was_read(
+            s_mono in 0u64..1 << 58,
+            span in 1u64..1 << 45,
+            offset in 0i64..1 << 61,
+            drift_ppm in -1000i64..=1000,
+            along in 0.0..=1.0f64,
+        ) {
+            let drift = (span as i128 * i128::from(drift_ppm) / 1_000_000) as i64;
+            let (start, end) = offsets(s_mono, span, offset, drift);
+            let t = (span as f64 * along) as u64;
+            let mono = s_mono + t;
+            let offset_then = offset + (i128::from(drift) * i128::from(t) / i128::from(span)) as i64;
+            let realtime = (mono as i64 + offset_then) as u64;
+            let back = realtime_to_monotonic(realtime, Some(&start), Some(&end));
+            prop_assert!(back.abs_diff(mono) <= 2 + drift.unsigned_abs() / 1000, "{back} vs {mono}");
+        }
+
+        /// A later REALTIME reading never maps to an earlier MONOTONIC time, whatever the
+        /// readings and for any slew up to 1000 ppm.
+        #[test]
+        fn realtime_to_monotonic_keeps_order(
+            s_mono in 0u64..1 << 58,
+            span in 1u64..1 << 45,
+            offset: i64,
+            drift_ppm in -1000i64..=1000,
+            x: u64,
+            y: u64,
+        ) {
+            let drift = (span as i128 * i128::from(drift_ppm) / 1_000_000) as i64;
+            let (start, end) = offsets(s_mono, span, offset.clamp(i64::MIN / 2, i64::MAX / 2), drift);
+            let map = |rt| realtime_to_monotonic(rt, Some(&start), Some(&end));
+            prop_assert!(map(x.min(y)) <= map(x.max(y)));
+        }
     }
 }

@@ -97,6 +97,7 @@ impl PerfTimeConv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// A 2.5 GHz TSC as the kernel's cyc2ns scales it: 0.4 ns/cycle = 858993459 / 2^31.
     fn x86_like() -> PerfTimeConv {
@@ -189,5 +190,68 @@ mod tests {
             ..x86_like()
         };
         assert_eq!(bad_shift.tsc_to_perf_time(5), None);
+    }
+
+    /// A page with `mult`/`shift` and `time_zero`, as the kernel fills it for a full-width TSC.
+    fn page(shift: u16, mult: u32, time_zero: u64) -> PerfTimeConv {
+        PerfTimeConv {
+            time_shift: shift,
+            time_mult: mult,
+            time_zero,
+            cap_user_time: true,
+            cap_user_time_zero: true,
+            ..Default::default()
+        }
+    }
+
+    /// A kernel-like scaling: `shift` up to 32 and between 1/16 and 16 ns per tick.
+    fn scaling() -> impl Strategy<Value = (u16, u32)> {
+        (4u16..=32).prop_flat_map(|shift| {
+            let one_ns = 1u64 << shift;
+            let mult = (one_ns / 16).max(1)..(one_ns * 16).min(u64::from(u32::MAX));
+            (Just(shift), mult.prop_map(|m| m as u32))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The kernel's split formula is `time_zero + ⌊cyc·mult / 2^shift⌋` (mod 2^64), computed
+        /// here in 128 bits, for every counter value and every shift the kernel uses.
+        #[test]
+        fn tsc_to_perf_time_is_the_exact_product(
+            cyc: u64,
+            shift in 0u16..=32,
+            mult in 1u32..,
+            time_zero: u64,
+        ) {
+            let exact = ((u128::from(cyc) * u128::from(mult)) >> shift) as u64;
+            prop_assert_eq!(
+                page(shift, mult, time_zero).tsc_to_perf_time(cyc),
+                Some(time_zero.wrapping_add(exact))
+            );
+        }
+
+        /// Within a recording's range, TSC → perf time keeps order, and the inverse lands on
+        /// the tick at or just before the time: at most one tick early, never late.
+        #[test]
+        fn perf_time_to_tsc_is_the_inverse_to_within_a_tick(
+            (shift, mult) in scaling(),
+            time_zero in 0u64..1 << 61,
+            cyc in 0u64..1 << 56,
+            other in 0u64..1 << 56,
+        ) {
+            let conv = page(shift, mult, time_zero);
+            let time = |c| conv.tsc_to_perf_time(c).unwrap();
+            let (lo, hi) = (cyc.min(other), cyc.max(other));
+            prop_assert!(time(lo) <= time(hi));
+
+            let ns = time(cyc);
+            let back = conv.perf_time_to_tsc(ns).unwrap();
+            prop_assert!(back <= cyc);
+            prop_assert!(time(back) <= ns && time(back + 1) >= ns);
+            // Never more than one ns worth of ticks early.
+            prop_assert!(u128::from(cyc - back) * u128::from(mult) <= (1u128 << shift) + u128::from(mult));
+        }
     }
 }

@@ -3,9 +3,13 @@
 //! unknown ids, the samply extensions, and garbage.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
-use jprof::format::jitdump::{self, RecordBody, RecordId, TierKind};
+use jprof::format::jitdump::{self, DebugEntry, RecordBody, RecordId, TierKind};
+use jprof::format::jitdump_write as write;
 use jprof::format::Endian;
+use proptest::collection::vec;
+use proptest::prelude::*;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
@@ -321,20 +325,167 @@ fn jit_tier_record_and_branch_layout_are_told_apart() {
     }
 }
 
-#[test]
-fn garbage_never_panics() {
-    let real = fixture("node/jit-13228.dump");
-    let h = jitdump::parse_header(&real).unwrap();
-    let mut rng = fastrand::Rng::with_seed(1);
-    for round in 0..400 {
-        let mut f = real[..4096.min(real.len())].to_vec();
-        for _ in 0..(round % 16 + 1) {
-            let i = rng.usize(40..f.len());
-            f[i] = rng.u8(..);
+/// One record a runtime may write, and what reading it must give.
+fn written_record() -> impl Strategy<Value = (Vec<u8>, RecordBody)> {
+    let name = "[^\\x00]{0,40}";
+    let file = "[A-Za-z0-9_./-]{1,24}";
+    prop_oneof![
+        (
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            name,
+            vec(any::<u8>(), 0..64)
+        )
+            .prop_map(|(pid, tid, code_addr, code_index, name, code)| {
+                let load = write::CodeLoad {
+                    pid,
+                    tid,
+                    code_addr,
+                    code_index,
+                    name: &name,
+                    code: &code,
+                };
+                let bytes = write::code_load(0, &load);
+                let body = RecordBody::CodeLoad {
+                    pid,
+                    tid,
+                    vma: code_addr,
+                    code_addr,
+                    code_size: code.len() as u64,
+                    code_index,
+                    name,
+                };
+                (bytes, body)
+            }),
+        (
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(pid, old, new, size, index)| {
+                let body = RecordBody::CodeMove {
+                    pid,
+                    tid: pid,
+                    vma: new,
+                    old_code_addr: old,
+                    new_code_addr: new,
+                    code_size: size,
+                    code_index: index,
+                };
+                (write::code_move(0, pid, old, new, size, index), body)
+            }),
+        // Line tables: addresses inside the code, as every runtime writes them.
+        (
+            0u64..1 << 40,
+            vec((0u64..1 << 20, 1i32..100_000, file), 0..6)
+        )
+            .prop_map(|(code_addr, lines)| {
+                let entries: Vec<_> = lines
+                    .iter()
+                    .map(|(offset, line, file)| (code_addr + offset, *line, file.as_str()))
+                    .collect();
+                let body = RecordBody::DebugInfo {
+                    code_addr,
+                    entries: entries
+                        .iter()
+                        .map(|&(addr, line, file)| DebugEntry {
+                            addr,
+                            line,
+                            discrim: 0,
+                            file: file.to_string(),
+                        })
+                        .collect(),
+                };
+                (write::debug_info(0, code_addr, &entries), body)
+            }),
+        (any::<u64>(), any::<u64>()).prop_map(|(code_addr, code_index)| {
+            let body = RecordBody::CodeUnload {
+                code_addr,
+                code_index,
+            };
+            (write::code_unload(0, code_addr, code_index), body)
+        }),
+        vec((any::<u64>(), name), 0..5).prop_map(|methods| {
+            (
+                write::method_names(0, &methods),
+                RecordBody::MethodNames(methods),
+            )
+        }),
+    ]
+}
+
+/// A jitdump file of the given records, stamped 1, 2, 3…
+fn jitdump_file(records: &[(Vec<u8>, RecordBody)]) -> Vec<u8> {
+    let mut file = write::header(4242, 0, false);
+    for (i, (bytes, _)) in records.iter().enumerate() {
+        let mut bytes = bytes.clone();
+        bytes[8..16].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+        file.extend(bytes);
+    }
+    file
+}
+
+/// The node fixture, read once for all the cases.
+static NODE_DUMP: LazyLock<Vec<u8>> = LazyLock::new(|| fixture("node/jit-13228.dump"));
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// What the writer wrote reads back record by record; read as a runtime appends it (cut
+    /// anywhere, then resumed from where the first pass stopped), it reads the same records,
+    /// each once.
+    #[test]
+    fn written_records_read_back_whole_and_in_two_passes(
+        records in vec(written_record(), 0..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let file = jitdump_file(&records);
+        let header = jitdump::parse_header(&file).unwrap();
+        let whole = jitdump::parse_records(&file, &header, 0);
+        prop_assert!(whole.error.is_none(), "{:?}", whole.error);
+        prop_assert_eq!(whole.resume_at, file.len());
+        let read: Vec<_> = whole.records.iter().map(|r| (r.timestamp, &r.body)).collect();
+        let written: Vec<_> = records.iter().enumerate().map(|(i, (_, body))| (i as u64 + 1, body)).collect();
+        prop_assert_eq!(read, written);
+
+        let cut = cut.index(file.len() + 1);
+        let first = jitdump::parse_records(&file[..cut], &header, 0);
+        prop_assert!(first.error.is_none(), "{:?}", first.error);
+        prop_assert!(first.resume_at <= cut.max(jitdump::HEADER_LEN));
+        let rest = jitdump::parse_records(&file, &header, first.resume_at);
+        let both: Vec<_> = first.records.iter().chain(&rest.records).collect();
+        prop_assert_eq!(both, whole.records.iter().collect::<Vec<_>>());
+    }
+
+    /// A real file (node --perf-prof), cut and with bytes overwritten: never a panic; every
+    /// record and the place to resume lie inside the bytes, after the header, in order.
+    #[test]
+    fn garbage_never_panics(
+        len in 41usize..4096,
+        damage in vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+        from in 0usize..4096,
+    ) {
+        let real = &*NODE_DUMP;
+        let header = jitdump::parse_header(real).unwrap();
+        let mut f = real[..len.min(real.len())].to_vec();
+        for (at, byte) in damage {
+            let i = 40 + at.index(f.len() - 40);
+            f[i] = byte;
         }
-        let b = jitdump::parse_records(&f, &h, 0);
-        assert!(b.resume_at <= f.len());
-        let _ = jitdump::parse_header(&f[..rng.usize(..64)]);
+        let _ = jitdump::parse_header(&f[..len % 64]);
+        let from = from.min(f.len());
+        let b = jitdump::parse_records(&f, &header, from);
+        prop_assert!(b.resume_at <= f.len() && b.resume_at >= from.max(40));
+        let offsets: Vec<_> = b.records.iter().map(|r| r.offset).collect();
+        prop_assert!(offsets.windows(2).all(|w| w[0] < w[1]));
+        prop_assert!(offsets.iter().all(|&o| o >= from.max(40) && o < b.resume_at));
+        if let Some(e) = &b.error {
+            prop_assert!(e.offset < f.len(), "{e:?}");
+        }
     }
 }
 

@@ -6,9 +6,12 @@ use crate::mlpd_support;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 
 use jprof::format::mlpd::{self, BufferHeader, Event, EventKind, Metadata, MetadataPhase};
 use mlpd_support::V1Writer;
+use proptest::collection::vec;
+use proptest::prelude::*;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
@@ -377,52 +380,89 @@ fn sample_fixture_has_every_hit_mprof_report_counts() {
     assert!(usyms > 0, "no unmanaged symbols");
 }
 
-#[test]
-fn feeding_a_growing_file_decodes_the_same_events_as_the_whole() {
-    for data in [calls_fixture(), sample_fixture()] {
-        let (whole, _) = decode(&data);
-        let mut decoder = mlpd::Decoder::new();
-        let mut pieces = Vec::new();
-        let mut end = 0;
-        while end < data.len() {
-            end = (end + 1013).min(data.len());
-            decoder
-                .feed(&data[..end], &mut |_: &BufferHeader, e: &Event<'_>| {
-                    pieces.push(format!("{} {:?}", e.time, e.kind))
-                })
-                .expect("valid header");
-            assert!(decoder.consumed() <= end);
-        }
-        assert_eq!(pieces, whole);
-        assert_eq!(decoder.problem_count(), 0);
-    }
-}
-
-#[test]
-fn truncations_and_bit_flips_never_panic_and_keep_what_came_before() {
+/// The three files the robustness properties start from (two real ones and a written data
+/// format 1 file), each with the events it decodes to whole.
+static FILES: LazyLock<Vec<(Vec<u8>, Vec<String>)>> = LazyLock::new(|| {
     let format1 = write_format1(&format1_events(), &[1, 2, 3]);
-    for data in [calls_fixture(), sample_fixture(), format1] {
-        let (whole, _) = decode(&data);
+    [calls_fixture(), sample_fixture(), format1]
+        .into_iter()
+        .map(|data| {
+            let (whole, _) = decode(&data);
+            (data, whole)
+        })
+        .collect()
+});
+
+/// Every 300th cut of each file decodes a prefix of what the whole file decodes.
+#[test]
+fn truncations_keep_what_came_before() {
+    for (data, whole) in FILES.iter() {
         let step = (data.len() / 300).max(1);
         for cut in (0..data.len()).step_by(step) {
             let (prefix, decoder) = decode_prefix(&data[..cut]);
             assert_eq!(&whole[..prefix.len()], &prefix[..], "cut at {cut}");
             assert!(decoder.is_none_or(|d| d.consumed() <= cut));
         }
-        let mut rng = fastrand::Rng::with_seed(data.len() as u64);
-        for _ in 0..400 {
-            let mut damaged = data.clone();
-            for _ in 0..rng.usize(1..=4) {
-                let i = rng.usize(..damaged.len());
-                damaged[i] ^= 1 << rng.u8(..8);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// A file fed to the decoder as it grows, in pieces of any size, decodes the same events
+    /// as the whole file, without a problem.
+    #[test]
+    fn feeding_a_growing_file_decodes_the_same_events_as_the_whole(
+        which in 0usize..2,
+        steps in vec(1usize..4096, 1..64),
+    ) {
+        let (data, whole) = &FILES[which];
+        let mut decoder = mlpd::Decoder::new();
+        let mut pieces = Vec::new();
+        let mut end = 0;
+        for step in steps.iter().cycle() {
+            if end == data.len() {
+                break;
             }
-            if let Ok(decoder) =
-                mlpd::decode_all(&damaged, &mut |_: &BufferHeader, _: &Event<'_>| {})
-            {
-                assert!(decoder.consumed() <= damaged.len());
-                for p in decoder.problems() {
-                    assert!(p.error.offset <= damaged.len(), "{p:?}");
-                }
+            end = (end + step).min(data.len());
+            decoder
+                .feed(&data[..end], &mut |_: &BufferHeader, e: &Event<'_>| {
+                    pieces.push(format!("{} {:?}", e.time, e.kind))
+                })
+                .expect("valid header");
+            prop_assert!(decoder.consumed() <= end);
+        }
+        prop_assert_eq!(&pieces, whole);
+        prop_assert_eq!(decoder.problem_count(), 0);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any cut decodes a prefix of the whole file's events; a few flipped bits never panic,
+    /// and every problem the decoder lists points inside the file.
+    #[test]
+    fn truncations_and_bit_flips_never_panic_and_keep_what_came_before(
+        which in 0usize..3,
+        cut in any::<prop::sample::Index>(),
+        flips in vec((any::<prop::sample::Index>(), 0u8..8), 1..=4),
+    ) {
+        let (data, whole) = &FILES[which];
+        let cut = cut.index(data.len() + 1);
+        let (prefix, decoder) = decode_prefix(&data[..cut]);
+        prop_assert_eq!(&whole[..prefix.len()], &prefix[..], "cut at {}", cut);
+        prop_assert!(decoder.is_none_or(|d| d.consumed() <= cut));
+
+        let mut damaged = data.clone();
+        for (at, bit) in flips {
+            let i = at.index(damaged.len());
+            damaged[i] ^= 1 << bit;
+        }
+        if let Ok(decoder) = mlpd::decode_all(&damaged, &mut |_: &BufferHeader, _: &Event<'_>| {}) {
+            prop_assert!(decoder.consumed() <= damaged.len());
+            for p in decoder.problems() {
+                prop_assert!(p.error.offset <= damaged.len(), "{p:?}");
             }
         }
     }

@@ -3,11 +3,15 @@
 //! basic version (1–3), in both byte orders; the instrumentation map of the fixture binary; and
 //! damaged input, which must never panic.
 
+use std::sync::LazyLock;
+
 use jprof::format::xray::instr_map::{self, SledKind};
 use jprof::format::xray::write::{self, FdrWriter};
 use jprof::format::xray::{self, BufferStart, Event, EventKind, LogMode};
 use jprof::format::Endian;
 use jprof::input::xray::replay::Replay;
+use proptest::collection::vec;
+use proptest::prelude::*;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared/xray");
 
@@ -396,43 +400,101 @@ fn basic_every_version_and_byte_order() {
     assert!(xray::parse(&bytes).is_err());
 }
 
-#[test]
-fn damaged_logs_never_panic() {
-    let mut rng = fastrand::Rng::with_seed(1);
-    for name in ["fdr-tsc.xray", "fdr-emulated.xray", "basic-emulated.xray"] {
-        let real = fixture(name);
-        for cut in (0..real.len()).step_by(97).chain([31, 32, 33, 47, 48, 49]) {
-            if let Ok(log) = xray::parse(&real[..cut]) {
-                let _ = Replay::run(&log.events);
-            }
-        }
-        for round in 0..300 {
-            let mut f = real.clone();
-            for _ in 0..(round % 24 + 1) {
-                let i = rng.usize(..f.len());
-                f[i] ^= 1 << rng.u8(..8);
-            }
-            if let Ok(log) = xray::parse(&f) {
-                for p in &log.problems {
-                    assert!(p.offset <= f.len(), "{name}: {p}");
+/// One thread's FDR buffer: tid, pid, CPU, the TSC it starts from, and its function records
+/// (kind, function id, TSC delta).
+type Buffer = (u32, u32, u16, u64, Vec<(EventKind, u32, u32)>);
+
+fn fdr_buffer() -> impl Strategy<Value = Buffer> {
+    let kind = prop::sample::select(vec![
+        EventKind::Enter,
+        EventKind::EnterArg,
+        EventKind::Exit,
+        EventKind::TailExit,
+    ]);
+    (
+        any::<u32>(),
+        any::<u32>(),
+        any::<u16>(),
+        0u64..1 << 62,
+        vec((kind, 0u32..1 << 28, any::<u32>()), 0..20),
+    )
+}
+
+/// The three real logs and the ELF with an instrumentation map, read once for all the cases.
+static LOGS: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
+    ["fdr-tsc.xray", "fdr-emulated.xray", "basic-emulated.xray"]
+        .map(fixture)
+        .to_vec()
+});
+static XRAY_ROWS: LazyLock<Vec<u8>> = LazyLock::new(|| fixture("xray_rows"));
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// FDR logs of any version and byte order, with any threads and function records, read
+    /// back to the events written: each one's thread, process (v3+), CPU, kind, function and
+    /// TSC (the buffer's start plus the deltas so far).
+    #[test]
+    fn written_fdr_logs_read_back(
+        version in 1u16..=5,
+        big_endian: bool,
+        buffers in vec(fdr_buffer(), 1..4),
+    ) {
+        let endian = if big_endian { Endian::Big } else { Endian::Little };
+        let mut w = FdrWriter::new(version, endian, 3_000_000_000, 4096);
+        let mut expected = Vec::new();
+        for (tid, pid, cpu, start, records) in &buffers {
+            w.begin_buffer(*tid, *pid, 1_000_000_000);
+            w.new_cpu(*cpu, *start);
+            let mut tsc = *start;
+            for &(kind, func_id, delta) in records {
+                w.function(kind, func_id, delta);
+                if kind == EventKind::EnterArg {
+                    w.call_argument(u64::from(delta));
                 }
-                let _ = Replay::run(&log.events);
+                tsc += u64::from(delta);
+                let pid = if version >= 3 { *pid } else { 0 };
+                expected.push(Event { tid: *tid, pid, cpu: *cpu, kind, func_id, tsc });
             }
         }
+        let log = xray::parse(&w.finish()).unwrap();
+        prop_assert!(log.problems.is_empty(), "{:?}", log.problems);
+        prop_assert_eq!(log.events, expected);
     }
-    let elf = fixture("xray_rows");
-    for _ in 0..60 {
-        let mut f = elf.clone();
-        for _ in 0..8 {
-            // Flip bits in the headers and tables, where the map's reader looks.
-            let i = if rng.bool() {
-                rng.usize(..4096)
-            } else {
-                rng.usize(..f.len())
-            };
-            f[i] ^= 1 << rng.u8(..8);
+
+    /// The real logs cut anywhere or with bits flipped, and the instrumented ELF with bits
+    /// flipped where its map is read from: never a panic, and every problem points inside the
+    /// log.
+    #[test]
+    fn damaged_logs_never_panic(
+        which in 0usize..3,
+        cut in any::<prop::sample::Index>(),
+        flips in vec((any::<prop::sample::Index>(), 0u8..8), 1..24),
+        elf_flips in vec((any::<prop::sample::Index>(), prop::bool::ANY, 0u8..8), 8),
+    ) {
+        let real = &LOGS[which];
+        if let Ok(log) = xray::parse(&real[..cut.index(real.len() + 1)]) {
+            let _ = Replay::run(&log.events);
         }
-        let _ = instr_map::parse(&f);
-        let _ = instr_map::parse(&f[..rng.usize(..f.len())]);
+        let mut f = real.clone();
+        for (at, bit) in flips {
+            let i = at.index(f.len());
+            f[i] ^= 1 << bit;
+        }
+        if let Ok(log) = xray::parse(&f) {
+            for p in &log.problems {
+                prop_assert!(p.offset <= f.len(), "{p}");
+            }
+            let _ = Replay::run(&log.events);
+        }
+
+        let mut elf = XRAY_ROWS.clone();
+        for (at, in_headers, bit) in elf_flips {
+            // Half the flips in the headers and tables, where the map's reader looks.
+            let i = at.index(if in_headers { 4096 } else { elf.len() });
+            elf[i] ^= 1 << bit;
+        }
+        let _ = instr_map::parse(&elf);
+        let _ = instr_map::parse(&elf[..cut.index(elf.len())]);
     }
 }

@@ -5,6 +5,8 @@ use crate::symbolize_support;
 
 use jprof::format::recording::{encode_chunk, ChunkKind};
 use jprof::symbolize::{embedded_symbols, resolve, ResolveOptions};
+use proptest::collection::vec;
+use proptest::prelude::*;
 use symbolize_support::*;
 
 fn valid_records() -> Vec<u8> {
@@ -58,34 +60,39 @@ fn open_bytes_with_symbols(rec: &jprof::recording::Recording, symbols: &[u8]) ->
     bytes
 }
 
-#[test]
-fn garbage_records_never_panic() {
-    let mut rng = fastrand::Rng::with_seed(1);
-    let valid = valid_records();
-    for mode in ["fp", "dwarf"] {
-        let meta = meta(mode);
-        for round in 0..200 {
-            let records = if round % 3 == 0 {
-                let len = rng.usize(..600);
-                let mut buf: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
-                // Plausible headers make the decoder go deeper.
-                if buf.len() >= 8 {
-                    buf[0] = [1, 3, 4, 7, 9, 10][rng.usize(..6)];
-                    buf[1..4].fill(0);
-                    let size = (buf.len() as u16).to_le_bytes();
-                    buf[6..8].copy_from_slice(&size);
-                }
+/// Records to symbolize: random bytes behind plausible headers (so the decoder goes deeper),
+/// or the valid records with a few bytes overwritten.
+fn garbage_records() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        1 => (vec(any::<u8>(), 8..600), prop::sample::select(vec![1u8, 3, 4, 7, 9, 10])).prop_map(
+            |(mut buf, kind)| {
+                buf[0] = kind;
+                buf[1..4].fill(0);
+                let size = (buf.len() as u16).to_le_bytes();
+                buf[6..8].copy_from_slice(&size);
                 buf
-            } else {
-                let mut buf = valid.clone();
-                for _ in 0..rng.usize(1..=8) {
-                    let i = rng.usize(..buf.len());
-                    buf[i] = rng.u8(..);
-                }
-                buf
-            };
-            check(recording_bytes(&meta, &[records]));
-        }
+            }
+        ),
+        2 => vec((any::<prop::sample::Index>(), any::<u8>()), 1..=8).prop_map(|damage| {
+            let mut buf = valid_records();
+            for (at, byte) in damage {
+                let i = at.index(buf.len());
+                buf[i] = byte;
+            }
+            buf
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Garbage records go through `resolve` and `embedded_symbols` without a panic, in both
+    /// call-graph modes.
+    #[test]
+    fn garbage_records_never_panic(dwarf: bool, records in garbage_records()) {
+        let meta = meta(if dwarf { "dwarf" } else { "fp" });
+        check(recording_bytes(&meta, &[records]));
     }
 }
 

@@ -675,6 +675,8 @@ impl SampleLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
 
     fn header(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
         let mut v = kind.to_le_bytes().to_vec();
@@ -841,17 +843,58 @@ mod tests {
         assert_eq!(LAYOUT.time_of(&raw), Some(999));
     }
 
-    #[test]
-    fn truncated_and_garbage_never_panic() {
-        let mut rng = fastrand::Rng::with_seed(1);
-        for len in 0..300 {
-            let mut buf: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
-            if len >= 8 {
-                buf[0] = rng.u8(..12);
-                buf[1..4].fill(0);
-            }
-            for raw in RecordIter::new(&buf).flatten() {
-                let _ = LAYOUT.parse(&raw);
+    /// Back-to-back records with plausible headers (kinds the parser knows, sizes that fit),
+    /// then cut anywhere and with a few bytes overwritten: what the ring or a damaged file
+    /// gives.
+    fn damaged_records() -> impl Strategy<Value = Vec<u8>> {
+        let record = (0u32..12, any::<u16>(), vec(any::<u8>(), 0..80));
+        (
+            vec(record, 0..6),
+            any::<prop::sample::Index>(),
+            vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        )
+            .prop_map(|(records, cut, damage)| {
+                let mut buf: Vec<u8> = records
+                    .iter()
+                    .flat_map(|(kind, misc, body)| header(*kind, *misc, body))
+                    .collect();
+                buf.truncate(cut.index(buf.len() + 1));
+                for (at, byte) in damage {
+                    if !buf.is_empty() {
+                        let i = at.index(buf.len());
+                        buf[i] = byte;
+                    }
+                }
+                buf
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any bytes split into records that lie back to back inside the buffer, then at most
+        /// one error, at the offset where the next record should have started; decoding each
+        /// record never panics.
+        #[test]
+        fn any_bytes_are_records_then_at_most_one_error_at_its_offset(
+            buf in prop_oneof![vec(any::<u8>(), 0..300), damaged_records()]
+        ) {
+            let mut next_offset = 0;
+            let mut items = RecordIter::new(&buf);
+            while let Some(item) = items.next() {
+                match item {
+                    Ok(raw) => {
+                        prop_assert_eq!(raw.offset, next_offset);
+                        next_offset += 8 + raw.body.len();
+                        prop_assert!(next_offset <= buf.len());
+                        let _ = LAYOUT.parse(&raw);
+                        let _ = LAYOUT.time_of(&raw);
+                    }
+                    Err(e) => {
+                        prop_assert_eq!(e.offset, next_offset);
+                        prop_assert!(items.next().is_none(), "nothing after the error");
+                    }
+                }
             }
         }
     }

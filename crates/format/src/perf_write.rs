@@ -118,6 +118,8 @@ pub fn mmap2(
 mod tests {
     use super::*;
     use crate::perf::{Record, RecordIter};
+    use proptest::collection::vec;
+    use proptest::prelude::*;
 
     const LAYOUT: SampleLayout = SampleLayout {
         sample_type: sample_type::IP | sample_type::TID | sample_type::TIME | sample_type::CPU,
@@ -166,5 +168,51 @@ mod tests {
             matches!(&records[2], Record::Mmap2 { build_id: Some(b), filename, .. }
             if b == &[0xab; 20] && filename == "/usr/lib/y.so")
         );
+    }
+
+    /// Parses the one record in `buf`.
+    fn parse_one(buf: &[u8]) -> Record<'_> {
+        let mut records = RecordIter::new(buf);
+        let record = LAYOUT.parse(&records.next().unwrap().unwrap()).unwrap();
+        assert!(records.next().is_none());
+        record
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// What `comm` writes parses back to the same thread, name and time.
+        #[test]
+        fn any_comm_parses_back(pid: u32, tid: u32, name in "[^\\x00]{0,40}", time: u64) {
+            let buf = comm(&LAYOUT, pid, tid, &name, time);
+            let record = parse_one(&buf);
+            let Record::Comm { pid: p, tid: t, comm: c, exec, id } = record else {
+                panic!("not a COMM: {record:?}");
+            };
+            prop_assert_eq!((p, t, c, exec), (pid, tid, name, false));
+            prop_assert_eq!((id.pid, id.tid, id.time), (pid, tid, Some(time)));
+        }
+
+        /// What `mmap2` writes parses back to the same mapping, build id and time.
+        #[test]
+        #[allow(clippy::too_many_arguments)]
+        fn any_mmap2_parses_back(
+            pid: u32,
+            addr: u64,
+            len: u64,
+            pgoff: u64,
+            prot in 0u32..8,
+            filename in "[^\\x00]{0,60}",
+            build_id in proptest::option::of(vec(any::<u8>(), 1..=20)),
+            time: u64,
+        ) {
+            let buf = mmap2(&LAYOUT, pid, addr, len, pgoff, prot, &filename, build_id.as_deref(), time);
+            let record = parse_one(&buf);
+            let Record::Mmap2 { pid: p, tid, addr: a, len: l, pgoff: o, build_id: b, prot: pr, filename: f, id, .. } = record else {
+                panic!("not an MMAP2: {record:?}");
+            };
+            prop_assert_eq!((p, tid, a, l, o, pr), (pid, pid, addr, len, pgoff, prot));
+            prop_assert_eq!((b, f, id.time), (build_id, filename, Some(time)));
+        }
     }
 }

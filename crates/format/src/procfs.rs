@@ -121,6 +121,8 @@ fn lines(text: &[u8]) -> impl Iterator<Item = (usize, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
 
     #[test]
     fn kallsyms_lines() {
@@ -153,16 +155,54 @@ mod tests {
         assert!(parse_maps(b"nonsense\n").is_err());
     }
 
-    #[test]
-    fn garbage_never_panics() {
-        let alphabet = b"0123456789abcdef- \n\tTt[]/";
-        let mut rng = fastrand::Rng::with_seed(1);
-        for len in 0..400 {
-            let buf: Vec<u8> = (0..len)
-                .map(|_| alphabet[rng.usize(..alphabet.len())])
+    /// An error names the start of the line it is about.
+    fn at_a_line_start(text: &[u8], e: &ParseError) -> bool {
+        e.offset < text.len().max(1) && (e.offset == 0 || text[e.offset - 1] == b'\n')
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Text made of what both files are made of: never a panic, and an error points at the
+        /// start of a line.
+        #[test]
+        fn any_text_is_read_or_refused_at_a_line_start(
+            text in vec(prop::sample::select(b"0123456789abcdef- \n\tTt[]/".to_vec()), 0..400)
+        ) {
+            if let Err(e) = parse_kallsyms(&text) {
+                prop_assert!(at_a_line_start(&text, &e), "{e:?}");
+            }
+            if let Err(e) = parse_maps(&text) {
+                prop_assert!(at_a_line_start(&text, &e), "{e:?}");
+            }
+        }
+
+        /// Lines written the way the kernel writes /proc/PID/maps read back as they were.
+        #[test]
+        fn maps_lines_read_back(
+            lines in vec(
+                (
+                    any::<u64>(),
+                    any::<u64>(),
+                    "[r-][w-][x-][ps]",
+                    any::<u64>(),
+                    any::<u32>(),
+                    prop_oneof![Just(String::new()), "\\[[a-z]{1,8}\\]", "/[^\\n]{0,40}"],
+                ),
+                0..8,
+            )
+        ) {
+            let mut text = String::new();
+            for (start, end, perms, offset, inode, path) in &lines {
+                text += &format!("{start:x}-{end:x} {perms} {offset:08x} 08:01 {inode:<26} {path}\n");
+            }
+            let read = parse_maps(text.as_bytes()).unwrap();
+            let read: Vec<_> = read.iter().map(|m| (m.start, m.end, m.perms, m.offset, m.path)).collect();
+            let written: Vec<_> = lines
+                .iter()
+                .map(|(start, end, perms, offset, _, path)| (*start, *end, perms.as_str(), *offset, path.as_str()))
                 .collect();
-            let _ = parse_kallsyms(&buf);
-            let _ = parse_maps(&buf);
+            prop_assert_eq!(read, written);
         }
     }
 }

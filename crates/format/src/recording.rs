@@ -528,6 +528,8 @@ pub fn parse_packed_side_piece(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
 
     fn sample_file() -> Vec<u8> {
         let mut f = file_header().to_vec();
@@ -564,6 +566,72 @@ mod tests {
                 .count();
             assert!(c.chunks.len() >= complete.min(2), "cut {cut}");
             assert!(c.chunks.len() <= complete.max(1) + 1, "cut {cut}");
+        }
+    }
+
+    /// A recording of the given chunks, and where each one's payload is.
+    fn file_of(chunks: &[(u32, Vec<u8>)]) -> (Vec<u8>, Vec<(u32, usize, usize)>) {
+        let mut f = file_header().to_vec();
+        let mut at = Vec::new();
+        for (kind, payload) in chunks {
+            at.push((*kind, f.len() + CHUNK_HEADER_LEN, payload.len()));
+            f.extend(encode_chunk(ChunkKind(*kind), payload));
+        }
+        (f, at)
+    }
+
+    /// (kind, payload offset, payload length) of what was read.
+    fn read(chunks: &Chunks<'_>) -> Vec<(u32, usize, usize)> {
+        chunks
+            .chunks
+            .iter()
+            .map(|c| (c.kind.0, c.offset, c.payload.len()))
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Written chunks read back as they were; a file cut anywhere after its header keeps
+        /// exactly the chunks that were whole before the cut.
+        #[test]
+        fn chunks_read_back_and_a_cut_keeps_every_whole_chunk(
+            chunks in vec((1u32..=20, vec(any::<u8>(), 0..100)), 0..6),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let (file, written) = file_of(&chunks);
+            let whole = parse_chunks(&file).unwrap();
+            prop_assert_eq!(read(&whole), written.clone());
+            for (c, (_, payload)) in whole.chunks.iter().zip(&chunks) {
+                prop_assert_eq!(c.payload, &payload[..]);
+            }
+            prop_assert!(whole.stopped.is_none() && whole.skipped.is_empty() && !whole.truncated);
+
+            let cut = FILE_HEADER_LEN + cut.index(file.len() - FILE_HEADER_LEN + 1);
+            let before_cut: Vec<_> = written
+                .iter()
+                .copied()
+                .filter(|&(_, offset, len)| offset + len <= cut)
+                .collect();
+            prop_assert_eq!(read(&parse_chunks(&file[..cut]).unwrap()), before_cut);
+        }
+
+        /// One flipped bit anywhere after the file header (whose damage has its own test above)
+        /// loses at most the chunk it is in: every chunk read is one that was written, and at
+        /// most one is missing.
+        #[test]
+        fn one_flipped_bit_costs_at_most_one_chunk(
+            chunks in vec((1u32..=20, vec(any::<u8>(), 1..100)), 1..6),
+            at in any::<prop::sample::Index>(),
+            bit in 0u8..8,
+        ) {
+            let (mut file, written) = file_of(&chunks);
+            let at = FILE_HEADER_LEN + at.index(file.len() - FILE_HEADER_LEN);
+            file[at] ^= 1 << bit;
+            let damaged = parse_chunks(&file).unwrap();
+            let got = read(&damaged);
+            prop_assert!(got.iter().all(|c| written.contains(c)), "{got:?} vs {written:?}");
+            prop_assert!(got.len() + 1 >= written.len(), "{got:?} vs {written:?}");
         }
     }
 

@@ -224,13 +224,17 @@ pub fn write(rows: &[Row], mut out: impl Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::OrderStats;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
 
-    /// The nested selections pick the same elements as indexing the sorted list.
-    #[test]
-    fn order_stats_match_the_sorted_list() {
-        let mut rng = fastrand::Rng::with_seed(1);
-        for n in 1..300 {
-            let mut d: Vec<u64> = (0..n).map(|_| rng.u64(..50)).collect();
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The nested selections pick the same elements as indexing the sorted list (values
+        /// from a small range, so ties are common).
+        #[test]
+        fn order_stats_match_the_sorted_list(mut d in vec(0u64..50, 1..300)) {
+            let n = d.len();
             let mut sorted = d.clone();
             sorted.sort_unstable();
             let at = |p: f64| sorted[((n as f64 * p).floor() as usize).min(n - 1)];
@@ -241,7 +245,7 @@ mod tests {
                 p99: at(0.99),
                 max: sorted[n - 1],
             };
-            assert_eq!(OrderStats::of(&mut d), expected, "n = {n}");
+            prop_assert_eq!(OrderStats::of(&mut d), expected);
         }
     }
 }
