@@ -9,8 +9,8 @@ use crate::format::perf::SampleLayout;
 use crate::format::{perf_write, procfs};
 use crate::sys::clock;
 
+use super::config::RecordConfig;
 use super::events::{self, Events};
-use super::RecordConfig;
 
 /// How often the thread list is re-read while opening events, to catch threads created
 /// meanwhile (their creators' events did not exist yet, so inherit does not cover them).

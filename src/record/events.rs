@@ -9,7 +9,8 @@ use crate::format::perf::sample_type as st;
 use crate::recording::EventConfig;
 use crate::sys::perf_event::{self, abi, PerfMmap};
 
-use super::{CallGraph, EventChoice};
+use super::config::EventChoice;
+use crate::recording::CallGraph;
 
 // The sampled layout is the recording's (a reader rebuilds it when every META copy is damaged).
 pub use crate::recording::{REGS_USER_MASK, STACK_BYTES_DEEP, STACK_BYTES_DWARF, STACK_BYTES_FP};

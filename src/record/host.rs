@@ -2,7 +2,7 @@
 
 use crate::recording::HostFacts;
 
-use super::events::read_sysctl;
+use super::events::{online_cpus, read_sysctl};
 
 pub fn facts() -> HostFacts {
     let uname = nix::sys::utsname::uname().ok();
@@ -15,7 +15,7 @@ pub fn facts() -> HostFacts {
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default(),
         arch: std::env::consts::ARCH.to_string(),
-        cpus: super::online_cpus().len() as u32,
+        cpus: online_cpus().len() as u32,
         page_size: crate::sys::perf_event::page_size() as u64,
         perf_event_paranoid: read_sysctl("perf_event_paranoid"),
         kptr_restrict: read_sysctl("kptr_restrict"),

@@ -3,6 +3,7 @@
 //! disk: batches go over a bounded channel to the writer thread.
 
 mod attach;
+mod config;
 pub(crate) mod events;
 mod host;
 mod jvm_attach;
@@ -20,14 +21,14 @@ pub(crate) mod writer;
 mod xray_logs;
 
 use std::borrow::Cow;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::foreign_file;
 use crate::recording::Recording;
 use crate::sys::child;
 
+pub(crate) use config::EventChoice;
+pub use config::{RecordConfig, Target};
 pub use events::online_cpus;
 pub(crate) use events::{attr_for, read_sysctl, StackCopy};
 pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
@@ -38,134 +39,7 @@ pub(crate) fn tmp_guarded() -> bool {
     places::place_of(std::path::Path::new("/tmp")) == places::Place::KernelGuarded
 }
 
-/// What to profile.
-#[derive(Clone, Debug)]
-pub enum Target {
-    /// Run this command line.
-    Launch(Vec<String>),
-    /// Attach to these running processes (all their threads).
-    Pids(Vec<u32>),
-    /// Attach to these threads only (`--tid`).
-    Tids(Vec<u32>),
-    /// Every process on every CPU (`-a`).
-    System,
-}
-
-/// The event samples are taken on (`--event`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EventChoice {
-    /// Hardware cycles; falls back to cpu-clock when the PMU is absent.
-    Cycles,
-    /// The cpu-clock software event (ns of CPU time).
-    CpuClock,
-    /// The task-clock software event (ns of CPU time the task ran).
-    TaskClock,
-    /// Page faults (software).
-    PageFaults,
-    /// Context switches (software).
-    ContextSwitches,
-    /// Moves of a thread to another CPU (software).
-    CpuMigrations,
-    /// Instructions retired (hardware).
-    Instructions,
-    /// Last-level cache misses (hardware).
-    CacheMisses,
-    /// Mispredicted branches (hardware).
-    BranchMisses,
-}
-
-impl EventChoice {
-    /// The name `-e` takes and recordings store.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            EventChoice::Cycles => "cycles",
-            EventChoice::CpuClock => "cpu-clock",
-            EventChoice::TaskClock => "task-clock",
-            EventChoice::PageFaults => "page-faults",
-            EventChoice::ContextSwitches => "context-switches",
-            EventChoice::CpuMigrations => "cpu-migrations",
-            EventChoice::Instructions => "instructions",
-            EventChoice::CacheMisses => "cache-misses",
-            EventChoice::BranchMisses => "branch-misses",
-        }
-    }
-
-    /// Whether the PMU counts it (absent in most VMs).
-    pub(crate) fn is_hardware(self) -> bool {
-        matches!(
-            self,
-            EventChoice::Cycles
-                | EventChoice::Instructions
-                | EventChoice::CacheMisses
-                | EventChoice::BranchMisses
-        )
-    }
-}
-
 pub use crate::recording::CallGraph;
-
-/// Everything `jprof record` needs.
-#[derive(Clone, Debug)]
-pub struct RecordConfig {
-    /// The command to launch or the process to attach to.
-    pub(crate) target: Target,
-    /// Default is 999 Hz.
-    pub(crate) frequency_hz: u64,
-    /// Default is `jprof.data`.
-    pub(crate) output: PathBuf,
-    /// Stop after this long (`--duration`); None: until the target exits or jprof is stopped.
-    pub(crate) duration: Option<Duration>,
-    /// Default is cycles.
-    pub(crate) event: EventChoice,
-    /// `--call-graph`; None (the default): chosen from the target ([`stacks_for`]).
-    pub(crate) call_graph: Option<CallGraph>,
-    /// Default is true.
-    pub(crate) embed_symbols: bool,
-    /// Keep the side files jprof made a runtime write (they are in the recording anyway).
-    /// Default is false.
-    pub(crate) keep_side_files: bool,
-    /// XRay-instrumented targets log in FDR mode instead of basic mode (`--xray fdr`).
-    pub(crate) xray_fdr: bool,
-    /// `--off-cpu`: also record where threads wait, storing switches at least this long
-    /// (`--off-cpu-min`) with their stacks.
-    pub(crate) off_cpu_min_ns: Option<u64>,
-    /// Load jprof's agent into running HotSpot JVMs (`-p`, `--tid`, `-a`); `--no-java-agent`
-    /// turns it off. Default is true.
-    pub(crate) java_agent: bool,
-}
-
-/// Batches in flight between ring reader and writer; beyond this the reader drops batches
-/// (counted) rather than block, so memory stays bounded.
-const CHANNEL_BATCHES: usize = 512;
-/// How long the reader sleeps in poll when no ring reached its watermark.
-const POLL_INTERVAL_MS: u16 = 20;
-/// After `--duration`, how long the target gets to exit after SIGTERM before SIGKILL.
-const TERM_GRACE: Duration = Duration::from_secs(5);
-
-/// The process being profiled.
-enum Profiled {
-    /// Launched by jprof: held before exec until released.
-    Child(child::SuspendedChild),
-    /// Attached to these processes (every thread, or the threads `only`): they are not ours
-    /// to signal or wait for.
-    Attached {
-        pids: Vec<i32>,
-        only: Option<Vec<i32>>,
-    },
-    /// Every process (`-a`).
-    System,
-}
-
-impl Profiled {
-    /// The launched target, or the first attached process.
-    fn pid(&self) -> Option<i32> {
-        match self {
-            Profiled::Child(c) => Some(c.pid),
-            Profiled::Attached { pids, .. } => pids.first().copied(),
-            Profiled::System => None,
-        }
-    }
-}
 
 /// Records as configured; returns the exit code to give the shell (the target's). An error at
 /// any step undoes what was set up (record/session.rs).

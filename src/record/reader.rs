@@ -9,9 +9,39 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags};
 
-use super::{attach, events, tree, writer, Profiled, POLL_INTERVAL_MS, TERM_GRACE};
+use super::{attach, events, tree, writer};
 use crate::error::{Error, Result};
-use crate::sys::child::ChildExit;
+use crate::sys::child::{self, ChildExit};
+
+/// How long the reader sleeps in poll when no ring reached its watermark.
+const POLL_INTERVAL_MS: u16 = 20;
+/// After `--duration`, how long the target gets to exit after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// The process being profiled.
+pub(super) enum Profiled {
+    /// Launched by jprof: held before exec until released.
+    Child(child::SuspendedChild),
+    /// Attached to these processes (every thread, or the threads `only`): they are not ours
+    /// to signal or wait for.
+    Attached {
+        pids: Vec<i32>,
+        only: Option<Vec<i32>>,
+    },
+    /// Every process (`-a`).
+    System,
+}
+
+impl Profiled {
+    /// The launched target, or the first attached process.
+    pub(super) fn pid(&self) -> Option<i32> {
+        match self {
+            Profiled::Child(c) => Some(c.pid),
+            Profiled::Attached { pids, .. } => pids.first().copied(),
+            Profiled::System => None,
+        }
+    }
+}
 
 /// The signals jprof was sent, as flags the loop polls.
 pub(super) struct StopFlags {

@@ -15,17 +15,22 @@ use std::sync::mpsc::{self, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::config::{RecordConfig, Target};
+use super::reader::Profiled;
 use super::writer::{self, Batch, ChunkWriter, Counters};
 use super::{
-    attach, child, events, host, jvm_attach, leftovers, off_cpu, reader, runtimes, side_files,
-    xray_logs, CallGraph, Profiled, RecordConfig, Target, CHANNEL_BATCHES,
+    attach, events, host, jvm_attach, leftovers, off_cpu, reader, runtimes, side_files, xray_logs,
 };
 use crate::error::{Error, Result};
 use crate::foreign_file::AtomicOutput;
 use crate::format::recording::ChunkKind;
-use crate::recording::Meta;
+use crate::recording::{CallGraph, Meta};
+use crate::sys::child;
 use crate::timeline::Calibration;
 
+/// Batches in flight between ring reader and writer; beyond this the reader drops batches
+/// (counted) rather than block, so memory stays bounded.
+const CHANNEL_BATCHES: usize = 512;
 /// What the writer thread hands back: the file, the counts, the clock calibration and the side
 /// files it tailed.
 type WriterEnd = (
