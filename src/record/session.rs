@@ -15,14 +15,16 @@ use std::sync::mpsc::{self, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::call_graph::{stacks_for, DeepStacks};
 use super::config::{RecordConfig, Target};
 use super::reader::Profiled;
 use super::writer::{self, Batch, ChunkWriter, Counters};
 use super::{
-    attach, events, host, jvm_attach, leftovers, off_cpu, reader, runtimes, side_files, xray_logs,
+    attach, embed, events, host, jvm_attach, leftovers, off_cpu, reader, runtimes, side_files,
+    summary, xray_logs,
 };
 use crate::error::{Error, Result};
-use crate::foreign_file::AtomicOutput;
+use crate::foreign_file::{self, AtomicOutput};
 use crate::format::recording::ChunkKind;
 use crate::recording::{CallGraph, Meta};
 use crate::sys::child;
@@ -109,7 +111,7 @@ pub(super) fn start<'a>(
     let (argv, deep) = match &config.target {
         Target::Launch(argv) if !argv.is_empty() => (
             argv.clone(),
-            super::DeepStacks {
+            DeepStacks {
                 python: runtimes::launches_cpython_3_12(argv),
                 jvm: runtimes::launches_jvm(argv),
             },
@@ -127,18 +129,18 @@ pub(super) fn start<'a>(
             } else {
                 Vec::new()
             };
-            (argv, super::DeepStacks::of_processes(pids.iter().copied()))
+            (argv, DeepStacks::of_processes(pids.iter().copied()))
         }
         Target::Tids(tids) => {
             let pids = tids
                 .iter()
                 .map(|&tid| attach::process_of_thread(tid).ok().flatten().unwrap_or(tid));
-            (Vec::new(), super::DeepStacks::of_processes(pids))
+            (Vec::new(), DeepStacks::of_processes(pids))
         }
         // Every process on the machine: not worth 64 KiB per sample for each.
-        Target::System => (Vec::new(), super::DeepStacks::default()),
+        Target::System => (Vec::new(), DeepStacks::default()),
     };
-    let (stacks, stacks_note) = super::stacks_for(config, deep);
+    let (stacks, stacks_note) = stacks_for(config, deep);
     let mut setup = match &config.target {
         Target::Launch(argv) => runtimes::prepare(argv, stacks.call_graph == CallGraph::Dwarf),
         _ => runtimes::RuntimeSetup::default(),
@@ -173,7 +175,7 @@ pub(super) fn start<'a>(
             // starts). Without it the tree is lost from view and only the target is followed.
             let _ = child::become_subreaper();
             let xray_env = xray.as_ref().map_or(&[][..], |x| x.env.as_slice());
-            let child = super::spawn_claiming(&argv, &mut setup, xray_env)?;
+            let child = spawn_claiming(&argv, &mut setup, xray_env)?;
             if let (Some(list), Some(dir)) = (leftover_list.as_mut(), &setup.private_dir) {
                 let (dev, ino) = dir.identity();
                 list.add("dir", &dir.path, dev, ino);
@@ -479,7 +481,7 @@ impl Session<'_> {
             summary.notes.extend(notes);
             loaded
         };
-        summary.notes.extend(super::runtime_notes_and_cleanup(
+        summary.notes.extend(runtime_notes_and_cleanup(
             config,
             meta.event.call_graph,
             &mut self.setup,
@@ -516,7 +518,7 @@ impl Session<'_> {
                     && !(agent_loaded.contains(&pid) && java.get(&pid) == Some(&"java"))
                     && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
             };
-            match super::embed_symbols(&self.output, &self.partial, &still_writing) {
+            match embed::embed_symbols(&self.output, &self.partial, &still_writing) {
                 // Printed with the summary (the SUMMARY chunk is already written; reports
                 // compute their own coverage lines).
                 Ok(coverage) => summary.notes.extend(coverage),
@@ -532,7 +534,124 @@ impl Session<'_> {
         ChunkWriter::append(file, &self.partial).write_chunk(ChunkKind::END, &[])?;
         self.output.commit()?;
 
-        super::summary::print(&config.output, meta, &summary, &clock);
+        summary::print(&config.output, meta, &summary, &clock);
         Ok(exit.map_or(0, child::ChildExit::shell_code))
     }
+}
+
+/// Launches `argv` held before exec, after creating the fixed names its runtime will write for
+/// its pid. A name another user holds is not written through: the held child is dropped and the
+/// command launched again without asking the runtime that writes it (noted in the summary).
+fn spawn_claiming(
+    argv: &[String],
+    setup: &mut runtimes::RuntimeSetup,
+    extra_env: &[(String, String)],
+) -> Result<child::SuspendedChild> {
+    for attempt in 1.. {
+        let spawn_error = |source| Error::Spawn {
+            command: argv.join(" "),
+            source,
+        };
+        let env: Vec<(String, String)> = setup.env.iter().chain(extra_env).cloned().collect();
+        let child = child::spawn_suspended(argv, &env).map_err(spawn_error)?;
+        match setup.claim_for(child.pid as u32) {
+            Ok(None) => return Ok(child),
+            // Asked no more: launch again without it.
+            Ok(Some((runtime, name))) => {
+                child.abandon();
+                // A stale name of another user's process that had this pid: another pid may
+                // be free. Names planted for every pid are not: after three, without it.
+                if attempt >= 3 {
+                    *setup = runtimes::prepare_again(std::mem::take(setup), runtime, name);
+                }
+            }
+            Err(e) => {
+                child.abandon();
+                setup.release_claims();
+                return Err(Error::Other(format!(
+                    "cannot create the side files for the launched process: {e}"
+                )));
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// What the runtimes did (and how to get more out of them), and the removal of the files they
+/// wrote only because jprof asked (their bytes are in the recording): only a file jprof asked
+/// for at that very name, and only the very file that was read (same device and inode), or one
+/// jprof created itself.
+fn runtime_notes_and_cleanup(
+    config: &RecordConfig,
+    call_graph: CallGraph,
+    setup: &mut runtimes::RuntimeSetup,
+    side: &side_files::SideFiles,
+    agent_loaded: &[u32],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let read = side.read_files();
+    if !config.keep_side_files {
+        // The agent stays in the JVM; the file it writes is only for this recording. Only the
+        // JVMs jprof loaded it into: another JVM's jitdump (`-a` meets every JVM) is not ours.
+        let ours = |f: &&side_files::ReadFile| agent_loaded.contains(&f.pid);
+        for f in read
+            .iter()
+            .filter(|f| f.runtime == Some("java"))
+            .filter(ours)
+        {
+            if f.kind == crate::format::recording::SideKind::JITDUMP {
+                foreign_file::remove_if_same(&f.path, f.dev, f.ino);
+            }
+        }
+    }
+    let runtimes = side.runtimes().clone();
+    notes.extend(runtimes::observed_notes(
+        &runtimes,
+        &side.runtime_files(),
+        setup,
+    ));
+    if call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
+        // Mono's AOT images (mscorlib, mcs) keep no frame pointers; their .debug_frame CFI
+        // unwinds them in dwarf mode (docs/mono.md).
+        notes.push(
+            "mono: managed code precompiled into AOT images has no frame pointers, so fp-mode \
+             stacks stop there; `jprof record --call-graph dwarf` unwinds it with the images' CFI"
+                .into(),
+        );
+    }
+    if !matches!(config.target, Target::Launch(_)) {
+        return notes;
+    }
+    if config.keep_side_files {
+        setup.keep();
+        if let Some(dir) = &setup.private_dir {
+            // Kept only when a runtime wrote something there.
+            if std::fs::remove_dir(&dir.path).is_err() {
+                notes.push(format!(
+                    "side files kept in jprof's private directory {}",
+                    dir.path.display()
+                ));
+            }
+        }
+        return notes;
+    }
+    for f in &read {
+        let Some(runtime) = f.runtime else { continue };
+        if runtimes::asked_for(&setup.asking, runtime, f.nspid, &f.path) {
+            foreign_file::remove_if_same(&f.path, f.dev, f.ino);
+        }
+    }
+    for (&pid, &runtime) in &runtimes {
+        let nspid = read.iter().find(|f| f.pid == pid).map_or(pid, |f| f.nspid);
+        let mut unread = runtimes::unread_side_files(&setup.asking, runtime, nspid);
+        if runtime == "node" {
+            unread.extend(runtimes::v8_logs(&setup.asking, nspid));
+        }
+        for file in unread {
+            foreign_file::remove_runtime_file(&file, side.owner_of(pid));
+        }
+    }
+    setup.release_claims();
+    setup.remove_private_dir();
+    notes
 }
