@@ -37,6 +37,13 @@ pub struct J9Body {
 }
 
 impl J9Body {
+    /// The body's cold code (start, size), when it has some.
+    fn cold_code(&self) -> Option<(u64, u64)> {
+        let h = &self.metadata.header;
+        (h.start_cold_pc != 0 && h.end_pc > h.start_cold_pc)
+            .then(|| (h.start_cold_pc, h.end_pc - h.start_cold_pc))
+    }
+
     /// The inline chain at `addr`, innermost first; what was walked before an error in the
     /// metadata, or nothing when no map covers `addr`.
     pub fn chain(&self, addr: u64) -> Vec<InlineFrame> {
@@ -215,6 +222,43 @@ fn debug_bias(entries: &[DebugEntry], start: u64, size: u64) -> u64 {
         .unwrap_or(0)
 }
 
+/// What a jitdump said of the next body before its CODE_LOAD: the records that precede a load
+/// (lines, inline tree, OpenJ9 metadata, tier, unwind table), and tiers sent for an address.
+#[derive(Default)]
+struct BeforeLoad {
+    lines: Option<Vec<DebugEntry>>,
+    info2: Option<DebugInfo2>,
+    j9: Option<J9Metadata>,
+    tier: Option<Tier>,
+    unwind: Option<Vec<u8>>,
+    tiers_by_addr: BTreeMap<u64, Tier>,
+}
+
+impl BeforeLoad {
+    /// The body's line and inline information, with the decoded OpenJ9 metadata; None when
+    /// there is none of the three.
+    fn debug(&mut self, start: u64, size: u64, j9: Option<J9Body>) -> Option<Arc<JitDebug>> {
+        let (lines, info2) = (self.lines.take(), self.info2.take());
+        if lines.is_none() && info2.is_none() && j9.is_none() {
+            return None;
+        }
+        let mut lines = lines.unwrap_or_default();
+        let bias = debug_bias(&lines, start, size);
+        for e in &mut lines {
+            e.addr = e.addr.wrapping_sub(bias);
+        }
+        lines.sort_by_key(|e| e.addr);
+        Some(Arc::new(JitDebug { lines, info2, j9 }))
+    }
+
+    /// The tier sent for the next load, else for the body at `start`.
+    fn tier_of(&mut self, start: u64) -> Option<Tier> {
+        self.tier
+            .take()
+            .or_else(|| self.tiers_by_addr.remove(&start))
+    }
+}
+
 impl ProcessCode {
     /// Adds a body at time `t`, ending every live body it overlaps (the address was reused).
     fn load(&mut self, code: JitCode) {
@@ -252,6 +296,68 @@ impl ProcessCode {
                 .push(self.code.len());
         }
         self.code.push(code);
+    }
+
+    /// Adds a body from a jitdump; an OpenJ9 body's cold code (`cold`: start, size), which
+    /// lies apart from its warm code, as a body of its own.
+    fn load_with_cold_part(&mut self, body: JitCode, cold: Option<(u64, u64)>) {
+        if let Some((start, size)) = cold {
+            self.load(JitCode {
+                start,
+                size,
+                // The table (if any) describes the warm code.
+                unwind: None,
+                ..body.clone()
+            });
+        }
+        self.load(body);
+    }
+
+    /// OpenJ9 reports a body's cold part as a CODE_LOAD of its own, with no metadata of its own
+    /// (or the warm part's again): it keeps the body's metadata, which the warm CODE_LOAD
+    /// already placed at this range.
+    fn warm_part_debug(&self, start: u64, size: u64, name: &str) -> Option<Arc<JitDebug>> {
+        self.code
+            .iter()
+            .rev()
+            .find(|c| {
+                c.start == start
+                    && c.size == size
+                    && c.until.is_none()
+                    && c.name == name
+                    && c.debug.as_ref().is_some_and(|d| d.j9.is_some())
+            })
+            .and_then(|c| c.debug.clone())
+    }
+
+    /// A CODE_UNLOAD at time `t`: the live body at `start` ends.
+    fn unload(&mut self, start: u64, t: u64) {
+        if let Some(gone) = self
+            .code
+            .iter_mut()
+            .rev()
+            .find(|c| c.start == start && c.until.is_none() && c.from <= t)
+        {
+            gone.until = Some(t);
+        }
+    }
+
+    /// A CODE_MOVE at time `t`: the live body at `old` ends, and goes on at `new` (`size`).
+    fn relocate(&mut self, old: u64, new: u64, size: u64, t: u64) {
+        let moved = self
+            .code
+            .iter_mut()
+            .rev()
+            .find(|c| c.start == old && c.until.is_none());
+        if let Some(old) = moved {
+            old.until = Some(t);
+            let mut moved = old.clone();
+            moved.start = new;
+            moved.size = size;
+            moved.from = t;
+            moved.until = None;
+            self.load(moved);
+        }
     }
 
     fn finish(&mut self) {
@@ -383,48 +489,40 @@ impl JitIndex {
 
     /// Adds one jitdump's records (`bytes` = the file from offset 0).
     pub fn add_jitdump(&mut self, pid: u32, path: &str, bytes: &[u8], clock: &ClockConversion) {
-        let header = match jitdump::parse_header(bytes) {
-            Ok(h) => h,
-            Err(e) => {
-                self.notes.push(format!("{path}: {e}"));
-                return;
-            }
+        let Some((header, records)) = self.parse_jitdump(path, bytes) else {
+            return;
         };
-        if let Some(note) = header.size_note() {
-            self.notes.push(format!("{path}: {note}"));
-        }
-        let batch = jitdump::parse_records(bytes, &header, 0);
-        if let Some(e) = &batch.error {
-            self.notes
-                .push(format!("{path}: {e}; the records before it were used"));
+        let tsc = header.arch_timestamp();
+        if tsc && !clock.has_tsc_conversion() {
+            self.notes.push(format!(
+                "{path}: TSC timestamps but the recording has no TSC conversion; code is placed without time"
+            ));
         }
         let to_sample = |ts: u64| -> Option<u64> {
-            if header.arch_timestamp() {
+            if tsc {
                 clock.tsc_to_sample(ts)
             } else {
                 Some(clock.monotonic_to_sample(ts))
             }
         };
-        if header.arch_timestamp() && !clock.has_tsc_conversion() {
-            self.notes.push(format!(
-                "{path}: TSC timestamps but the recording has no TSC conversion; code is placed without time"
-            ));
-        }
         let source: Arc<str> = Arc::from(path.rsplit('/').next().unwrap_or(path));
         let process = self.processes.entry(pid).or_default();
-        let mut pending_lines: Option<Vec<DebugEntry>> = None;
-        let mut pending_info2: Option<DebugInfo2> = None;
-        let mut pending_j9: Option<J9Metadata> = None;
-        let mut pending_tier: Option<Tier> = None;
-        let mut pending_unwind: Option<Vec<u8>> = None;
-        let mut tiers_by_addr: BTreeMap<u64, Tier> = BTreeMap::new();
-        for r in batch.records {
+        let mut before = BeforeLoad::default();
+        for r in records {
             let t = to_sample(r.timestamp).unwrap_or(0);
             match r.body {
-                RecordBody::DebugInfo { entries, .. } => pending_lines = Some(entries),
-                RecordBody::DebugInfo2(info) => pending_info2 = Some(info),
-                RecordBody::UnwindingInfo { eh_frame, .. } => pending_unwind = Some(eh_frame),
-                RecordBody::J9Metadata(md) => pending_j9 = Some(md),
+                RecordBody::DebugInfo { entries, .. } => before.lines = Some(entries),
+                RecordBody::DebugInfo2(info) => before.info2 = Some(info),
+                RecordBody::UnwindingInfo { eh_frame, .. } => before.unwind = Some(eh_frame),
+                RecordBody::J9Metadata(md) => before.j9 = Some(md),
+                RecordBody::JitTier(tier) => {
+                    let name = record_tier(tier.kind, &tier.name);
+                    if tier.code_addr == 0 {
+                        before.tier = Some(name);
+                    } else {
+                        before.tiers_by_addr.insert(tier.code_addr, name);
+                    }
+                }
                 RecordBody::MethodNames(list) => {
                     for (method, name) in list {
                         process
@@ -432,14 +530,6 @@ impl JitIndex {
                             .entry(method)
                             .or_default()
                             .push((t, Arc::from(name)));
-                    }
-                }
-                RecordBody::JitTier(tier) => {
-                    let name = record_tier(tier.kind, &tier.name);
-                    if tier.code_addr == 0 {
-                        pending_tier = Some(name);
-                    } else {
-                        tiers_by_addr.insert(tier.code_addr, name);
                     }
                 }
                 RecordBody::CodeLoad {
@@ -451,113 +541,74 @@ impl JitIndex {
                     let (name, name_tier) = readable_name(&name);
                     // A body's metadata describes the code from its startPC; the same metadata
                     // sent again with the body's cold part is not the cold part's own.
-                    let j9 = pending_j9
+                    let j9 = before
+                        .j9
                         .take()
                         .filter(|md| md.code_addr == code_addr)
                         .and_then(|md| decode_j9(&mut self.notes, path, &md))
                         .filter(|b| b.metadata.header.start_pc == code_addr);
-                    let cold = j9.as_ref().and_then(|b| {
-                        let h = &b.metadata.header;
-                        (h.start_cold_pc != 0 && h.end_pc > h.start_cold_pc)
-                            .then(|| (h.start_cold_pc, h.end_pc - h.start_cold_pc))
-                    });
-                    // OpenJ9 reports a body's cold part as a CODE_LOAD of its own, with no
-                    // metadata of its own (or the warm part's again): it keeps the body's
-                    // metadata, which the warm CODE_LOAD already placed at this range.
-                    let inherited = if j9.is_none() {
-                        process
-                            .code
-                            .iter()
-                            .rev()
-                            .find(|c| {
-                                c.start == code_addr
-                                    && c.size == code_size
-                                    && c.until.is_none()
-                                    && c.name == name
-                                    && c.debug.as_ref().is_some_and(|d| d.j9.is_some())
-                            })
-                            .and_then(|c| c.debug.clone())
-                    } else {
-                        None
-                    };
-                    let debug = match (pending_lines.take(), pending_info2.take(), j9) {
-                        (None, None, None) => inherited,
-                        (lines, info2, j9) => {
-                            let mut lines = lines.unwrap_or_default();
-                            let bias = debug_bias(&lines, code_addr, code_size);
-                            for e in &mut lines {
-                                e.addr = e.addr.wrapping_sub(bias);
-                            }
-                            lines.sort_by_key(|e| e.addr);
-                            Some(Arc::new(JitDebug { lines, info2, j9 }))
-                        }
-                    };
-                    let tier = pending_tier
+                    let cold = j9.as_ref().and_then(J9Body::cold_code);
+                    let debug = before
+                        .debug(code_addr, code_size, j9)
+                        .or_else(|| process.warm_part_debug(code_addr, code_size, &name));
+                    let tier = before.tier_of(code_addr).or(name_tier);
+                    let unwind = before
+                        .unwind
                         .take()
-                        .or_else(|| tiers_by_addr.remove(&code_addr))
-                        .or(name_tier);
-                    let body = JitCode {
-                        name,
-                        start: code_addr,
-                        size: code_size,
-                        from: t,
-                        until: None,
-                        tier,
-                        debug,
-                        source: source.clone(),
-                        from_jitdump: true,
-                        unwind: pending_unwind
-                            .take()
-                            .and_then(|t| JitUnwind::place(&t, code_size))
-                            .map(Arc::new),
-                    };
-                    // An OpenJ9 body's cold code lies apart from its warm code.
-                    if let Some((start, size)) = cold {
-                        process.load(JitCode {
-                            start,
-                            size,
-                            // The table (if any) describes the warm code.
-                            unwind: None,
-                            ..body.clone()
-                        });
-                    }
-                    process.load(body);
+                        .and_then(|t| JitUnwind::place(&t, code_size))
+                        .map(Arc::new);
+                    process.load_with_cold_part(
+                        JitCode {
+                            name,
+                            start: code_addr,
+                            size: code_size,
+                            from: t,
+                            until: None,
+                            tier,
+                            debug,
+                            source: source.clone(),
+                            from_jitdump: true,
+                            unwind,
+                        },
+                        cold,
+                    );
                 }
-                RecordBody::CodeUnload { code_addr, .. } => {
-                    if let Some(gone) = process
-                        .code
-                        .iter_mut()
-                        .rev()
-                        .find(|c| c.start == code_addr && c.until.is_none() && c.from <= t)
-                    {
-                        gone.until = Some(t);
-                    }
-                }
+                RecordBody::CodeUnload { code_addr, .. } => process.unload(code_addr, t),
                 RecordBody::CodeMove {
                     old_code_addr,
                     new_code_addr,
                     code_size,
                     ..
-                } => {
-                    let moved = process
-                        .code
-                        .iter_mut()
-                        .rev()
-                        .find(|c| c.start == old_code_addr && c.until.is_none());
-                    if let Some(old) = moved {
-                        old.until = Some(t);
-                        let mut new = old.clone();
-                        new.start = new_code_addr;
-                        new.size = code_size;
-                        new.from = t;
-                        new.until = None;
-                        process.load(new);
-                    }
-                }
+                } => process.relocate(old_code_addr, new_code_addr, code_size, t),
                 _ => {}
             }
         }
         process.finish();
+    }
+
+    /// A jitdump's header and the records up to the first damaged one, with notes on what was
+    /// wrong; None when the header itself is unreadable.
+    fn parse_jitdump(
+        &mut self,
+        path: &str,
+        bytes: &[u8],
+    ) -> Option<(jitdump::Header, Vec<jitdump::Record>)> {
+        let header = match jitdump::parse_header(bytes) {
+            Ok(h) => h,
+            Err(e) => {
+                self.notes.push(format!("{path}: {e}"));
+                return None;
+            }
+        };
+        if let Some(note) = header.size_note() {
+            self.notes.push(format!("{path}: {note}"));
+        }
+        let batch = jitdump::parse_records(bytes, &header, 0);
+        if let Some(e) = &batch.error {
+            self.notes
+                .push(format!("{path}: {e}; the records before it were used"));
+        }
+        Some((header, batch.records))
     }
 
     /// Adds the code a Mono log profiler file describes: TYPE_JIT code ranges (methods) and
