@@ -8,6 +8,7 @@
 pub(crate) mod perf_header;
 pub(crate) mod side_files;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -67,6 +68,46 @@ struct Scan {
 }
 
 impl Scan {
+    /// Notes the records left out: those of events with another layout, and undecodable ones.
+    fn note_skipped(
+        &self,
+        attrs: &[linux_perf_data::AttributeDescription],
+        first_event: &str,
+        notes: &mut Vec<String>,
+    ) {
+        for (index, count) in &self.skipped {
+            let name = attrs.get(*index).and_then(|a| a.name.as_deref());
+            notes.push(format!(
+                "{count} records of event {} were skipped: its sample layout differs from the \
+                 first event's ({first_event})",
+                name.unwrap_or("?"),
+            ));
+        }
+        if self.undecodable > 0 {
+            notes.push(format!(
+                "{} records of the perf.data could not be decoded",
+                self.undecodable
+            ));
+        }
+    }
+
+    /// The recording's summary: the counts the scan found, and `notes`.
+    fn summary(&self, notes: Vec<String>) -> Summary {
+        Summary {
+            samples: self.samples,
+            lost_records: self.lost_records,
+            lost_samples: self.lost_samples,
+            threads: self.threads.len() as u64,
+            processes: self.processes.len() as u64,
+            start_time: self.first_time.unwrap_or(0),
+            end_time: self.last_time,
+            wall_duration_ns: self.last_time.saturating_sub(self.first_time.unwrap_or(0)),
+            stopped_by: "imported from perf.data".to_string(),
+            notes,
+            ..Default::default()
+        }
+    }
+
     fn note_record(&mut self, record: &Record<'_>) {
         match record {
             Record::Sample(s) => {
@@ -129,63 +170,13 @@ pub fn import_bytes_unguarded(
 }
 
 fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<Recording> {
-    let data = perf_header::check(file).map_err(|e| Error::parse(path, e))?;
     let mut notes = Vec::new();
-    perf_header::check_sections(file).map_err(|e| Error::parse(path, e))?;
-    let features_damaged = perf_header::check_features(file, &data);
-    let stripped;
-    let file: &[u8] = match features_damaged {
-        Some(damaged) => {
-            notes.push(format!(
-                "{}: the feature sections are damaged ({}); the records were read without the \
-                 damaged ones",
-                path.display(),
-                damaged.why
-            ));
-            stripped = perf_header::without_features(file, &data, &damaged.dropped);
-            &stripped
-        }
-        None => file,
-    };
-    let patched;
-    let input: &[u8] = match &data.stopped {
-        Some(e) => {
-            notes.push(format!(
-                "{} is truncated or damaged ({e}); the records before byte offset {} were read",
-                path.display(),
-                data.offset + data.readable_size
-            ));
-            patched = perf_header::readable_prefix(file, &data);
-            &patched
-        }
-        None => file,
-    };
-    let unreadable = |e: linux_perf_data::Error| {
-        Error::Other(format!(
-            "{}: not a readable perf.data file: {e}",
-            path.display()
-        ))
-    };
-    let parsed = PerfFileReader::parse_file(std::io::Cursor::new(input));
-    let without_features;
-    let parsed = match parsed {
-        // The records are whole but what follows them is not: read them without it.
-        Err(e) if data.stopped.is_none() => {
-            let end = data.offset + data.readable_size;
-            notes.push(format!(
-                "{}: the feature sections after byte offset {end} are damaged or cut off \
-                 ({e}); the records were read without them (no host facts, no event name)",
-                path.display()
-            ));
-            without_features = perf_header::readable_prefix(file, &data);
-            PerfFileReader::parse_file(std::io::Cursor::new(&without_features[..]))
-        }
-        other => other,
-    };
+    let (data, file) = without_damaged_features(path, file, &mut notes)?;
+    let input = readable_records(path, &file, &data, &mut notes);
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = parsed.map_err(unreadable)?;
+    } = open_reader(path, &file, &input, &data, &mut notes)?;
 
     let attrs = perf_file.event_attributes().to_vec();
     let Some(first) = attrs.first() else {
@@ -195,7 +186,6 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
         )));
     };
     let event = event_config(&first.attr, first.name.as_deref(), path)?;
-    let layout = event.layout();
     let same_layout: Vec<bool> = attrs
         .iter()
         .map(|a| {
@@ -204,12 +194,125 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
                 && a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL)
         })
         .collect();
+    let (records, scan) = copy_records(
+        &mut perf_file,
+        &mut record_iter,
+        &event,
+        &same_layout,
+        input.len(),
+        path,
+        &mut notes,
+    );
+    scan.note_skipped(&attrs, &event.event, &mut notes);
 
-    // The kernel records, re-encoded exactly as the kernel wrote them (header + body).
-    let mut records = Vec::with_capacity(input.len());
+    let monotonic = event.clockid == ClockId::Monotonic as i32 && uses_clockid(&first.attr);
+    let side = side_files(&scan, options, path, monotonic, &mut notes);
+    let build_ids = build_ids(&perf_file);
+    let meta = meta(&perf_file, event);
+    let mut recording = Recording::in_memory(
+        path.to_path_buf(),
+        meta,
+        Some(ClockConversion::default()),
+        Some(scan.summary(notes)),
+        payloads(records, &side),
+    );
+    // The in-memory recording is whole; the perf.data it came from may not be.
+    recording.stopped = data.stopped;
+    recording.build_ids = build_ids;
+    Ok(recording)
+}
+
+/// Checks the header and its sections; a file whose feature sections are damaged is read
+/// without the damaged ones (noted).
+fn without_damaged_features<'a>(
+    path: &Path,
+    file: &'a [u8],
+    notes: &mut Vec<String>,
+) -> Result<(perf_header::DataSection, Cow<'a, [u8]>)> {
+    let data = perf_header::check(file).map_err(|e| Error::parse(path, e))?;
+    perf_header::check_sections(file).map_err(|e| Error::parse(path, e))?;
+    let file = match perf_header::check_features(file, &data) {
+        Some(damaged) => {
+            notes.push(format!(
+                "{}: the feature sections are damaged ({}); the records were read without the \
+                 damaged ones",
+                path.display(),
+                damaged.why
+            ));
+            Cow::Owned(perf_header::without_features(file, &data, &damaged.dropped))
+        }
+        None => Cow::Borrowed(file),
+    };
+    Ok((data, file))
+}
+
+/// The file, cut after its last whole record when it is truncated or damaged (noted).
+fn readable_records<'a>(
+    path: &Path,
+    file: &'a [u8],
+    data: &perf_header::DataSection,
+    notes: &mut Vec<String>,
+) -> Cow<'a, [u8]> {
+    match &data.stopped {
+        Some(e) => {
+            notes.push(format!(
+                "{} is truncated or damaged ({e}); the records before byte offset {} were read",
+                path.display(),
+                data.offset + data.readable_size
+            ));
+            Cow::Owned(perf_header::readable_prefix(file, data))
+        }
+        None => Cow::Borrowed(file),
+    }
+}
+
+/// linux-perf-data's reader over `input`; when the records are whole but what follows them
+/// is not, over the records alone (noted).
+fn open_reader<'a>(
+    path: &Path,
+    file: &[u8],
+    input: &'a [u8],
+    data: &perf_header::DataSection,
+    notes: &mut Vec<String>,
+) -> Result<PerfFileReader<std::io::Cursor<Cow<'a, [u8]>>>> {
+    let parsed = match PerfFileReader::parse_file(std::io::Cursor::new(Cow::Borrowed(input))) {
+        Err(e) if data.stopped.is_none() => {
+            let end = data.offset + data.readable_size;
+            notes.push(format!(
+                "{}: the feature sections after byte offset {end} are damaged or cut off \
+                 ({e}); the records were read without them (no host facts, no event name)",
+                path.display()
+            ));
+            let records = perf_header::readable_prefix(file, data);
+            PerfFileReader::parse_file(std::io::Cursor::new(Cow::Owned(records)))
+        }
+        other => other,
+    };
+    parsed.map_err(|e| {
+        Error::Other(format!(
+            "{}: not a readable perf.data file: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The kernel records of the events whose layout is the first event's (`same_layout`, by
+/// event index), re-encoded exactly as the kernel wrote them (header + body), and what a scan
+/// of them found. A read error ends them (noted).
+fn copy_records<R: Read>(
+    perf_file: &mut linux_perf_data::PerfFile,
+    record_iter: &mut linux_perf_data::PerfRecordIter<R>,
+    event: &EventConfig,
+    same_layout: &[bool],
+    capacity: usize,
+    path: &Path,
+    notes: &mut Vec<String>,
+) -> (Vec<u8>, Scan) {
+    let layout = event.layout();
+    let mut records = Vec::with_capacity(capacity);
     let mut scan = Scan::default();
     loop {
-        match record_iter.next_record(&mut perf_file) {
+        match record_iter.next_record(perf_file) {
             Ok(Some(PerfFileRecord::EventRecord { attr_index, record })) => {
                 if !same_layout.get(attr_index).copied().unwrap_or(false) {
                     *scan.skipped.entry(attr_index).or_default() += 1;
@@ -247,24 +350,20 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
             }
         }
     }
-    for (index, count) in &scan.skipped {
-        let name = attrs.get(*index).and_then(|a| a.name.as_deref());
-        notes.push(format!(
-            "{count} records of event {} were skipped: its sample layout differs from the \
-             first event's ({})",
-            name.unwrap_or("?"),
-            event.event
-        ));
-    }
-    if scan.undecodable > 0 {
-        notes.push(format!(
-            "{} records of the perf.data could not be decoded",
-            scan.undecodable
-        ));
-    }
+    (records, scan)
+}
 
-    let monotonic = event.clockid == ClockId::Monotonic as i32 && uses_clockid(&first.attr);
-    let mut side = find_side_files(&scan, options, &trusted_owners(path), &mut notes);
+/// The side files of the records' processes. Without `monotonic` sample times, jitdump times
+/// cannot be matched with samples: they are zeroed (noted), so the JIT code is used
+/// regardless of time.
+fn side_files(
+    scan: &Scan,
+    options: &ImportOptions,
+    path: &Path,
+    monotonic: bool,
+    notes: &mut Vec<String>,
+) -> Vec<SideFile> {
+    let mut side = find_side_files(scan, options, &trusted_owners(path), notes);
     if !monotonic && side.iter().any(|f| f.kind == SideKind::JITDUMP) {
         notes.push(
             "the perf.data was recorded without `-k 1` (its timestamps are not \
@@ -276,33 +375,7 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
             zero_jitdump_times(&mut f.bytes);
         }
     }
-
-    let build_ids = build_ids(&perf_file);
-    let meta = meta(&perf_file, event);
-    let summary = Summary {
-        samples: scan.samples,
-        lost_records: scan.lost_records,
-        lost_samples: scan.lost_samples,
-        threads: scan.threads.len() as u64,
-        processes: scan.processes.len() as u64,
-        start_time: scan.first_time.unwrap_or(0),
-        end_time: scan.last_time,
-        wall_duration_ns: scan.last_time.saturating_sub(scan.first_time.unwrap_or(0)),
-        stopped_by: "imported from perf.data".to_string(),
-        notes,
-        ..Default::default()
-    };
-    let mut recording = Recording::in_memory(
-        path.to_path_buf(),
-        meta,
-        Some(ClockConversion::default()),
-        Some(summary),
-        payloads(records, &side),
-    );
-    // The in-memory recording is whole; the perf.data it came from may not be.
-    recording.stopped = data.stopped;
-    recording.build_ids = build_ids;
-    Ok(recording)
+    side
 }
 
 /// perf's build-id table (HEADER_BUILD_ID): the build id of every file the samples hit, read
