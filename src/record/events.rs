@@ -83,6 +83,11 @@ pub struct Events {
     /// `--off-cpu`: the context-switch event opened beside `attr` for every thread and CPU.
     switch_attr: Option<abi::perf_event_attr>,
     cpus: Vec<i32>,
+    /// A JVM's frames past the deep copy, read at sample time (`deep_frames`), when the kernel
+    /// took the program.
+    pub deep: Option<super::deep_frames::DeepFrames>,
+    /// Why there is no `deep` where one was wanted (the summary says it once).
+    pub deep_note: Option<String>,
 }
 
 /// CPUs in a kernel CPU list ("0-3,5").
@@ -355,6 +360,8 @@ pub fn open(
         attr: main_attr,
         switch_attr: None,
         cpus: cpus.clone(),
+        deep: None,
+        deep_note: None,
     };
     let mut off_cpu_ids = Vec::new();
     if off_cpu_min_ns.is_some() && !kernel {
@@ -379,6 +386,9 @@ pub fn open(
         }
     }
     events.config.off_cpu_ids = off_cpu_ids;
+    if stacks.trimmed() {
+        events.read_deep_frames();
+    }
     events.add_threads(tids)?;
     let attr = events.attr;
     events.config = EventConfig {
@@ -434,6 +444,30 @@ fn switch_attr_for(main: &abi::perf_event_attr) -> abi::perf_event_attr {
 }
 
 impl Events {
+    /// Loads the program that reads frames past the stack copy and runs it on every event
+    /// opened so far (and, through `add_threads`, later); a refusal is noted, never fatal.
+    fn read_deep_frames(&mut self) {
+        let refused = |why: String| {
+            format!(
+                "java: frames deeper than the {} KiB stack copy are not read at sample time                  (the kernel refused jprof's BPF program: {why}); interpreted frames there stay                  `Interpreter`",
+                STACK_BYTES_DEEP.div_ceil(1024)
+            )
+        };
+        let deep = match super::deep_frames::DeepFrames::load() {
+            Ok(deep) => deep,
+            Err(why) => {
+                self.deep_note = Some(refused(why));
+                return;
+            }
+        };
+        let attached = self.all_fds().try_for_each(|fd| deep.attach(fd));
+        if let Err(e) = attached {
+            self.deep_note = Some(refused(format!("attaching it to the event: {e}")));
+            return;
+        }
+        self.deep = Some(deep);
+    }
+
     /// Opens the events for more threads (attach mode), sending their records into the
     /// existing per-CPU rings. A thread that exited meanwhile is skipped.
     pub fn add_threads(&mut self, tids: &[i32]) -> Result<(), Error> {
@@ -459,6 +493,10 @@ impl Events {
                     hint: "the kernel refused PERF_EVENT_IOC_SET_OUTPUT".into(),
                     source: e,
                 })?;
+                if let Some(deep) = &self.deep {
+                    // Its samples then only lack the frames past the copy.
+                    let _ = deep.attach(&fd);
+                }
                 self.redirected.push(fd);
             }
             if let Some(attr) = self.switch_attr {
@@ -487,6 +525,9 @@ impl Events {
                 Err(e) => return Err(e),
             };
             perf_event::set_output(&fd, self.rings[i].fd())?;
+            if let Some(deep) = &self.deep {
+                let _ = deep.attach(&fd);
+            }
             ids.push(perf_event::event_id(&fd)?);
             self.redirected.push(fd);
         }

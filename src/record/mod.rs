@@ -5,6 +5,7 @@
 mod attach;
 mod call_graph;
 mod config;
+mod deep_frames;
 mod embed;
 pub(crate) mod events;
 mod host;

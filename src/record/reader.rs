@@ -346,8 +346,15 @@ pub(super) fn drain_all(events: &mut events::Events) -> writer::Batch {
     for ring in &mut events.rings {
         ring.drain_into(&mut records);
     }
+    // After the rings: the program sends a sample's frames before the kernel writes the
+    // sample, so every sample read here has its frames in this batch or an earlier one.
+    let mut deep = Vec::new();
+    if let Some(d) = &mut events.deep {
+        d.drain(&mut deep);
+    }
     writer::Batch {
         records,
+        deep,
         complete_before: started.map(|t| t.saturating_sub(IN_FLIGHT_NS)),
     }
 }

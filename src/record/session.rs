@@ -215,7 +215,8 @@ pub(super) fn start<'a>(
         }
         Target::System => (Profiled::System, attach::open_system_events(config, stacks)),
     };
-    let events = opened?;
+    let mut events = opened?;
+    setup.notes.extend(events.deep_note.take());
     let targets = match &config.target {
         Target::Pids(pids) if pids.len() > 1 => crate::recording::Targets {
             pids: pids.clone(),
@@ -313,6 +314,7 @@ pub(super) fn start<'a>(
             }
             let existing = Batch {
                 records,
+                deep: Vec::new(),
                 complete_before: None,
             };
             writer
@@ -332,6 +334,7 @@ pub(super) fn start<'a>(
                 let records = attach::synthesize(pid, None, &layout, now, &mut build_ids);
                 let existing = Batch {
                     records,
+                    deep: Vec::new(),
                     complete_before: None,
                 };
                 writer

@@ -6,7 +6,11 @@
 //! bytes once compressed. The record stays a perf SAMPLE (its stack copy only shorter); a
 //! zeroed `Method*` names nothing.
 
-use crate::format::perf::{RawRecord, Record, SampleLayout};
+use std::collections::{HashMap, VecDeque};
+
+use super::deep_frames::Walked;
+use super::events::STACK_BYTES_DEEP;
+use crate::format::perf::{RawRecord, Record, RecordKind, SampleLayout};
 use crate::symbolize::unwind::UserRegs;
 
 /// Bytes at the top of the copy kept whole.
@@ -14,9 +18,27 @@ pub const TOP_BYTES: usize = 1024;
 /// Bytes below a frame pointer kept (the `Method*` slot).
 const BELOW_FP: u64 = 24;
 
-/// The record (header included) with its stack copy cut down, or None to keep it as it is (not
-/// a sample, no copy, or nothing to cut).
-pub fn reduce(layout: &SampleLayout, raw: &RawRecord<'_>, header: &[u8]) -> Option<Vec<u8>> {
+/// What the cut-down sample needs from the frames read at sample time (`deep_frames`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// Bytes the kernel copied from `sp`.
+    pub copied: usize,
+    /// Whether the frame chain, after at least one frame in the copy, went on past its end.
+    pub past_copy: bool,
+}
+
+/// The record (header included) with its stack copy cut down, and what its frame chain did;
+/// None to keep it as it is (not a sample, no copy, or nothing to cut).
+pub fn reduce(
+    layout: &SampleLayout,
+    raw: &RawRecord<'_>,
+    header: &[u8],
+) -> Option<(Vec<u8>, Chain)> {
     let Ok(Record::Sample(s)) = layout.parse(raw) else {
         return None;
     };
@@ -38,13 +60,22 @@ pub fn reduce(layout: &SampleLayout, raw: &RawRecord<'_>, header: &[u8]) -> Opti
     kept.iter_mut().take(TOP_BYTES / 8).for_each(|k| *k = true);
     let mut end = TOP_BYTES.min(stack.len());
     let mut fp = regs.bp;
+    let mut past_copy = false;
+    let mut frames = 0;
     while let Some(off) = fp
         .checked_sub(regs.sp)
         .and_then(|o| usize::try_from(o).ok())
     {
-        if off % 8 != 0 || off + 16 > stack.len() {
+        if off % 8 != 0 {
             break;
         }
+        if off + 16 > stack.len() {
+            // A frame pointer that starts out past the copy is not one (a leaf using the
+            // register for something else).
+            past_copy = frames > 0;
+            break;
+        }
+        frames += 1;
         for o in [off.checked_sub(BELOW_FP as usize), Some(off), Some(off + 8)]
             .into_iter()
             .flatten()
@@ -74,7 +105,126 @@ pub fn reduce(layout: &SampleLayout, raw: &RawRecord<'_>, header: &[u8]) -> Opti
     out.extend_from_slice(raw.body.get(data_at + size + 8..)?);
     let total = u16::try_from(out.len()).ok()?;
     out[6..8].copy_from_slice(&total.to_le_bytes());
-    Some(out)
+    let chain = Chain {
+        pid: s.pid,
+        tid: s.tid,
+        time: s.time,
+        sp: regs.sp,
+        bp: regs.bp,
+        copied: stack.len(),
+        past_copy,
+    };
+    Some((out, chain))
+}
+
+/// How far apart a sample's time and the program's record of it may be (they are taken in
+/// the same interrupt; the sample's time can come first).
+const MAX_LAG_NS: u64 = 50_000_000;
+/// Records whose sample never came (lost, or dropped with a batch) are let go this long after.
+const KEEP_NS: u64 = 2_000_000_000;
+
+/// Joins the frames the program read at sample time to their samples.
+#[derive(Default)]
+pub struct DeepJoin {
+    /// Per thread, in time order.
+    waiting: HashMap<u32, VecDeque<Walked>>,
+    newest: u64,
+    /// Samples whose frame chain went on past the copy.
+    pub past_copy: u64,
+    /// Of those, the samples that got their frames beyond it.
+    pub joined: u64,
+}
+
+impl DeepJoin {
+    /// Records read from the program's ring buffer.
+    pub fn add(&mut self, walked: Vec<Walked>) {
+        if walked.is_empty() {
+            return;
+        }
+        for w in walked {
+            self.newest = self.newest.max(w.time);
+            self.waiting.entry(w.tid).or_default().push_back(w);
+        }
+        let oldest = self.newest.saturating_sub(KEEP_NS);
+        self.waiting.retain(|_, q| {
+            while q.front().is_some_and(|w| w.time < oldest) {
+                q.pop_front();
+            }
+            !q.is_empty()
+        });
+    }
+
+    /// The JPROF_DEEP_FRAMES record to write just before the sample whose chain is `chain`:
+    /// the frames the program read past the copy. None when there are none.
+    pub fn record_for(&mut self, chain: &Chain) -> Option<Vec<u8>> {
+        let found = self.take(chain);
+        let frames: Vec<[u64; 4]> = found
+            .map(|w| w.frames)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| {
+                f[0].checked_sub(chain.sp)
+                    .is_none_or(|off| off.saturating_add(16) > chain.copied as u64)
+            })
+            .collect();
+        if chain.past_copy {
+            self.past_copy += 1;
+            self.joined += u64::from(!frames.is_empty());
+        }
+        if frames.is_empty() {
+            return None;
+        }
+        let size = 8 + 16 + frames.len() * 32;
+        let mut out = Vec::with_capacity(size);
+        out.extend(RecordKind::JPROF_DEEP_FRAMES.0.to_le_bytes());
+        out.extend(0u16.to_le_bytes());
+        out.extend(u16::try_from(size).ok()?.to_le_bytes());
+        out.extend(chain.pid.to_le_bytes());
+        out.extend(chain.tid.to_le_bytes());
+        out.extend(chain.time.to_le_bytes());
+        for word in frames.iter().flatten() {
+            out.extend(word.to_le_bytes());
+        }
+        Some(out)
+    }
+
+    /// The program's record of this sample: same thread, same registers, read in the same
+    /// interrupt. Older records of the thread (samples lost) are dropped on the way.
+    fn take(&mut self, chain: &Chain) -> Option<Walked> {
+        let q = self.waiting.get_mut(&chain.tid)?;
+        while let Some(w) = q.front() {
+            if w.time > chain.time.saturating_add(MAX_LAG_NS) {
+                return None;
+            }
+            let w = q.pop_front()?;
+            if w.sp == chain.sp && w.bp == chain.bp && w.time.abs_diff(chain.time) <= MAX_LAG_NS {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// The summary's line, when some stacks went past the copy.
+    pub fn note(&self) -> Option<String> {
+        (self.past_copy > 0).then(|| {
+            let lost = self.past_copy - self.joined;
+            format!(
+                "java: {} samples' frame chains went past the {} KiB stack copy; their frames \
+                 beyond it were read at sample time for {}{}",
+                self.past_copy,
+                STACK_BYTES_DEEP.div_ceil(1024),
+                self.joined,
+                if lost > 0 {
+                    format!(
+                        " ({lost} without: the kernel refused the program or its ring buffer was \
+                         full)"
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -124,7 +274,7 @@ mod tests {
 
     fn reduced(record: &[u8]) -> Option<Vec<u8>> {
         let raw = RecordIter::new(record).next().unwrap().unwrap();
-        reduce(&LAYOUT, &raw, &record[..8])
+        reduce(&LAYOUT, &raw, &record[..8]).map(|(r, _)| r)
     }
 
     fn stack_of(record: &[u8]) -> Vec<u8> {

@@ -94,6 +94,9 @@ impl ChunkWriter {
 /// Raw perf records from one pass of the ring reader.
 pub struct Batch {
     pub records: Vec<u8>,
+    /// Frames past the stack copies, read at sample time (`deep_frames`), for these records'
+    /// samples or later ones.
+    pub deep: Vec<super::deep_frames::Walked>,
     /// Sample-clock ns before which every record has been read (all rings were drained after
     /// it); None for records jprof made up (attach mode's existing mappings).
     pub complete_before: Option<u64>,
@@ -245,6 +248,7 @@ pub fn run(
     // Every record before this time has been read from the rings (the last batch's watermark).
     let mut watermark: Option<u64> = None;
     let mut side_chunks = SideChunks::default();
+    let mut deep = super::stack_words::DeepJoin::default();
     loop {
         let batch = match batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
@@ -253,7 +257,8 @@ pub fn run(
         };
         if let Some(mut batch) = batch {
             if reduce_stacks {
-                batch.records = reduced(&layout, &batch.records);
+                deep.add(std::mem::take(&mut batch.deep));
+                batch.records = reduced(&layout, &batch.records, &mut deep);
             }
             counters.observe(&layout, &batch.records, side);
             watermark = batch.complete_before.or(watermark);
@@ -295,6 +300,7 @@ pub fn run(
     if !pending.is_empty() {
         out.write_records(&pending)?;
     }
+    counters.summary.notes.extend(deep.note());
     side.scan_known_places();
     store_side_pieces(&mut out, side, &mut side_chunks, true)?;
     Ok((out, counters))
@@ -426,14 +432,21 @@ fn write_side(out: &mut ChunkWriter, p: PendingSide) -> Result<(), Error> {
 }
 
 /// The batch with every sample's stack copy cut down to the words a report reads
-/// (`stack_words`).
-fn reduced(layout: &SampleLayout, records: &[u8]) -> Vec<u8> {
+/// (`stack_words`), each sample after the frames read past its copy at sample time, if any.
+fn reduced(
+    layout: &SampleLayout,
+    records: &[u8],
+    deep: &mut super::stack_words::DeepJoin,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(records.len() / 4);
     let mut done = 0;
     for raw in RecordIter::new(records).map_while(Result::ok) {
         let end = raw.offset + 8 + raw.body.len();
         match super::stack_words::reduce(layout, &raw, &records[raw.offset..raw.offset + 8]) {
-            Some(small) => out.extend_from_slice(&small),
+            Some((small, chain)) => {
+                out.extend(deep.record_for(&chain).unwrap_or_default());
+                out.extend_from_slice(&small);
+            }
             None => out.extend_from_slice(&records[raw.offset..end]),
         }
         done = end;

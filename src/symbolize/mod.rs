@@ -160,13 +160,27 @@ fn walk(
             |offset, len| recording.release(offset, len),
         )
     });
+    // The frames read past a sample's copy (a JVM's deep stacks), written just before it.
+    let mut deep_frames: rustc_hash::FxHashMap<(u32, u64), Vec<u64>> = Default::default();
     let mut errors = in_time_order(recording, |timed| {
         if update_model(&mut model, &timed.record, &recording.build_ids) {
+            return;
+        }
+        if let Record::DeepFrames {
+            tid, time, words, ..
+        } = &timed.record
+        {
+            // A sample lost after its frames were read leaves them here: a few at most.
+            if deep_frames.len() > 64 {
+                deep_frames.retain(|&(_, t), _| t + 1_000_000_000 >= *time);
+            }
+            deep_frames.insert((*tid, *time), words.iter().collect());
             return;
         }
         let Record::Sample(s) = &timed.record else {
             return;
         };
+        let deep = deep_frames.remove(&(s.tid, s.time)).unwrap_or_default();
         model.note_thread(s.pid, s.tid);
         let mut stack = split_callchain(s);
         let offset = timed.offset as u64;
@@ -210,8 +224,21 @@ fn walk(
                 }
             }
         }
+        let mut at_limit = at_limit;
         let interpreted = match UserRegs::from_sample(s.regs_user, regs_mask) {
             Some(regs) if jit.has_method_names(s.pid) => {
+                let words = interpreted::StackWords::new(regs.sp, s.stack_user, &deep);
+                let chain = words.chain(regs.ip, regs.bp);
+                // Past the kernel's callchain limit, the chain through the words read past
+                // the copy goes on to the thread's start.
+                let mut full_callchain = callchain_user.clone();
+                if at_limit
+                    && !deep.is_empty()
+                    && interpreted::extend_past_limit(&mut stack.user, &chain)
+                {
+                    at_limit = false;
+                    interpreted::extend_past_limit(&mut full_callchain, &chain);
+                }
                 let at = UserState {
                     pid: s.pid,
                     time: s.time,
@@ -234,7 +261,19 @@ fn walk(
                     let word = s.stack_user.get(at..at.checked_add(8)?)?;
                     Some(u64::from_le_bytes(word.try_into().ok()?))
                 };
-                let methods = interpreted::methods(&stack.user, &walked, in_interpreter, read);
+                let mut methods = interpreted::methods(&stack.user, &walked, in_interpreter, read);
+                // Where the walk of the copy stopped (code it cannot step through) or past
+                // it, the frame-pointer chain the callchain was made of names the rest.
+                let on_chain = interpreted::methods_on_chain(
+                    &stack.user,
+                    &full_callchain,
+                    &chain,
+                    in_interpreter,
+                    |a| words.read(a),
+                );
+                for (m, c) in methods.iter_mut().zip(on_chain) {
+                    *m = c.or(*m);
+                }
                 // An interpreted frame the walk of the copy never reached stays unnamed.
                 copy_ended |= ran_off
                     && (0..stack.user.len()).any(|i| methods[i].is_none() && in_interpreter(i));

@@ -198,6 +198,7 @@ const PUBLIC_MODULES: &[&str] = &[
     "symbolize::native",
     "symbolize::records",
     "sys",
+    "sys::bpf",
     "sys::child",
     "sys::clock",
     "sys::mapped_file",

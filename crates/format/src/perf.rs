@@ -35,6 +35,10 @@ impl RecordKind {
     pub const SWITCH_CPU_WIDE: Self = Self(15);
     /// `PERF_RECORD_KSYMBOL`: a kernel symbol (BPF program, trampoline) was added or removed.
     pub const KSYMBOL: Self = Self(17);
+    /// jprof's own record (never the kernel's, whose kinds are small numbers; perf's user
+    /// kinds start at 64): a sample's frames past its stack copy, read at sample time, written
+    /// by the recorder just before that sample (docs/recording-format.md).
+    pub const JPROF_DEEP_FRAMES: Self = Self(0x4a50_0001);
 }
 
 /// `sample_type` bits (uapi `enum perf_event_sample_format`).
@@ -347,6 +351,19 @@ pub enum Record<'a> {
         /// The `sample_id` trailer.
         id: SampleId,
     },
+    /// [`RecordKind::JPROF_DEEP_FRAMES`]: thread `tid`'s frames past the stack copy of its
+    /// sample at `time`, innermost first, four values each: the frame pointer, the saved frame
+    /// pointer and return address at it, and the word three below it (HotSpot's `Method*`).
+    DeepFrames {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// The sample's time.
+        time: u64,
+        /// `4 × n` values.
+        words: U64s<'a>,
+    },
     /// A kind jprof does not decode, with its body (after the 8-byte header) as read.
     Other {
         /// `perf_event_header.type`.
@@ -363,7 +380,8 @@ impl Record<'_> {
             Record::Sample(s) => Some(s.time),
             Record::Fork { time, .. }
             | Record::Exit { time, .. }
-            | Record::Throttle { time, .. } => Some(*time),
+            | Record::Throttle { time, .. }
+            | Record::DeepFrames { time, .. } => Some(*time),
             Record::Mmap2 { id, .. }
             | Record::Mmap { id, .. }
             | Record::Comm { id, .. }
@@ -497,6 +515,18 @@ impl SampleLayout {
                 time: c.u64()?,
                 unthrottle: raw.kind == RecordKind::UNTHROTTLE,
             },
+            RecordKind::JPROF_DEEP_FRAMES => {
+                let pid = c.u32()?;
+                let tid = c.u32()?;
+                let time = c.u64()?;
+                let n = (c.remaining() / 32) * 4;
+                Record::DeepFrames {
+                    pid,
+                    tid,
+                    time,
+                    words: c.u64_view(n)?,
+                }
+            }
             kind => Record::Other {
                 kind,
                 body: raw.body,

@@ -1,0 +1,472 @@
+//! A JVM's frames deeper than the kernel's largest stack copy (64 KiB), read at sample time by
+//! a BPF program on the sampling events (issue 27). The kernel copies at most 64 KiB of user
+//! stack per sample; javac's stacks are deeper one sample in ten, and their outer interpreted
+//! frames then have no `Method*`. The program (BPF_PROG_TYPE_PERF_EVENT, attached with
+//! PERF_EVENT_IOC_SET_BPF to the events of the profiled threads only) runs on every sample: it
+//! takes the thread's user registers (`bpf_task_pt_regs`, what the sample's REGS_USER holds),
+//! follows the frame-pointer chain with `bpf_probe_read_user` past the frames the copy holds,
+//! and for each frame beyond [`SKIP_BYTES`] above the stack pointer sends its frame pointer,
+//! saved frame pointer, return address and the word three below it (HotSpot's `Method*` slot)
+//! into a ring buffer.
+//! It always returns 1: the kernel keeps every sample.
+//!
+//! The recorder joins each ring buffer record to its sample (same thread, same stack and frame
+//! pointers, the sample taken just after on the same clock: `bpf_ktime_get_ns` and the events'
+//! CLOCK_MONOTONIC are both the kernel's fast monotonic clock) and stores the frames the copy
+//! does not hold as a jprof record ([`crate::format::perf::RecordKind::JPROF_DEEP_FRAMES`])
+//! just before the sample. A kernel that refuses BPF leaves the recording as it was, with one
+//! note. The program is GPL (bpf_probe_read_user is a GPL-only helper; docs/security.md).
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::sys::bpf;
+
+/// Frames whose frame pointer lies more than this far above the stack pointer are sent. Less
+/// than the copy (65528 bytes minus the room the callchain takes: about 64 KiB with the
+/// kernel's 127 frames, 56 KiB with a callchain limit near 1000), so no frame falls between.
+pub const SKIP_BYTES: i32 = 56 * 1024;
+/// Frames followed inside the copy before giving up (a frame takes at least 16 bytes; a
+/// HotSpot interpreter frame ~100).
+const MAX_SKIP: i32 = 2048;
+/// Frames sent per sample at most (the per-CPU scratch record must stay within 32 KiB).
+pub const MAX_FRAMES: i32 = 1000;
+/// Bytes before the frames in a ring buffer record: pid and tid, time, sp, bp, frame count.
+const HEAD: i32 = 40;
+/// Bytes per frame: frame pointer, saved frame pointer, return address, `Method*` slot.
+const FRAME: i32 = 32;
+/// The ring buffer: at 64 bytes a frame-less overhead and ~3 KiB for a javac stack 100 frames
+/// past the copy, a quarter second of samples at 999 Hz on two CPUs fits many times.
+const RING_BYTES: usize = 4 << 20;
+
+/// bpf_probe_read_user and the task helpers are GPL-only.
+const LICENSE: &CStr = c"GPL";
+
+/// A minimal BPF assembler: the instructions the walk needs, with labels for jumps.
+mod asm {
+    /// Registers: r0 return value, r1–r5 arguments (clobbered by calls), r6–r9 kept across
+    /// calls, r10 the read-only frame pointer of the program's 512-byte stack.
+    pub type Reg = u8;
+    pub const R0: Reg = 0;
+    pub const R1: Reg = 1;
+    pub const R2: Reg = 2;
+    pub const R3: Reg = 3;
+    pub const R4: Reg = 4;
+    pub const R6: Reg = 6;
+    pub const R7: Reg = 7;
+    pub const R8: Reg = 8;
+    pub const R9: Reg = 9;
+    pub const R10: Reg = 10;
+
+    /// Helper ids (uapi `enum bpf_func_id`).
+    pub const MAP_LOOKUP_ELEM: i32 = 1;
+    pub const KTIME_GET_NS: i32 = 5;
+    pub const GET_CURRENT_PID_TGID: i32 = 14;
+    pub const PROBE_READ_USER: i32 = 112;
+    pub const RINGBUF_OUTPUT: i32 = 130;
+    pub const GET_CURRENT_TASK_BTF: i32 = 158;
+    pub const TASK_PT_REGS: i32 = 175;
+
+    /// Conditional jumps (BPF_JMP | op | BPF_K or BPF_X), unsigned comparisons.
+    #[derive(Clone, Copy)]
+    pub enum Cond {
+        Eq = 0x10,
+        Gt = 0x20,
+        Ne = 0x50,
+        Lt = 0xa0,
+        Le = 0xb0,
+    }
+
+    /// Instructions with jump targets still to be resolved.
+    #[derive(Default)]
+    pub struct Asm {
+        insns: Vec<u64>,
+        /// (instruction index, label) of each jump.
+        jumps: Vec<(usize, &'static str)>,
+        labels: Vec<(&'static str, usize)>,
+    }
+
+    fn insn(code: u8, dst: Reg, src: Reg, off: i16, imm: i32) -> u64 {
+        u64::from(code)
+            | u64::from(dst | (src << 4)) << 8
+            | u64::from(off as u16) << 16
+            | u64::from(imm as u32) << 32
+    }
+
+    impl Asm {
+        fn push(&mut self, code: u8, dst: Reg, src: Reg, off: i16, imm: i32) {
+            self.insns.push(insn(code, dst, src, off, imm));
+        }
+        /// Marks the next instruction's place.
+        pub fn label(&mut self, name: &'static str) {
+            self.labels.push((name, self.insns.len()));
+        }
+        /// dst = imm (BPF_ALU64 | BPF_MOV | BPF_K).
+        pub fn mov_imm(&mut self, dst: Reg, imm: i32) {
+            self.push(0xb7, dst, 0, 0, imm);
+        }
+        /// dst = src (BPF_ALU64 | BPF_MOV | BPF_X).
+        pub fn mov(&mut self, dst: Reg, src: Reg) {
+            self.push(0xbf, dst, src, 0, 0);
+        }
+        /// dst += imm.
+        pub fn add_imm(&mut self, dst: Reg, imm: i32) {
+            self.push(0x07, dst, 0, 0, imm);
+        }
+        /// dst += src.
+        pub fn add(&mut self, dst: Reg, src: Reg) {
+            self.push(0x0f, dst, src, 0, 0);
+        }
+        /// dst *= imm.
+        pub fn mul_imm(&mut self, dst: Reg, imm: i32) {
+            self.push(0x27, dst, 0, 0, imm);
+        }
+        /// dst &= imm.
+        pub fn and_imm(&mut self, dst: Reg, imm: i32) {
+            self.push(0x57, dst, 0, 0, imm);
+        }
+        /// dst = *(u64 *)(src + off).
+        pub fn load(&mut self, dst: Reg, src: Reg, off: i16) {
+            self.push(0x79, dst, src, off, 0);
+        }
+        /// *(u64 *)(dst + off) = src.
+        pub fn store(&mut self, dst: Reg, off: i16, src: Reg) {
+            self.push(0x7b, dst, src, off, 0);
+        }
+        /// *(u32 *)(dst + off) = imm.
+        pub fn store32_imm(&mut self, dst: Reg, off: i16, imm: i32) {
+            self.push(0x62, dst, 0, off, imm);
+        }
+        /// dst = the map behind `fd` (BPF_LD | BPF_IMM | BPF_DW, src BPF_PSEUDO_MAP_FD): two
+        /// instruction slots.
+        pub fn load_map(&mut self, dst: Reg, fd: i32) {
+            self.push(0x18, dst, 1, 0, fd);
+            self.push(0, 0, 0, 0, 0);
+        }
+        /// Calls helper `id`: arguments in r1–r5, result in r0.
+        pub fn call(&mut self, id: i32) {
+            self.push(0x85, 0, 0, 0, id);
+        }
+        /// if dst <cond> imm goto label.
+        pub fn jump_imm(&mut self, cond: Cond, dst: Reg, imm: i32, label: &'static str) {
+            self.jumps.push((self.insns.len(), label));
+            self.push(0x05 | cond as u8, dst, 0, 0, imm);
+        }
+        /// if dst <cond> src goto label.
+        pub fn jump_reg(&mut self, cond: Cond, dst: Reg, src: Reg, label: &'static str) {
+            self.jumps.push((self.insns.len(), label));
+            self.push(0x0d | cond as u8, dst, src, 0, 0);
+        }
+        /// goto label.
+        pub fn goto(&mut self, label: &'static str) {
+            self.jumps.push((self.insns.len(), label));
+            self.push(0x05, 0, 0, 0, 0);
+        }
+        /// Returns r0.
+        pub fn exit(&mut self) {
+            self.push(0x95, 0, 0, 0, 0);
+        }
+        /// The encoded program, jump offsets filled in (relative to the next instruction).
+        pub fn finish(mut self) -> Vec<u64> {
+            for &(at, name) in &self.jumps {
+                let target = self
+                    .labels
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|&(_, i)| i)
+                    .unwrap_or_else(|| panic!("BPF label {name} is not defined"));
+                let off = (target as i64 - at as i64 - 1) as i16;
+                self.insns[at] = (self.insns[at] & !(0xffff << 16)) | u64::from(off as u16) << 16;
+            }
+            self.insns
+        }
+    }
+}
+
+/// The walk. Every check is written "if fine, go on; else leave": the verifier explores the
+/// branch not taken first and keeps the other pending, so leaving on the fall-through keeps its
+/// pending states few while it follows the bounded loops frame by frame.
+fn program(scratch_fd: i32, ring_fd: i32) -> Vec<u64> {
+    use asm::*;
+    let mut a = Asm::default();
+    // The thread's user registers, saved where it entered the kernel (the interrupt of this
+    // sample, or the system call it is in): what the sample's REGS_USER holds.
+    a.call(GET_CURRENT_TASK_BTF);
+    a.mov(R1, R0);
+    a.call(TASK_PT_REGS);
+    // struct pt_regs (x86_64): bp at 32, ip at 128, cs at 136, sp at 152.
+    a.load(R8, R0, 32);
+    a.load(R9, R0, 152);
+    a.load(R1, R0, 136);
+    // Only user-mode registers (a kernel thread has none).
+    a.and_imm(R1, 3);
+    a.jump_imm(Cond::Eq, R1, 3, "user");
+    a.goto("exit");
+    a.label("user");
+    // r7 = this CPU's scratch record (key 0 of the per-CPU array).
+    a.store32_imm(R10, -4, 0);
+    a.load_map(R1, scratch_fd);
+    a.mov(R2, R10);
+    a.add_imm(R2, -4);
+    a.call(MAP_LOOKUP_ELEM);
+    a.jump_imm(Cond::Ne, R0, 0, "found");
+    a.goto("exit");
+    a.label("found");
+    a.mov(R7, R0);
+    a.store(R7, 16, R9);
+    a.store(R7, 24, R8);
+    // r6 = where sent frames begin; r8 = the frame pointer; r9 = frames passed.
+    a.mov(R6, R9);
+    a.add_imm(R6, SKIP_BYTES);
+    a.mov_imm(R9, 0);
+    a.label("skip");
+    a.jump_imm(Cond::Lt, R9, MAX_SKIP, "skip_more");
+    a.goto("exit");
+    a.label("skip_more");
+    // A frame pointer is 8-aligned.
+    a.mov(R1, R8);
+    a.and_imm(R1, 7);
+    a.jump_imm(Cond::Eq, R1, 0, "aligned");
+    a.goto("exit");
+    a.label("aligned");
+    a.mov(R1, R8);
+    a.add_imm(R1, 16);
+    a.jump_reg(Cond::Le, R1, R6, "inside");
+    a.goto("send");
+    a.label("inside");
+    // The saved frame pointer, into the stack's top word.
+    a.mov(R1, R10);
+    a.add_imm(R1, -8);
+    a.mov_imm(R2, 8);
+    a.mov(R3, R8);
+    a.call(PROBE_READ_USER);
+    a.jump_imm(Cond::Eq, R0, 0, "read");
+    a.goto("exit");
+    a.label("read");
+    // The chain goes up the stack; anything else ends it.
+    a.load(R1, R10, -8);
+    a.jump_reg(Cond::Gt, R1, R8, "up");
+    a.goto("exit");
+    a.label("up");
+    a.mov(R8, R1);
+    a.add_imm(R9, 1);
+    a.goto("skip");
+
+    // r9 = frames sent.
+    a.label("send");
+    a.mov_imm(R9, 0);
+    a.label("frame");
+    a.jump_imm(Cond::Lt, R9, MAX_FRAMES, "room");
+    a.goto("submit");
+    a.label("room");
+    a.mov(R1, R8);
+    a.and_imm(R1, 7);
+    a.jump_imm(Cond::Eq, R1, 0, "frame_aligned");
+    a.goto("submit");
+    a.label("frame_aligned");
+    // Saved frame pointer and return address (16 bytes at fp) to r10-24 and r10-16.
+    a.mov(R1, R10);
+    a.add_imm(R1, -24);
+    a.mov_imm(R2, 16);
+    a.mov(R3, R8);
+    a.call(PROBE_READ_USER);
+    a.jump_imm(Cond::Eq, R0, 0, "links");
+    a.goto("submit");
+    a.label("links");
+    // The word at fp-24 to r10-8 (zeroed by the helper when unreadable).
+    a.mov(R1, R10);
+    a.add_imm(R1, -8);
+    a.mov_imm(R2, 8);
+    a.mov(R3, R8);
+    a.add_imm(R3, -24);
+    a.call(PROBE_READ_USER);
+    // The frame goes to scratch + HEAD + n * FRAME: fp, saved fp, return address, Method*
+    // slot.
+    a.mov(R1, R9);
+    a.mul_imm(R1, FRAME);
+    a.add(R1, R7);
+    a.store(R1, HEAD as i16, R8);
+    a.load(R2, R10, -24);
+    a.store(R1, HEAD as i16 + 8, R2);
+    a.load(R2, R10, -16);
+    a.store(R1, HEAD as i16 + 16, R2);
+    a.load(R2, R10, -8);
+    a.store(R1, HEAD as i16 + 24, R2);
+    a.add_imm(R9, 1);
+    a.load(R1, R10, -24);
+    a.jump_reg(Cond::Gt, R1, R8, "next");
+    a.goto("submit");
+    a.label("next");
+    a.mov(R8, R1);
+    a.goto("frame");
+
+    a.label("submit");
+    a.jump_imm(Cond::Ne, R9, 0, "some");
+    a.goto("exit");
+    a.label("some");
+    a.store(R7, 32, R9);
+    a.call(GET_CURRENT_PID_TGID);
+    a.store(R7, 0, R0);
+    a.call(KTIME_GET_NS);
+    a.store(R7, 8, R0);
+    a.mov(R3, R9);
+    a.mul_imm(R3, FRAME);
+    a.add_imm(R3, HEAD);
+    a.load_map(R1, ring_fd);
+    a.mov(R2, R7);
+    a.mov_imm(R4, 0);
+    a.call(RINGBUF_OUTPUT);
+    a.label("exit");
+    // Keep the sample.
+    a.mov_imm(R0, 1);
+    a.exit();
+    a.finish()
+}
+
+/// The loaded program with its maps.
+pub struct DeepFrames {
+    program: OwnedFd,
+    ring: bpf::RingBuf,
+    /// Referenced by the program; kept open with it.
+    _scratch: OwnedFd,
+}
+
+impl DeepFrames {
+    /// Creates the maps and loads the program; the error says why the kernel refused.
+    pub fn load() -> Result<Self, String> {
+        let value_size = (HEAD + MAX_FRAMES * FRAME) as u32;
+        let scratch = bpf::create_map(
+            bpf::MAP_TYPE_PERCPU_ARRAY,
+            4,
+            value_size,
+            1,
+            "jprof_scratch",
+        )
+        .map_err(|e| format!("creating its per-CPU map: {e}"))?;
+        let ring = bpf::RingBuf::new(RING_BYTES, "jprof_frames")
+            .map_err(|e| format!("creating its ring buffer: {e}"))?;
+        let insns = program(scratch.as_raw_fd(), ring.fd().as_raw_fd());
+        let program = bpf::load_program(bpf::PROG_TYPE_PERF_EVENT, &insns, LICENSE, "jprof_frames")
+            .map_err(|e| format!("loading the program: {e}"))?;
+        Ok(Self {
+            program,
+            ring,
+            _scratch: scratch,
+        })
+    }
+
+    /// Runs the program on `event`'s samples (and its inherited copies').
+    pub fn attach(&self, event: &OwnedFd) -> std::io::Result<()> {
+        bpf::attach_to_perf_event(event, &self.program)
+    }
+
+    /// Appends the records sent since the last call.
+    pub fn drain(&mut self, out: &mut Vec<Walked>) {
+        self.ring.drain(|bytes| out.extend(Walked::decode(bytes)));
+    }
+}
+
+/// One sample's frames past the copy, as the program sent them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walked {
+    pub pid: u32,
+    pub tid: u32,
+    /// CLOCK_MONOTONIC ns, just before the sample's own time.
+    pub time: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// Innermost first: frame pointer, saved frame pointer, return address, word at fp-24.
+    pub frames: Vec<[u64; 4]>,
+}
+
+impl Walked {
+    /// A record's bytes; None when they are not one (never from the program).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
+        };
+        let pid_tgid = word(0)?;
+        let n = usize::try_from(word(4)?).ok()?;
+        if n > MAX_FRAMES as usize {
+            return None;
+        }
+        let frames = (0..n)
+            .map(|i| {
+                let at = 5 + 4 * i;
+                Some([word(at)?, word(at + 1)?, word(at + 2)?, word(at + 3)?])
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+            time: word(1)?,
+            sp: word(2)?,
+            bp: word(3)?,
+            frames,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jumps_land_on_their_labels() {
+        let insns = program(3, 4);
+        // The last two: r0 = 1; exit.
+        let n = insns.len();
+        assert_eq!(insns[n - 1] & 0xff, 0x95);
+        assert_eq!(insns[n - 2], 0xb7 | (1u64 << 32));
+        // Every `goto exit` lands on `r0 = 1`.
+        for (i, &insn) in insns.iter().enumerate() {
+            if insn & 0xff == 0x05 {
+                let off = (insn >> 16) as u16 as i16 as i64;
+                let target = (i as i64 + 1 + off) as usize;
+                assert!(target < n, "jump at {i} leaves the program");
+            }
+        }
+    }
+
+    #[test]
+    fn records_decode() {
+        let words: Vec<u64> = vec![
+            (7u64 << 32) | 9,
+            100,
+            0x7000,
+            0x7100,
+            2,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+        ];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let w = Walked::decode(&bytes).unwrap();
+        assert_eq!(
+            (w.pid, w.tid, w.time, w.sp, w.bp),
+            (7, 9, 100, 0x7000, 0x7100)
+        );
+        assert_eq!(w.frames, vec![[1, 2, 3, 4], [5, 6, 7, 8]]);
+        assert_eq!(Walked::decode(&bytes[..bytes.len() - 8]), None);
+    }
+
+    /// The kernel's verifier accepts the program (run as root, as CI does; a kernel or user
+    /// without BPF says why and the test ends there).
+    #[test]
+    fn the_verifier_accepts_the_program() {
+        match DeepFrames::load() {
+            Ok(_) => {}
+            Err(e) if e.contains("Operation not permitted") => {
+                eprintln!("skipped: the kernel refuses BPF to this user: {e}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
