@@ -388,175 +388,224 @@ pub fn dump_recording(
         Err(e) => return Ok(Ending::Corrupt(e)),
     };
     writeln!(out, "format version {}", parsed.version)?;
-    let mut perf_kinds: BTreeMap<String, usize> = BTreeMap::new();
-    let mut perf_errors = Vec::new();
-    let mut meta: Option<Meta> = None;
-    let mut summary: Option<Summary> = None;
+    let mut contents = Contents::default();
     for chunk in &parsed.chunks {
-        let header_at = chunk.offset - container::CHUNK_HEADER_LEN;
-        write!(
-            out,
-            "@{header_at:#x} {} payload @{:#x} {} bytes",
-            chunk_name(chunk.kind),
-            chunk.offset,
-            chunk.payload.len()
-        )?;
-        let inflated;
-        let records = match chunk.kind {
-            ChunkKind::PERF_RECORDS => Some(chunk.payload),
-            ChunkKind::PERF_RECORDS_ZSTD => {
-                match crate::recording::inflate(chunk.payload, chunk.offset) {
-                    Ok(bytes) => {
-                        write!(out, " ({} bytes decompressed)", bytes.len())?;
-                        inflated = bytes;
-                        Some(&inflated[..])
-                    }
-                    Err(e) => {
-                        perf_errors.push(e);
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
-        match chunk.kind {
-            ChunkKind::PERF_RECORDS | ChunkKind::PERF_RECORDS_ZSTD => {
-                let mut n = 0usize;
-                for raw in RecordIter::new(records.unwrap_or_default()) {
-                    match raw {
-                        Ok(raw) => {
-                            n += 1;
-                            *perf_kinds.entry(perf_kind_name(raw.kind)).or_default() += 1;
-                        }
-                        Err(mut e) => {
-                            e.offset += chunk.offset;
-                            perf_errors.push(e);
-                        }
-                    }
-                }
-                writeln!(out, ": {n} perf records")?;
-            }
-            ChunkKind::SIDE_FILE => {
-                match container::parse_side_piece(chunk.payload, chunk.offset) {
-                    Ok(p) => writeln!(
-                        out,
-                        ": {} {:?} pid={} bytes {}..{} read_at={}",
-                        side_kind_name(p.kind),
-                        p.path,
-                        p.pid,
-                        p.offset,
-                        p.offset + p.data.len() as u64,
-                        p.read_at
-                    )?,
-                    Err(e) => writeln!(out, ": unreadable side piece ({e})")?,
-                }
-            }
-            ChunkKind::SIDE_FILE_ZSTD => {
-                match container::parse_packed_side_piece(chunk.payload, chunk.offset) {
-                    Ok((p, packed)) => writeln!(
-                        out,
-                        ": {} {:?} pid={} bytes {}..{} read_at={}, {} compressed bytes{}",
-                        side_kind_name(p.kind),
-                        p.path,
-                        p.pid,
-                        p.offset,
-                        p.offset + packed.file_len,
-                        p.read_at,
-                        p.data.len(),
-                        if packed.code_left_out {
-                            ", machine code left out"
-                        } else {
-                            ""
-                        }
-                    )?,
-                    Err(e) => writeln!(out, ": unreadable side piece ({e})")?,
-                }
-            }
-            ChunkKind::RECORDS_ORDER => match chunk.payload.get(..8) {
-                Some(b) => writeln!(
-                    out,
-                    ": every record before time {} is above",
-                    u64::from_le_bytes(b.try_into().unwrap_or_default())
-                )?,
-                None => writeln!(out, ": too short (8 bytes expected)")?,
-            },
-            ChunkKind::META => {
-                meta = serde_json::from_slice(chunk.payload).ok();
-                writeln!(out, "{}", if meta.is_some() { "" } else { " (bad JSON)" })?;
-            }
-            ChunkKind::SUMMARY => {
-                summary = serde_json::from_slice(chunk.payload).ok();
-                writeln!(
-                    out,
-                    "{}",
-                    if summary.is_some() { "" } else { " (bad JSON)" }
-                )?;
-            }
-            _ => writeln!(out)?,
-        }
+        dump_chunk(chunk, &mut contents, out)?;
     }
     writeln!(out, "{} chunks", parsed.chunks.len())?;
-    if let Some(m) = &meta {
-        writeln!(
-            out,
-            "meta: command {:?}, target pid {}, event {} at {} Hz, call graph {}, host {} ({})",
-            m.command,
-            m.target_pid
-                .or(m.attached_pid)
-                .map_or("?".into(), |p| p.to_string()),
-            m.event.event,
-            m.event.frequency_hz,
-            m.event.call_graph,
-            m.host.hostname,
-            m.host.kernel_release
-        )?;
-    }
-    if !perf_kinds.is_empty() {
-        let list: Vec<String> = perf_kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        writeln!(out, "perf records: {}", list.join(", "))?;
-    }
-    for e in &perf_errors {
-        writeln!(out, "perf records stopped: {e}")?;
-    }
-    if let Some(s) = &summary {
-        writeln!(
-            out,
-            "summary: {} samples, {} lost records, {} lost samples, {} dropped batches, {} threads, \
-             {} processes, {:.3} s, stopped by {}, exit code {}",
-            s.samples,
-            s.lost_records,
-            s.lost_samples,
-            s.dropped_batches,
-            s.threads,
-            s.processes,
-            s.end_time.saturating_sub(s.start_time) as f64 / 1e9,
-            s.stopped_by,
-            s.exit_code.map_or("?".into(), |c| c.to_string())
-        )?;
-        for note in &s.notes {
-            writeln!(out, "  note: {note}")?;
+    contents.write(out)?;
+    write_ending(parsed, out)
+}
+
+/// What a recording's chunks held, for the lines after the list of chunks.
+#[derive(Default)]
+struct Contents {
+    /// Perf records by kind.
+    perf_kinds: BTreeMap<String, usize>,
+    /// Where reading perf records stopped, per chunk.
+    perf_errors: Vec<ParseError>,
+    meta: Option<Meta>,
+    summary: Option<Summary>,
+}
+
+impl Contents {
+    /// Counts the perf records of one chunk (`records`, from file offset `at`) and ends its
+    /// line with how many there are.
+    fn count_perf_records(
+        &mut self,
+        records: &[u8],
+        at: usize,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let mut n = 0usize;
+        for raw in RecordIter::new(records) {
+            match raw {
+                Ok(raw) => {
+                    n += 1;
+                    *self.perf_kinds.entry(perf_kind_name(raw.kind)).or_default() += 1;
+                }
+                Err(mut e) => {
+                    e.offset += at;
+                    self.perf_errors.push(e);
+                }
+            }
         }
+        writeln!(out, ": {n} perf records")
     }
-    let finished = parsed.chunks.iter().any(|c| c.kind == ChunkKind::END);
-    for note in &parsed.header_notes {
+
+    /// The meta, the perf records by kind and the summary.
+    fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        if let Some(m) = &self.meta {
+            writeln!(
+                out,
+                "meta: command {:?}, target pid {}, event {} at {} Hz, call graph {}, host {} ({})",
+                m.command,
+                m.target_pid
+                    .or(m.attached_pid)
+                    .map_or("?".into(), |p| p.to_string()),
+                m.event.event,
+                m.event.frequency_hz,
+                m.event.call_graph,
+                m.host.hostname,
+                m.host.kernel_release
+            )?;
+        }
+        if !self.perf_kinds.is_empty() {
+            let list: Vec<String> = self
+                .perf_kinds
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            writeln!(out, "perf records: {}", list.join(", "))?;
+        }
+        for e in &self.perf_errors {
+            writeln!(out, "perf records stopped: {e}")?;
+        }
+        if let Some(s) = &self.summary {
+            writeln!(
+                out,
+                "summary: {} samples, {} lost records, {} lost samples, {} dropped batches, {} threads, \
+                 {} processes, {:.3} s, stopped by {}, exit code {}",
+                s.samples,
+                s.lost_records,
+                s.lost_samples,
+                s.dropped_batches,
+                s.threads,
+                s.processes,
+                s.end_time.saturating_sub(s.start_time) as f64 / 1e9,
+                s.stopped_by,
+                s.exit_code.map_or("?".into(), |c| c.to_string())
+            )?;
+            for note in &s.notes {
+                writeln!(out, "  note: {note}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One chunk's line: where it is, its kind and size, and what it says.
+fn dump_chunk(
+    chunk: &container::Chunk<'_>,
+    contents: &mut Contents,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let header_at = chunk.offset - container::CHUNK_HEADER_LEN;
+    write!(
+        out,
+        "@{header_at:#x} {} payload @{:#x} {} bytes",
+        chunk_name(chunk.kind),
+        chunk.offset,
+        chunk.payload.len()
+    )?;
+    match chunk.kind {
+        ChunkKind::PERF_RECORDS => contents.count_perf_records(chunk.payload, chunk.offset, out)?,
+        ChunkKind::PERF_RECORDS_ZSTD => {
+            match crate::recording::inflate(chunk.payload, chunk.offset) {
+                Ok(bytes) => {
+                    write!(out, " ({} bytes decompressed)", bytes.len())?;
+                    contents.count_perf_records(&bytes, chunk.offset, out)?;
+                }
+                Err(e) => {
+                    contents.perf_errors.push(e);
+                    contents.count_perf_records(&[], chunk.offset, out)?;
+                }
+            }
+        }
+        ChunkKind::SIDE_FILE => match container::parse_side_piece(chunk.payload, chunk.offset) {
+            Ok(p) => writeln!(
+                out,
+                ": {} {:?} pid={} bytes {}..{} read_at={}",
+                side_kind_name(p.kind),
+                p.path,
+                p.pid,
+                p.offset,
+                p.offset + p.data.len() as u64,
+                p.read_at
+            )?,
+            Err(e) => writeln!(out, ": unreadable side piece ({e})")?,
+        },
+        ChunkKind::SIDE_FILE_ZSTD => {
+            match container::parse_packed_side_piece(chunk.payload, chunk.offset) {
+                Ok((p, packed)) => writeln!(
+                    out,
+                    ": {} {:?} pid={} bytes {}..{} read_at={}, {} compressed bytes{}",
+                    side_kind_name(p.kind),
+                    p.path,
+                    p.pid,
+                    p.offset,
+                    p.offset + packed.file_len,
+                    p.read_at,
+                    p.data.len(),
+                    if packed.code_left_out {
+                        ", machine code left out"
+                    } else {
+                        ""
+                    }
+                )?,
+                Err(e) => writeln!(out, ": unreadable side piece ({e})")?,
+            }
+        }
+        ChunkKind::RECORDS_ORDER => match chunk.payload.get(..8) {
+            Some(b) => writeln!(
+                out,
+                ": every record before time {} is above",
+                u64::from_le_bytes(b.try_into().unwrap_or_default())
+            )?,
+            None => writeln!(out, ": too short (8 bytes expected)")?,
+        },
+        ChunkKind::META => {
+            contents.meta = serde_json::from_slice(chunk.payload).ok();
+            writeln!(
+                out,
+                "{}",
+                if contents.meta.is_some() {
+                    ""
+                } else {
+                    " (bad JSON)"
+                }
+            )?;
+        }
+        ChunkKind::SUMMARY => {
+            contents.summary = serde_json::from_slice(chunk.payload).ok();
+            writeln!(
+                out,
+                "{}",
+                if contents.summary.is_some() {
+                    ""
+                } else {
+                    " (bad JSON)"
+                }
+            )?;
+        }
+        _ => writeln!(out)?,
+    }
+    Ok(())
+}
+
+/// The notes on how the file ends (damage skipped, zero padding, truncation, no END chunk);
+/// damage that ends the listing is `Corrupt`.
+fn write_ending(chunks: container::Chunks<'_>, out: &mut dyn Write) -> io::Result<Ending> {
+    let finished = chunks.chunks.iter().any(|c| c.kind == ChunkKind::END);
+    for note in &chunks.header_notes {
         writeln!(out, "note: the file header is damaged: {note}")?;
     }
-    for r in &parsed.skipped {
+    for r in &chunks.skipped {
         writeln!(
             out,
             "note: bytes {:#x}..{:#x} are damaged and were skipped",
             r.start, r.end
         )?;
     }
-    let zeros = parsed.zero_tail;
+    let zeros = chunks.zero_tail;
     if zeros > 0 {
         writeln!(
             out,
             "note: {zeros} bytes of zeros end the file after the last chunk (padding, not chunks)"
         )?;
     }
-    match parsed.stopped {
-        Some(e) if parsed.truncated && parsed.skipped.is_empty() => {
+    match chunks.stopped {
+        Some(e) if chunks.truncated && chunks.skipped.is_empty() => {
             writeln!(
                 out,
                 "note: the file is truncated: {e}; the chunks before it are listed"
