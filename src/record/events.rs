@@ -237,88 +237,184 @@ pub fn open(
     off_cpu_min_ns: Option<u64>,
 ) -> Result<Events, Error> {
     let cpus = online_cpus();
-    let launch = scope == Scope::Launched;
-    let configure = |attr: &mut abi::perf_event_attr| {
-        // A CPU-wide event sees every task already; inherit means nothing there.
-        attr.set_inherit(u64::from(matches!(
-            scope,
-            Scope::Launched | Scope::Attached
-        )));
-    };
     if tids.is_empty() {
         return Err(Error::Usage("no thread to profile".into()));
     }
     let mut notes = Vec::new();
-    let mut chosen = event;
-    let mut kernel = true;
-    // MMAP2 records with the mapped file's build id (Linux 5.12+), so a report knows whether
-    // the file on disk is still the build that ran; older kernels refuse the bit.
-    let mut build_ids = true;
-    // The first thread that still exists owns the rings (an attached process's threads come
-    // and go while jprof opens its events).
-    let mut owner = 0;
-    let (probe, pid) = loop {
-        let pid = tids[owner];
-        let mut attr = attr_for(chosen, frequency_hz, stacks, kernel, launch);
-        attr.set_build_id(u64::from(build_ids));
-        identify(&mut attr, off_cpu_min_ns.is_some());
-        configure(&mut attr);
-        match perf_event::open(&mut attr, pid, cpus[0]) {
-            Ok(fd) => break (fd, pid),
-            Err(e) => {
-                let code = e.raw_os_error();
-                if code == Some(libc::ESRCH) && owner + 1 < tids.len() {
-                    owner += 1;
-                } else if build_ids && code == Some(libc::EINVAL) {
-                    build_ids = false;
-                } else if chosen == EventChoice::Cycles
-                    && matches!(
-                        code,
-                        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
-                    )
-                {
-                    notes.push(
-                        "no hardware cycles counter (no PMU visible): sampled cpu-clock instead"
-                            .into(),
-                    );
-                    chosen = EventChoice::CpuClock;
-                } else if chosen.is_hardware()
-                    && matches!(
-                        code,
-                        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
-                    )
-                {
-                    return Err(Error::Usage(no_such_event(chosen)));
-                } else if scope == Scope::AllCpus
-                    && matches!(code, Some(libc::EACCES) | Some(libc::EPERM))
-                {
-                    return Err(Error::Perf {
-                        what: "perf_event_open on every CPU (-a)".into(),
-                        hint: format!(
-                            "profiling the whole host needs root or CAP_PERFMON (or \
-                             `sysctl kernel.perf_event_paranoid=-1`); perf_event_paranoid is {}",
-                            read_sysctl("perf_event_paranoid")
-                                .map_or("unknown".into(), |p| p.to_string())
-                        ),
-                        source: e,
-                    });
-                } else if kernel && matches!(code, Some(libc::EACCES) | Some(libc::EPERM)) {
-                    notes.push(format!(
-                        "kernel frames unavailable: perf_event_paranoid is {} and jprof is not privileged; fix: `sysctl kernel.perf_event_paranoid=1` or run as root",
-                        read_sysctl("perf_event_paranoid").map_or("?".into(), |p| p.to_string())
-                    ));
-                    kernel = false;
-                } else {
-                    return Err(Error::Perf {
-                        what: "perf_event_open".into(),
-                        hint: open_hint(&e),
-                        source: e,
-                    });
-                }
+    let mut settings = Settings {
+        event,
+        kernel: true,
+        build_ids: true,
+        frequency_hz,
+        stacks,
+        scope,
+        off_cpu: off_cpu_min_ns.is_some(),
+    };
+    let (probe, pid) = settings.open_first(tids, cpus[0], &mut notes)?;
+    let attr = settings.attr();
+    let rings = open_rings(probe, pid, attr, &cpus, stacks.ring_pages())?;
+    let mut events = Events {
+        rings,
+        redirected: Vec::new(),
+        opened_tids: vec![pid],
+        config: settings.config(&abi::perf_event_attr::default(), None),
+        attr,
+        switch_attr: None,
+        cpus,
+        deep: None,
+        deep_note: None,
+    };
+    if let Some(min_ns) = off_cpu_min_ns {
+        events.open_off_cpu(pid, min_ns, settings.kernel, &mut notes);
+    }
+    if stacks.trimmed() {
+        events.read_deep_frames();
+    }
+    events.add_threads(tids)?;
+    let off_cpu_ids = std::mem::take(&mut events.config.off_cpu_ids);
+    let off_cpu_min_ns = events.config.off_cpu_min_ns;
+    let event_note = (!notes.is_empty()).then(|| notes.join("; "));
+    events.config = EventConfig {
+        off_cpu_ids,
+        off_cpu_min_ns,
+        ..settings.config(&events.attr, event_note)
+    };
+    Ok(events)
+}
+
+/// How the events are opened: what was asked, with what the kernel made jprof give up.
+struct Settings {
+    /// The event sampled: cpu-clock when cycles were asked for and there is no PMU.
+    event: EventChoice,
+    /// Kernel frames; off when the kernel refuses them to an unprivileged user.
+    kernel: bool,
+    /// MMAP2 records with the mapped file's build id (Linux 5.12+), so a report knows whether
+    /// the file on disk is still the build that ran; older kernels refuse the bit.
+    build_ids: bool,
+    frequency_hz: u64,
+    stacks: StackCopy,
+    scope: Scope,
+    /// `--off-cpu`: every sample says which event fired.
+    off_cpu: bool,
+}
+
+impl Settings {
+    /// The sampling event's attributes.
+    fn attr(&self) -> abi::perf_event_attr {
+        let launch = self.scope == Scope::Launched;
+        let mut attr = attr_for(
+            self.event,
+            self.frequency_hz,
+            self.stacks,
+            self.kernel,
+            launch,
+        );
+        attr.set_build_id(u64::from(self.build_ids));
+        identify(&mut attr, self.off_cpu);
+        // A CPU-wide event sees every task already; inherit means nothing there.
+        attr.set_inherit(u64::from(matches!(
+            self.scope,
+            Scope::Launched | Scope::Attached
+        )));
+        attr
+    }
+
+    /// Opens the first event on `cpu`, for the first of `tids` that still exists (an attached
+    /// process's threads come and go while jprof opens its events): it will own the rings.
+    /// Each refusal the kernel has a fallback for is taken (and noted) and the open tried again.
+    fn open_first(
+        &mut self,
+        tids: &[i32],
+        cpu: i32,
+        notes: &mut Vec<String>,
+    ) -> Result<(OwnedFd, i32), Error> {
+        let mut owner = 0;
+        loop {
+            let pid = tids[owner];
+            let mut attr = self.attr();
+            let e = match perf_event::open(&mut attr, pid, cpu) {
+                Ok(fd) => return Ok((fd, pid)),
+                Err(e) => e,
+            };
+            if e.raw_os_error() == Some(libc::ESRCH) && owner + 1 < tids.len() {
+                owner += 1;
+            } else {
+                self.fall_back(e, notes)?;
             }
         }
-    };
-    let pages = stacks.ring_pages();
+    }
+
+    /// Gives up what the kernel refused, when something can be: build ids, the cycles
+    /// counter, kernel frames. Anything else is the error, with the fix.
+    fn fall_back(&mut self, e: io::Error, notes: &mut Vec<String>) -> Result<(), Error> {
+        let code = e.raw_os_error();
+        let no_event = matches!(
+            code,
+            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
+        );
+        let denied = matches!(code, Some(libc::EACCES) | Some(libc::EPERM));
+        if self.build_ids && code == Some(libc::EINVAL) {
+            self.build_ids = false;
+        } else if self.event == EventChoice::Cycles && no_event {
+            notes.push(
+                "no hardware cycles counter (no PMU visible): sampled cpu-clock instead".into(),
+            );
+            self.event = EventChoice::CpuClock;
+        } else if self.event.is_hardware() && no_event {
+            return Err(Error::Usage(no_such_event(self.event)));
+        } else if self.scope == Scope::AllCpus && denied {
+            return Err(Error::Perf {
+                what: "perf_event_open on every CPU (-a)".into(),
+                hint: format!(
+                    "profiling the whole host needs root or CAP_PERFMON (or \
+                     `sysctl kernel.perf_event_paranoid=-1`); perf_event_paranoid is {}",
+                    read_sysctl("perf_event_paranoid").map_or("unknown".into(), |p| p.to_string())
+                ),
+                source: e,
+            });
+        } else if self.kernel && denied {
+            notes.push(format!(
+                "kernel frames unavailable: perf_event_paranoid is {} and jprof is not privileged; fix: `sysctl kernel.perf_event_paranoid=1` or run as root",
+                read_sysctl("perf_event_paranoid").map_or("?".into(), |p| p.to_string())
+            ));
+            self.kernel = false;
+        } else {
+            return Err(Error::Perf {
+                what: "perf_event_open".into(),
+                hint: open_hint(&e),
+                source: e,
+            });
+        }
+        Ok(())
+    }
+
+    /// What the recording says the events were, for events opened with `attr`.
+    fn config(&self, attr: &abi::perf_event_attr, event_note: Option<String>) -> EventConfig {
+        EventConfig {
+            event: self.event.name().into(),
+            event_note,
+            frequency_hz: self.frequency_hz,
+            sample_type: attr.sample_type,
+            regs_user_mask: attr.sample_regs_user,
+            stack_user_bytes: attr.sample_stack_user,
+            call_graph: self.stacks.call_graph,
+            kernel_callchains: self.kernel,
+            clockid: libc::CLOCK_MONOTONIC,
+            off_cpu_ids: Vec::new(),
+            off_cpu_min_ns: 0,
+        }
+    }
+}
+
+/// One ring per CPU: `first` (opened on the first CPU for `pid`) and an event with `attr` on
+/// each other CPU, each mapped with `pages` pages.
+fn open_rings(
+    first: OwnedFd,
+    pid: i32,
+    attr: abi::perf_event_attr,
+    cpus: &[i32],
+    pages: usize,
+) -> Result<Vec<PerfMmap>, Error> {
     let map = |fd| {
         PerfMmap::new(fd, pages).map_err(|e| Error::Perf {
             what: "mmap of the perf ring buffer".into(),
@@ -326,13 +422,9 @@ pub fn open(
             source: e,
         })
     };
-    let mut rings = vec![map(probe)?];
-    let mut main_attr = attr_for(chosen, frequency_hz, stacks, kernel, launch);
-    main_attr.set_build_id(u64::from(build_ids));
-    identify(&mut main_attr, off_cpu_min_ns.is_some());
-    configure(&mut main_attr);
+    let mut rings = vec![map(first)?];
     for &cpu in &cpus[1..] {
-        let mut attr = main_attr;
+        let mut attr = attr;
         let fd = perf_event::open(&mut attr, pid, cpu).map_err(|e| Error::Perf {
             what: format!("perf_event_open on CPU {cpu}"),
             hint: open_hint(&e),
@@ -340,71 +432,7 @@ pub fn open(
         })?;
         rings.push(map(fd)?);
     }
-    let mut events = Events {
-        rings,
-        redirected: Vec::new(),
-        opened_tids: vec![pid],
-        config: EventConfig {
-            event: String::new(),
-            event_note: None,
-            frequency_hz,
-            sample_type: 0,
-            regs_user_mask: 0,
-            stack_user_bytes: 0,
-            call_graph: stacks.call_graph,
-            kernel_callchains: kernel,
-            clockid: libc::CLOCK_MONOTONIC,
-            off_cpu_ids: Vec::new(),
-            off_cpu_min_ns: 0,
-        },
-        attr: main_attr,
-        switch_attr: None,
-        cpus: cpus.clone(),
-        deep: None,
-        deep_note: None,
-    };
-    let mut off_cpu_ids = Vec::new();
-    if off_cpu_min_ns.is_some() && !kernel {
-        // A switch happens in the kernel: with kernel-mode events excluded its sample never
-        // fires, so recording it would only look like a program that never waits.
-        notes.push(
-            "--off-cpu needs kernel-mode events (a thread leaves the CPU inside the kernel) and \
-             the kernel refused them: recorded CPU samples only. Fix: run as root, grant \
-             CAP_PERFMON, or `sysctl kernel.perf_event_paranoid=1`"
-                .into(),
-        );
-    } else if let Some(min_ns) = off_cpu_min_ns {
-        match events.open_switch_events(pid, switch_attr_for(&main_attr)) {
-            Ok(ids) => {
-                off_cpu_ids = ids;
-                events.config.off_cpu_min_ns = min_ns;
-            }
-            Err(e) => notes.push(format!(
-                "--off-cpu: the kernel refused the context-switch event ({e}); recorded \
-                 CPU samples only. Fix: run as root or `sysctl kernel.perf_event_paranoid=1`"
-            )),
-        }
-    }
-    events.config.off_cpu_ids = off_cpu_ids;
-    if stacks.trimmed() {
-        events.read_deep_frames();
-    }
-    events.add_threads(tids)?;
-    let attr = events.attr;
-    events.config = EventConfig {
-        event: chosen.name().into(),
-        event_note: (!notes.is_empty()).then(|| notes.join("; ")),
-        frequency_hz,
-        sample_type: attr.sample_type,
-        regs_user_mask: attr.sample_regs_user,
-        stack_user_bytes: attr.sample_stack_user,
-        call_graph: stacks.call_graph,
-        kernel_callchains: kernel,
-        clockid: libc::CLOCK_MONOTONIC,
-        off_cpu_ids: std::mem::take(&mut events.config.off_cpu_ids),
-        off_cpu_min_ns: events.config.off_cpu_min_ns,
-    };
-    Ok(events)
+    Ok(rings)
 }
 
 /// The refusal of a hardware event the kernel does not have.
@@ -444,6 +472,33 @@ fn switch_attr_for(main: &abi::perf_event_attr) -> abi::perf_event_attr {
 }
 
 impl Events {
+    /// `--off-cpu`: the context-switch events beside the sampling events of `pid`, keeping
+    /// switches of at least `min_ns`. Without kernel-mode events (`kernel`), or when the kernel
+    /// refuses them, CPU samples only (noted).
+    fn open_off_cpu(&mut self, pid: i32, min_ns: u64, kernel: bool, notes: &mut Vec<String>) {
+        if !kernel {
+            // A switch happens in the kernel: with kernel-mode events excluded its sample never
+            // fires, so recording it would only look like a program that never waits.
+            notes.push(
+                "--off-cpu needs kernel-mode events (a thread leaves the CPU inside the kernel) and \
+                 the kernel refused them: recorded CPU samples only. Fix: run as root, grant \
+                 CAP_PERFMON, or `sysctl kernel.perf_event_paranoid=1`"
+                    .into(),
+            );
+            return;
+        }
+        match self.open_switch_events(pid, switch_attr_for(&self.attr)) {
+            Ok(ids) => {
+                self.config.off_cpu_ids = ids;
+                self.config.off_cpu_min_ns = min_ns;
+            }
+            Err(e) => notes.push(format!(
+                "--off-cpu: the kernel refused the context-switch event ({e}); recorded \
+                 CPU samples only. Fix: run as root or `sysctl kernel.perf_event_paranoid=1`"
+            )),
+        }
+    }
+
     /// Loads the program that reads frames past the stack copy and runs it on every event
     /// opened so far (and, through `add_threads`, later); a refusal is noted, never fatal.
     fn read_deep_frames(&mut self) {
