@@ -158,86 +158,114 @@ fn file_mib(path: &Path) -> f64 {
 
 pub fn run(args: &[String]) -> Result<()> {
     let options = parse(args)?;
-    if options.writers_only {
-        print!("{}", benches::writers()?);
-        return Ok(());
+    if let Some(table) = only(&options)? {
+        return table.show();
     }
-    if options.xray_only {
+    check_tools(true)?;
+    let jprof = build_jprof()?;
+    let example = build_example()?;
+    let mut text = against_perf(&options, &jprof, &example)?;
+    text.push('\n');
+    text.push_str(&import::compare(&jprof, options.runs)?);
+    text.push_str(&benches::jitdump_throughput()?);
+    text.push_str(&benches::writers()?);
+    text.push_str(&java::compare(&jprof, options.runs)?);
+    text.push_str(&mono::compare(&jprof, options.runs)?);
+    text.push_str(&xray::compare(&jprof, options.runs)?);
+    text.push_str(&off_cpu::compare(&jprof, options.runs)?);
+    text.push_str(&node::compare(&jprof, options.runs)?);
+    text.push_str(&python::compare(&jprof, options.runs)?);
+    text.push_str(&footprint::compare(&jprof, &example)?);
+    Table {
+        text,
+        file: Some("bench.md"),
+    }
+    .show()
+}
+
+/// A comparison's table, and the file in the target directory it is also written to.
+struct Table {
+    text: String,
+    file: Option<&'static str>,
+}
+
+impl Table {
+    fn only(text: String) -> Option<Self> {
+        Some(Self { text, file: None })
+    }
+
+    /// Prints the table, and writes its file.
+    fn show(self) -> Result<()> {
+        print!("{}", self.text);
+        if let Some(name) = self.file {
+            let md = target_dir().join(name);
+            std::fs::write(&md, &self.text)
+                .with_context(|| format!("cannot write {}", md.display()))?;
+            eprintln!("written to {}", md.display());
+        }
+        Ok(())
+    }
+}
+
+/// The one comparison an `--X-only` option or `--peers` asks for (each checks only the tools it
+/// needs); None for the whole run.
+fn only(options: &Options) -> Result<Option<Table>> {
+    let runs = options.runs;
+    Ok(if options.writers_only {
+        Table::only(benches::writers()?)
+    } else if options.xray_only {
         // Needs llvm-xray only, not perf or inferno.
-        let table = xray::compare(&build_jprof()?, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
-    if options.fleet_only {
+        Table::only(xray::compare(&build_jprof()?, runs)?)
+    } else if options.fleet_only {
         // Needs Debian's clickhouse-server only.
         let scale: f64 = options.scale.parse().context("--scale: a number")?;
-        print!("{}", fleet::measure(&build_jprof()?, scale * 10.0)?);
-        return Ok(());
-    }
-    if options.host_only {
-        let table = host::compare(&build_jprof()?, &build_example()?, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
-    if options.node_only {
-        let table = node::compare(&build_jprof()?, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
-    if options.python_only {
-        let table = python::compare(&build_jprof()?, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
-    if options.off_cpu_only {
+        Table::only(fleet::measure(&build_jprof()?, scale * 10.0)?)
+    } else if options.host_only {
+        Table::only(host::compare(&build_jprof()?, &build_example()?, runs)?)
+    } else if options.node_only {
+        Table::only(node::compare(&build_jprof()?, runs)?)
+    } else if options.python_only {
+        Table::only(python::compare(&build_jprof()?, runs)?)
+    } else if options.off_cpu_only {
         // Needs perf only.
         if !available("perf") {
             bail!("the off-CPU comparison needs perf: apt-get install linux-perf");
         }
-        let table = off_cpu::compare(&build_jprof()?, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
-    if options.peers {
+        Table::only(off_cpu::compare(&build_jprof()?, runs)?)
+    } else if options.peers {
         let jprof = build_jprof()?;
-        let mut table = peers::compare(&jprof, &build_example()?, options.runs)?;
+        let mut text = peers::compare(&jprof, &build_example()?, runs)?;
         let dir = target_dir().join("bench-offcpu");
         std::fs::create_dir_all(&dir)?;
         let waits = off_cpu::build(&dir)?;
-        table += &off_cpu::overhead(&jprof, &waits, &dir, options.runs, "split")?;
-        print!("{table}");
-        let md = target_dir().join("bench-peers.md");
-        std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
-        eprintln!("written to {}", md.display());
-        return Ok(());
-    }
-    if options.footprint_only {
+        text += &off_cpu::overhead(&jprof, &waits, &dir, runs, "split")?;
+        Some(Table {
+            text,
+            file: Some("bench-peers.md"),
+        })
+    } else if options.footprint_only {
         if !available("perf") {
             bail!("the footprint comparison needs perf: apt-get install linux-perf");
         }
-        let table = footprint::compare(&build_jprof()?, &build_example()?)?;
-        print!("{table}");
-        return Ok(());
-    }
-    check_tools(!options.java_only)?;
-    let jprof = build_jprof()?;
-    if options.import_only {
-        let table = import::compare(&jprof, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
-    if options.java_only {
-        let table = java::compare(&jprof, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
-    if options.mono_only {
-        let table = mono::compare(&jprof, options.runs)?;
-        print!("{table}");
-        return Ok(());
-    }
+        Table::only(footprint::compare(&build_jprof()?, &build_example()?)?)
+    } else if options.import_only || options.java_only || options.mono_only {
+        check_tools(!options.java_only)?;
+        let jprof = build_jprof()?;
+        Table::only(if options.import_only {
+            import::compare(&jprof, runs)?
+        } else if options.java_only {
+            java::compare(&jprof, runs)?
+        } else {
+            mono::compare(&jprof, runs)?
+        })
+    } else {
+        None
+    })
+}
 
-    let example = build_example()?;
+/// `jprof record` against `perf record` on the example, then `jprof report` against
+/// `perf script | inferno` on what they recorded: the table of medians.
+fn against_perf(options: &Options, jprof: &Path, example: &Path) -> Result<String> {
     let dir = target_dir().join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let gnu_time = Path::new(GNU_TIME).exists();
@@ -306,28 +334,12 @@ pub fn run(args: &[String]) -> Result<()> {
         ),
     })?;
 
-    let mut table = render(
-        &options,
+    Ok(render(
+        options,
         &record,
         &report,
         (file_mib(&jprof_data), file_mib(&perf_data)),
-    );
-    table.push('\n');
-    table.push_str(&import::compare(&jprof, options.runs)?);
-    table.push_str(&benches::jitdump_throughput()?);
-    table.push_str(&benches::writers()?);
-    table.push_str(&java::compare(&jprof, options.runs)?);
-    table.push_str(&mono::compare(&jprof, options.runs)?);
-    table.push_str(&xray::compare(&jprof, options.runs)?);
-    table.push_str(&off_cpu::compare(&jprof, options.runs)?);
-    table.push_str(&node::compare(&jprof, options.runs)?);
-    table.push_str(&python::compare(&jprof, options.runs)?);
-    table.push_str(&footprint::compare(&jprof, &example)?);
-    print!("{table}");
-    let md = target_dir().join("bench.md");
-    std::fs::write(&md, &table).with_context(|| format!("cannot write {}", md.display()))?;
-    eprintln!("written to {}", md.display());
-    Ok(())
+    ))
 }
 
 fn render(options: &Options, record: &[Summary], report: &[Summary], sizes: (f64, f64)) -> String {

@@ -172,7 +172,7 @@ pub fn import_bytes_unguarded(
 fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<Recording> {
     let mut notes = Vec::new();
     let (data, file) = without_damaged_features(path, file, &mut notes)?;
-    let input = readable_records(path, &file, &data, &mut notes);
+    let input = without_damaged_records(path, &file, &data, &mut notes);
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
@@ -194,7 +194,7 @@ fn import_checked(path: &Path, file: &[u8], options: &ImportOptions) -> Result<R
                 && a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL)
         })
         .collect();
-    let (records, scan) = copy_records(
+    let (records, scan) = copy_perf_records(
         &mut perf_file,
         &mut record_iter,
         &event,
@@ -246,8 +246,8 @@ fn without_damaged_features<'a>(
     Ok((data, file))
 }
 
-/// The file, cut after its last whole record when it is truncated or damaged (noted).
-fn readable_records<'a>(
+/// The file, cut after its last whole perf record when it is truncated or damaged (noted).
+fn without_damaged_records<'a>(
     path: &Path,
     file: &'a [u8],
     data: &perf_header::DataSection,
@@ -296,10 +296,10 @@ fn open_reader<'a>(
     })
 }
 
-/// The kernel records of the events whose layout is the first event's (`same_layout`, by
+/// The perf records of the events whose layout is the first event's (`same_layout`, by
 /// event index), re-encoded exactly as the kernel wrote them (header + body), and what a scan
 /// of them found. A read error ends them (noted).
-fn copy_records<R: Read>(
+fn copy_perf_records<R: Read>(
     perf_file: &mut linux_perf_data::PerfFile,
     record_iter: &mut linux_perf_data::PerfRecordIter<R>,
     event: &EventConfig,
