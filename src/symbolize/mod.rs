@@ -231,13 +231,14 @@ fn walk(
                 let chain = words.chain(regs.ip, regs.bp);
                 // Past the kernel's callchain limit, the chain through the words read past
                 // the copy goes on to the thread's start.
+                // (A stack embedded at record time is already whole: nothing is added to it.)
                 let mut full_callchain = callchain_user.clone();
                 if at_limit
                     && !deep.is_empty()
-                    && interpreted::extend_past_limit(&mut stack.user, &chain)
+                    && interpreted::extend_past_limit(&mut full_callchain, &chain)
                 {
                     at_limit = false;
-                    interpreted::extend_past_limit(&mut full_callchain, &chain);
+                    interpreted::extend_past_limit(&mut stack.user, &chain);
                 }
                 let at = UserState {
                     pid: s.pid,

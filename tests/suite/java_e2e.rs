@@ -855,6 +855,89 @@ fn jdk25_agent_with_opaque_method_ids() {
     opaque_ids_run("25");
 }
 
+/// A stack far deeper than the kernel's largest copy (64 KiB) and its callchain limit (127
+/// frames): `Deep.main` → 800 × `Deep.descend` → `Deep.spin`, interpreted (`-Xint`). The frames
+/// past the copy are read at sample time by jprof's BPF program (docs/java.md): every sample in
+/// `spin` has the whole stack, each `descend` named, down to `main` and the thread's start.
+/// Without the program (`--call-graph fp`: its 1 KiB copy, no program) no sample in `spin`
+/// reaches `main`.
+fn deep_interpreted_run(jdk_name: &str) {
+    const DEPTH: usize = 800;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = example_classes("examples/java/deep/Deep.java");
+    let run = |args: &[&str]| {
+        let work = tempfile::tempdir().expect("tempdir");
+        let depth = DEPTH.to_string();
+        let (out, stacks) = record(
+            work.path(),
+            args,
+            &[
+                java.to_str().unwrap(),
+                "-Xint",
+                "-cp",
+                classes.path().to_str().unwrap(),
+                "Deep",
+                &depth,
+                "3",
+            ],
+        );
+        (String::from_utf8_lossy(&out.stderr).into_owned(), stacks)
+    };
+    let (summary, stacks) = run(&[]);
+    if summary.contains("the kernel refused jprof's BPF program") {
+        // Only a kernel or user without BPF (CI runs as root on a kernel that has it).
+        eprintln!("skipped: {summary}");
+        return;
+    }
+    // "N samples' frame chains went past the 64 KiB stack copy; ... read at sample time for M"
+    let counts: Vec<u64> = summary
+        .lines()
+        .find(|l| l.contains("frame chains went past the 64 KiB stack copy"))
+        .unwrap_or_else(|| panic!("no deep-frames note\n{summary}"))
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let (past, read) = (counts[0], counts[2]);
+    assert!(
+        past >= 500 && read * 10 >= past * 9,
+        "JDK {jdk_name}: frames read for {read} of {past} deep samples\n{summary}"
+    );
+    let in_spin = |s: &[String]| s.iter().any(|f| f == "Deep.spin_[int]");
+    let spin = total(&stacks, in_spin);
+    let whole = total(&stacks, |s| {
+        in_spin(s)
+            && s.iter().any(|f| f == "Deep.main_[int]")
+            && s.iter().filter(|f| *f == "Deep.descend_[int]").count() == DEPTH + 1
+            && !s.iter().any(|f| f == "Interpreter_[j]")
+            && s.get(1).is_some_and(|f| f == "start_thread")
+    });
+    assert!(
+        spin > 0 && whole * 10 >= spin * 9,
+        "JDK {jdk_name}: {whole} of {spin} weight in spin has the whole named stack\n{summary}"
+    );
+    // The 1 KiB copy alone: a callchain from `spin` ends after 127 frames, far from main.
+    let (_, shallow) = run(&["--call-graph", "fp"]);
+    let reach = total(&shallow, |s| {
+        in_spin(s) && s.iter().any(|f| f == "Deep.main_[int]")
+    });
+    assert!(total(&shallow, in_spin) > 0);
+    assert_eq!(
+        reach, 0,
+        "JDK {jdk_name}: main reached without the deep frames"
+    );
+}
+
+#[test]
+fn jdk25_interpreted_frames_past_the_stack_copy_are_named() {
+    deep_interpreted_run("25");
+}
+
+#[test]
+fn jdk17_interpreted_frames_past_the_stack_copy_are_named() {
+    deep_interpreted_run("17");
+}
+
 /// javac compiling 300 of the JDK's own `java.util` sources (and subpackages'), from its
 /// `src.zip`, recorded in the default mode: javac's driver (`Main.main`, `Main.compile`, the
 /// compiler's loops) runs once and stays interpreted, deep below the hot code. Every interpreted
