@@ -82,7 +82,7 @@ pub struct RecordConfig {
     pub(crate) duration: Option<Duration>,
     /// Default is cycles.
     pub(crate) event: EventChoice,
-    /// `--call-graph`; None (the default): chosen from the target (`stacks_for`).
+    /// `--call-graph`; None (the default): chosen from the target (`call_graph.rs`).
     pub(crate) call_graph: Option<CallGraph>,
     /// Default is true.
     pub(crate) embed_symbols: bool,

@@ -235,19 +235,9 @@ pub fn correlate(recording: &Recording, profile: &mut Profile) -> Option<LiveXra
         return None;
     }
     let mut live = LiveXray::default();
-    let map: Option<InstrMap> = binary.as_deref().and_then(|path| {
-        // Named by the recording: opened by the foreign-file rules.
-        let parsed = crate::foreign_file::binary_bytes(std::path::Path::new(path))
-            .map_err(|e| e.to_string())
-            .and_then(|elf| xray::instr_map::parse(&elf).map_err(|e| e.to_string()));
-        parsed
-            .map_err(|e| {
-                live.notes.push(format!(
-                    "XRay binary {path}: {e}: functions are shown by id"
-                ))
-            })
-            .ok()
-    });
+    let map = binary
+        .as_deref()
+        .and_then(|path| instr_map(path, &mut live.notes));
     let module = binary
         .as_deref()
         .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
@@ -257,9 +247,69 @@ pub fn correlate(recording: &Recording, profile: &mut Profile) -> Option<LiveXra
     };
     let default_clock = ClockConversion::default();
     let clock = recording.clock.as_ref().unwrap_or(&default_clock);
+    let logs = logs_on_sample_clock(&raw_logs, clock, &mut live);
+    let replayed = replay_on_sample_clock(&logs);
+    live.threads = replayed.timelines.len();
+    let instrumented: FxHashSet<String> = map
+        .as_ref()
+        .map(|m| m.functions.iter().filter_map(|f| f.name.clone()).collect())
+        .unwrap_or_default();
+    let mut samples = std::mem::take(&mut profile.samples);
+    let (mut considered, mut agreed) = (0, 0);
+    let mut callers = XrayCallers {
+        frames: FxHashMap::default(),
+        module,
+        name: &name,
+    };
+    for sample in &mut samples {
+        let Some(node) = node_at(&replayed.timelines, sample.tid, sample.time) else {
+            continue;
+        };
+        let xray_top = replayed.tree.func(node).map(&name);
+        if let Some(leaf) = physical_leaf(profile, &sample.stack) {
+            let leaf_name = &profile.frame(sample.stack[leaf]).name;
+            if instrumented.contains(leaf_name) {
+                considered += 1;
+                agreed += usize::from(xray_top.as_deref() == Some(leaf_name.as_str()));
+            }
+        }
+        let Some(top) = xray_top else { continue };
+        let path = replayed.tree.path(node);
+        if let Some(stack) = callers.complete(profile, &sample.stack, &top, &path) {
+            sample.stack = stack.into();
+            live.completed += 1;
+        }
+    }
+    profile.samples = samples;
+    live.agreement = (agreed, considered);
+    live.functions = function_rows(profile, &replayed.calls, &name);
+    Some(live)
+}
+
+/// The instrumentation map of the binary at `path`; None (noted) when it cannot be read.
+fn instr_map(path: &str, notes: &mut Vec<String>) -> Option<InstrMap> {
+    // Named by the recording: opened by the foreign-file rules.
+    crate::foreign_file::binary_bytes(std::path::Path::new(path))
+        .map_err(|e| e.to_string())
+        .and_then(|elf| xray::instr_map::parse(&elf).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            notes.push(format!(
+                "XRay binary {path}: {e}: functions are shown by id"
+            ))
+        })
+        .ok()
+}
+
+/// Every log that parses, each with the clock that puts it on the sample clock; counts the
+/// logs and events, says how the clocks were found, and notes what could not be used.
+fn logs_on_sample_clock<'a>(
+    raw_logs: &SideLogs,
+    clock: &'a ClockConversion,
+    live: &mut LiveXray,
+) -> Vec<(Log, LogClock<'a>)> {
     let mut logs = Vec::new();
     let mut clocks = BTreeSet::new();
-    for ((_, path), bytes) in &raw_logs {
+    for ((_, path), bytes) in raw_logs {
         match xray::parse(bytes) {
             Ok(log) => {
                 if !log.problems.is_empty() {
@@ -284,74 +334,62 @@ pub fn correlate(recording: &Recording, profile: &mut Profile) -> Option<LiveXra
     }
     live.logs = logs.len();
     live.clock = clocks.into_iter().collect::<Vec<_>>().join("; ");
-    let replayed = replay_on_sample_clock(&logs);
-    live.threads = replayed.timelines.len();
-    let instrumented: FxHashSet<String> = map
-        .as_ref()
-        .map(|m| m.functions.iter().filter_map(|f| f.name.clone()).collect())
-        .unwrap_or_default();
+    logs
+}
 
-    // Frames for XRay callers, interned once per function id.
-    let mut caller_frames: FxHashMap<u32, FrameId> = FxHashMap::default();
-    let mut samples = std::mem::take(&mut profile.samples);
-    let (mut considered, mut agreed) = (0, 0);
-    for sample in &mut samples {
-        let Some(node) = node_at(&replayed.timelines, sample.tid, sample.time) else {
-            continue;
-        };
-        let xray_top = replayed.tree.func(node).map(&name);
-        if let Some(leaf) = physical_leaf(profile, &sample.stack) {
-            let leaf_name = &profile.frame(sample.stack[leaf]).name;
-            if instrumented.contains(leaf_name) {
-                considered += 1;
-                agreed += usize::from(xray_top.as_deref() == Some(leaf_name.as_str()));
-            }
-        }
-        // Completion: the innermost instrumented frame is XRay's innermost function, but the
-        // sampled callers above it lack some of XRay's callers.
-        let Some(top) = xray_top else { continue };
-        let Some(at) = sample
-            .stack
+/// Frames for XRay's callers, interned once per function id.
+struct XrayCallers<'n, N: Fn(u32) -> String> {
+    frames: FxHashMap<u32, FrameId>,
+    /// The instrumented binary's file name.
+    module: Option<String>,
+    name: &'n N,
+}
+
+impl<N: Fn(u32) -> String> XrayCallers<'_, N> {
+    /// Completion: when the innermost instrumented frame of `stack` is XRay's innermost
+    /// function `top` (XRay's stack being `path`, outermost first) but the sampled callers
+    /// above it lack some of XRay's callers, the stack with XRay's callers in their place.
+    fn complete(
+        &mut self,
+        profile: &mut Profile,
+        stack: &[FrameId],
+        top: &str,
+        path: &[u32],
+    ) -> Option<Vec<FrameId>> {
+        let at = stack
             .iter()
-            .rposition(|&id| profile.frame(id).name == top)
-        else {
-            continue;
-        };
-        let path = replayed.tree.path(node);
-        let callers: Vec<String> = path[..path.len() - 1].iter().map(|&f| name(f)).collect();
+            .rposition(|&id| profile.frame(id).name == top)?;
+        let callers: Vec<String> = path[..path.len() - 1]
+            .iter()
+            .map(|&f| (self.name)(f))
+            .collect();
         let caller_refs: Vec<&str> = callers.iter().map(String::as_str).collect();
-        let sampled: Vec<&str> = sample.stack[..at]
+        let sampled: Vec<&str> = stack[..at]
             .iter()
             .map(|&id| profile.frame(id).name.as_str())
             .collect();
         if is_subsequence(&caller_refs, &sampled) {
-            continue;
+            return None;
         }
-        let roots = sample
-            .stack
+        let roots = stack
             .iter()
             .take_while(|&&id| profile.frame(id).kind == FrameKind::Root)
             .count();
-        let mut stack: Vec<FrameId> = sample.stack[..roots.min(at)].to_vec();
+        let mut completed: Vec<FrameId> = stack[..roots.min(at)].to_vec();
         for &func in &path[..path.len() - 1] {
-            stack.push(*caller_frames.entry(func).or_insert_with(|| {
+            completed.push(*self.frames.entry(func).or_insert_with(|| {
                 profile.intern(Frame {
-                    name: name(func),
+                    name: (self.name)(func),
                     kind: FrameKind::Native,
-                    module: module.clone(),
+                    module: self.module.clone(),
                     file: None,
                     line: None,
                 })
             }));
         }
-        stack.extend_from_slice(&sample.stack[at..]);
-        sample.stack = stack.into();
-        live.completed += 1;
+        completed.extend_from_slice(&stack[at..]);
+        Some(completed)
     }
-    profile.samples = samples;
-    live.agreement = (agreed, considered);
-    live.functions = function_rows(profile, &replayed.calls, &name);
-    Some(live)
 }
 
 /// Exact call figures per function, with the sampled shares of the same function.
