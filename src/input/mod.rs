@@ -1,7 +1,8 @@
 //! Every kind of file `jprof report` (and `jprof diff`) reads, one source each: a jprof
 //! recording, a perf.data, a Mono .mlpd, an LLVM XRay log. Each declares the options it takes
 //! (`Kind::accepts`, checked in one place), owns its analysis, and hands `report/` the same
-//! thing: a [`Loaded`] profile with its [`Context`](crate::profile::Context), or its own text report.
+//! thing: a [`Loaded`] profile with its [`Context`](crate::profile::Context), or its own text
+//! report.
 //!
 //! ```text
 //!  recording ─┐ recording/: symbolize (symbolize/), XRay logs stored alongside (xray/live.rs),

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The build-id side of a [`BinaryCache`](super::native::BinaryCache): where copies are looked for, what was found, and
-/// which files were another build with no copy found.
+/// The build-id side of a [`BinaryCache`](super::native::BinaryCache): where copies are
+/// looked for, what was found, and which files were another build with no copy found.
 #[derive(Default)]
 pub struct Lookup {
     /// `--search-dir`, in order.

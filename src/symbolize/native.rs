@@ -606,9 +606,9 @@ pub fn own_vdso() -> Option<Vec<u8>> {
 impl BinaryCache {
     /// The binary for a mapping of `path` in process `pid` that the recording says has build
     /// id `recorded`: the file at the path when it is that build (or no build id was
-    /// recorded), else a copy of that build found elsewhere ([`build_id::places`]). The file at the path
-    /// being another build (a file without a build id cannot be the recorded one) with no
-    /// copy found is an error, and remembered for the notes.
+    /// recorded), else a copy of that build found elsewhere (`build_id::places`). The file at
+    /// the path being another build (a file without a build id cannot be the recorded one)
+    /// with no copy found is an error, and remembered for the notes.
     pub fn get_built(
         &mut self,
         pid: u32,
