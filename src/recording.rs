@@ -32,6 +32,12 @@ pub struct StoredSide<'a> {
     pub code_left_out: bool,
 }
 
+/// Jitdump records set aside while recording (`record::jit_debug`), by process and jitdump
+/// path: each group of records by the ordinal of the CODE_LOAD it stood before (see
+/// `format::recording::JitDebug`).
+pub type DeferredDebug =
+    std::collections::BTreeMap<(u32, String), std::collections::BTreeMap<u64, Vec<u8>>>;
+
 /// How user stacks were collected: the kernel's frame-pointer walk, or a copy of the stack
 /// unwound afterwards with DWARF CFI. Stored in META as `"fp"` / `"dwarf"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -766,6 +772,41 @@ impl Recording {
                 _ => None,
             }
         })
+    }
+
+    /// The deferred jitdump records of the JIT_DEBUG chunks, by process and jitdump path; an
+    /// unreadable chunk (or its damaged rest) becomes a note.
+    pub fn jit_debug(&self, notes: &mut Vec<String>) -> DeferredDebug {
+        use crate::format::recording::{parse_jit_debug, parse_jit_debug_groups};
+        let mut out = DeferredDebug::new();
+        for (offset, payload) in self.payloads(ChunkKind::JIT_DEBUG) {
+            let read = parse_jit_debug(payload, offset).and_then(|d| {
+                let at = offset + (payload.len() - d.data.len());
+                Ok((d.pid, d.path, inflate(d.data, at)?, at))
+            });
+            let (pid, path, bytes, at) = match read {
+                Ok(r) => r,
+                Err(e) => {
+                    notes.push(format!(
+                        "{}: JIT line and inline tables unreadable: {e}",
+                        self.path.display()
+                    ));
+                    continue;
+                }
+            };
+            let (groups, error) = parse_jit_debug_groups(&bytes, at);
+            if let Some(e) = error {
+                notes.push(format!(
+                    "{}: JIT line and inline tables cut short: {e}",
+                    self.path.display()
+                ));
+            }
+            let file = out.entry((pid, path.to_string())).or_default();
+            for (ordinal, records) in groups {
+                file.entry(ordinal).or_default().extend_from_slice(records);
+            }
+        }
+        out
     }
 
     /// Every perf record in file order. A damaged record ends its chunk; the error carries the

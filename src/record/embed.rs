@@ -13,14 +13,16 @@ pub(super) fn embed_symbols(
     output: &foreign_file::AtomicOutput,
     partial: &std::path::Path,
     still_writing: &dyn Fn(u32) -> bool,
+    deferred: &crate::recording::DeferredDebug,
 ) -> Result<Vec<String>> {
     let recording = Recording::open(partial)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
     let mut out = writer::ChunkWriter::append(file, partial);
-    let facts =
-        crate::symbolize::embedded_symbols_and_coverage(&recording, &mut |kind, payload| {
-            out.write_chunk(kind, payload)
-        })?;
+    let facts = crate::symbolize::embedded_symbols_and_coverage(
+        &recording,
+        &mut |kind, payload| out.write_chunk(kind, payload),
+        deferred,
+    )?;
     let coverage = facts
         .coverage
         .into_iter()

@@ -9,6 +9,7 @@ mod deep_frames;
 mod embed;
 pub(crate) mod events;
 mod host;
+mod jit_debug;
 mod jvm_attach;
 mod leftovers;
 mod off_cpu;

@@ -264,6 +264,11 @@ pub(super) fn start<'a>(
     );
     let mut side = side_files::SideFiles::default();
     side.set_asking(setup.asking.clone());
+    if config.embed_symbols {
+        // Line and inline tables and method names are stored for what samples hit, which
+        // the embedding finds.
+        side.defer_jit_debug();
+    }
     if let Some(list) = leftover_list {
         side.list_leftovers(list);
     }
@@ -492,6 +497,10 @@ impl Session<'_> {
             &agent_loaded,
         ));
         side.finish_leftovers();
+        let deferred = side
+            .take_jit_debug()
+            .map(|spool| spool.groups(&mut summary.notes))
+            .unwrap_or_default();
         if let Some(child::ChildExit::Signal(s)) = exit {
             summary
                 .notes
@@ -521,13 +530,24 @@ impl Session<'_> {
                     && !(agent_loaded.contains(&pid) && java.get(&pid) == Some(&"java"))
                     && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
             };
-            match embed::embed_symbols(&self.output, &self.partial, &still_writing) {
+            match embed::embed_symbols(&self.output, &self.partial, &still_writing, &deferred) {
                 // Printed with the summary (the SUMMARY chunk is already written; reports
                 // compute their own coverage lines).
                 Ok(coverage) => summary.notes.extend(coverage),
-                Err(e) => summary
-                    .notes
-                    .push(format!("symbols were not embedded: {e}")),
+                Err(e) => {
+                    summary
+                        .notes
+                        .push(format!("symbols were not embedded: {e}"));
+                    // The set-aside tables are stored whole then.
+                    let file = self
+                        .output
+                        .try_clone()
+                        .map_err(|e| Error::io(&self.partial, e))?;
+                    let mut out = ChunkWriter::append(file, &self.partial);
+                    for payload in crate::symbolize::all_jit_debug(&deferred) {
+                        out.write_chunk(ChunkKind::JIT_DEBUG, &payload)?;
+                    }
+                }
             }
         }
         let file = self

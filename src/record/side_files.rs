@@ -29,6 +29,8 @@ struct Tailed {
     /// The file as first opened (checked once: no link, regular, the process's owner); later
     /// polls read this very file, whatever is put at its path meanwhile.
     handle: Option<ForeignFile>,
+    /// A jitdump's deferrable records and where they belong (`jit_debug`).
+    split: super::jit_debug::Splitter,
 }
 
 /// The side files of one recording.
@@ -54,6 +56,9 @@ pub struct SideFiles {
     asking: super::runtimes::Asking,
     /// The pid each process has in its own PID namespace (it names the process's files).
     nspids: BTreeMap<u32, u32>,
+    /// Where jitdumps' line and inline tables and method names are set aside, when they are
+    /// stored only for what samples hit (`defer_jit_debug`).
+    deferred: Option<super::jit_debug::Spool>,
 }
 
 /// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see. The
@@ -148,6 +153,7 @@ impl SideFiles {
                 problem: None,
                 closed: false,
                 handle: None,
+                split: Default::default(),
             });
         }
     }
@@ -201,10 +207,27 @@ impl SideFiles {
         }
     }
 
+    /// From now on jitdumps' line and inline tables and method names are set aside instead of
+    /// stored with the pieces (`jit_debug`); [`SideFiles::take_jit_debug`] gives them back.
+    pub fn defer_jit_debug(&mut self) {
+        self.deferred.get_or_insert_with(Default::default);
+    }
+
+    /// Everything set aside, once every file was read for the last time.
+    pub fn take_jit_debug(&mut self) -> Option<super::jit_debug::Spool> {
+        let mut spool = self.deferred.take()?;
+        for f in &mut self.files {
+            f.split
+                .finish(&mut spool, (f.pid, f.path.to_str().unwrap_or_default()));
+        }
+        Some(spool)
+    }
+
     /// Reads what was appended to every file since the last poll; calls `store` with each
     /// new piece of complete records, and the bytes to keep of it when they are fewer than the
-    /// file's (a jitdump's records without their machine code: [`jitdump::without_code`]).
-    pub fn poll(&mut self, now: u64, mut store: impl FnMut(SidePiece<'_>, Option<&[u8]>)) {
+    /// file's (a jitdump's records without their machine code: [`jitdump::without_code`], and
+    /// without its deferrable records when they are set aside: then `store`'s flag is true).
+    pub fn poll(&mut self, now: u64, mut store: impl FnMut(SidePiece<'_>, Option<&[u8]>, bool)) {
         let owners = self.pids.clone();
         for f in self
             .files
@@ -235,12 +258,20 @@ impl SideFiles {
                             0
                         };
                         let mut kept = data[..records_from].to_vec();
-                        kept.extend(jitdump::without_code(
-                            &data[records_from..consumed],
-                            h.endian,
-                        ));
+                        let records =
+                            jitdump::without_code(&data[records_from..consumed], h.endian);
+                        match &mut self.deferred {
+                            Some(spool) => kept.extend(f.split.split(
+                                &records,
+                                h.endian,
+                                spool,
+                                (f.pid, f.path.to_str().unwrap_or_default()),
+                            )),
+                            None => kept.extend(records),
+                        }
                         kept
                     });
+                    let deferred = compact.is_some() && self.deferred.is_some();
                     store(
                         SidePiece {
                             kind: f.kind,
@@ -251,6 +282,7 @@ impl SideFiles {
                             data: &data[..consumed],
                         },
                         compact.as_deref(),
+                        deferred,
                     );
                     f.stored += consumed as u64;
                 }
@@ -469,7 +501,7 @@ mod tests {
 
     fn notes_after_poll(side: &mut SideFiles) -> (Vec<String>, usize) {
         let mut pieces = 0;
-        side.poll(1, |_, _| pieces += 1);
+        side.poll(1, |_, _, _| pieces += 1);
         (side.notes(), pieces)
     }
 

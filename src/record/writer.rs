@@ -324,6 +324,7 @@ struct PendingSide {
     crc: crc32fast::Hasher,
     stored: Vec<u8>,
     code_left_out: bool,
+    debug_deferred: bool,
     since: Instant,
 }
 
@@ -343,6 +344,7 @@ impl SideChunks {
         out: &mut ChunkWriter,
         piece: &SidePiece<'_>,
         compact: Option<&[u8]>,
+        debug_deferred: bool,
     ) -> Result<(), Error> {
         let same_file =
             |p: &PendingSide| p.kind == piece.kind && p.pid == piece.pid && p.path == piece.path;
@@ -366,6 +368,7 @@ impl SideChunks {
                     crc: crc32fast::Hasher::new(),
                     stored: Vec::new(),
                     code_left_out: false,
+                    debug_deferred: false,
                     since: Instant::now(),
                 });
                 self.pending.last_mut().expect("just pushed")
@@ -375,6 +378,7 @@ impl SideChunks {
         p.crc.update(piece.data);
         p.stored.extend_from_slice(compact.unwrap_or(piece.data));
         p.code_left_out |= compact.is_some();
+        p.debug_deferred |= debug_deferred;
         if piece.kind == SideKind::PERF_MAP {
             self.flush(out, true)?;
         }
@@ -415,6 +419,7 @@ fn write_side(out: &mut ChunkWriter, p: PendingSide) -> Result<(), Error> {
                 file_len: p.file_len,
                 file_crc: p.crc.clone().finalize(),
                 code_left_out: p.code_left_out,
+                debug_deferred: p.debug_deferred,
             };
             out.write_chunk(
                 ChunkKind::SIDE_FILE_ZSTD,
@@ -464,9 +469,9 @@ fn store_side_pieces(
 ) -> Result<(), Error> {
     let now = clock::clock_ns(clock::CLOCK_MONOTONIC).unwrap_or(0);
     let mut result = Ok(());
-    side.poll(now, |piece, compact| {
+    side.poll(now, |piece, compact, deferred| {
         if result.is_ok() {
-            result = chunks.add(out, &piece, compact);
+            result = chunks.add(out, &piece, compact, deferred);
         }
     });
     result?;

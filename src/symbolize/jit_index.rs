@@ -99,7 +99,21 @@ pub struct JitCode {
     pub from_jitdump: bool,
     /// The body's unwind table (JIT_CODE_UNWINDING_INFO), for DWARF-mode unwinding.
     pub unwind: Option<Arc<JitUnwind>>,
+    /// The jitdump CODE_LOAD record it came from (moved code keeps its load's).
+    pub origin: Option<CodeOrigin>,
 }
+
+/// Which CODE_LOAD record of which jitdump a body came from: what its deferred line and inline
+/// tables are keyed by (`format::recording::JitDebug`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CodeOrigin {
+    /// The jitdump's path, as the recording's side pieces name it.
+    pub path: Arc<str>,
+    /// The CODE_LOAD's position among the file's CODE_LOAD records, from 0.
+    pub ordinal: u64,
+}
+
+pub use crate::recording::DeferredDebug;
 
 impl JitCode {
     fn live_at(&self, t: u64) -> bool {
@@ -409,12 +423,30 @@ impl ProcessCode {
 }
 
 impl JitIndex {
-    /// Builds the index from the recording's side-file pieces (SIDE_FILE, SIDE_FILE_ZSTD).
+    /// Builds the index from the recording's side-file pieces (SIDE_FILE, SIDE_FILE_ZSTD) and
+    /// the deferred jitdump records its JIT_DEBUG chunks keep.
     pub fn from_recording(recording: &Recording) -> Self {
+        Self::with_deferred(recording, &DeferredDebug::new())
+    }
+
+    /// [`JitIndex::from_recording`] with more deferred records (`jprof record`'s, before it
+    /// writes the JIT_DEBUG chunks).
+    pub fn with_deferred(recording: &Recording, more: &DeferredDebug) -> Self {
         let clock = recording.clock.clone().unwrap_or_default();
+        let mut notes = Vec::new();
+        let mut deferred = recording.jit_debug(&mut notes);
+        for (file, groups) in more {
+            let into = deferred.entry(file.clone()).or_default();
+            for (ordinal, records) in groups {
+                into.entry(*ordinal).or_default().extend_from_slice(records);
+            }
+        }
         // Reassemble each side file from its pieces (they are stored in file order).
         let mut files: BTreeMap<(SideKind, u32, String), Vec<StoredSide<'_>>> = BTreeMap::new();
-        let mut index = JitIndex::default();
+        let mut index = JitIndex {
+            notes,
+            ..JitIndex::default()
+        };
         for piece in recording.side_pieces() {
             match piece {
                 Ok(p) => files
@@ -448,6 +480,11 @@ impl JitIndex {
                 covered += p.file_len;
             }
             if kind == SideKind::JITDUMP {
+                if let Some(groups) = deferred.get(&(pid, path.clone())) {
+                    if let Ok(header) = jitdump::parse_header(&bytes) {
+                        bytes = jitdump::with_groups(&bytes, &header, groups);
+                    }
+                }
                 index.complete_from_disk(&path, &mut bytes, &checks);
             }
             match kind {
@@ -506,6 +543,8 @@ impl JitIndex {
             }
         };
         let source: Arc<str> = Arc::from(path.rsplit('/').next().unwrap_or(path));
+        let full_path: Arc<str> = Arc::from(path);
+        let mut loads = 0u64;
         let process = self.processes.entry(pid).or_default();
         let mut before = BeforeLoad::default();
         for r in records {
@@ -569,9 +608,14 @@ impl JitIndex {
                             source: source.clone(),
                             from_jitdump: true,
                             unwind,
+                            origin: Some(CodeOrigin {
+                                path: full_path.clone(),
+                                ordinal: loads,
+                            }),
                         },
                         cold,
                     );
+                    loads += 1;
                 }
                 RecordBody::CodeUnload { code_addr, .. } => process.unload(code_addr, t),
                 RecordBody::CodeMove {
@@ -666,6 +710,7 @@ impl JitIndex {
                 source: source.clone(),
                 from_jitdump: true,
                 unwind: None,
+                origin: None,
             });
         }
         process.finish();
@@ -704,6 +749,7 @@ impl JitIndex {
                 source: source.clone(),
                 from_jitdump: false,
                 unwind: None,
+                origin: None,
             });
         }
         process.finish();

@@ -10,6 +10,7 @@ pub(crate) mod depth;
 pub(crate) mod embedded;
 pub(crate) mod frame_cache;
 mod interpreted;
+pub(crate) mod jit_hits;
 pub mod jit_index;
 pub mod jit_unwind;
 pub(crate) mod kernel;
@@ -502,6 +503,7 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
             Ok(())
         },
         false,
+        &crate::recording::DeferredDebug::new(),
     )?;
     Ok(out)
 }
@@ -526,12 +528,20 @@ pub struct StackFacts {
 /// [`embedded_symbols`], each chunk handed to `store` as it is ready (the stacks while the
 /// walk runs, so they are never all in memory); returns the JIT coverage and stack depth of
 /// each process. For `jprof record`'s end: the caches it built are left for the process's exit
-/// to free.
+/// to free. `deferred`: the jitdump records set aside while recording, of which those of the
+/// code and methods the samples hit are stored (JIT_DEBUG chunks, before SYMBOLS).
 pub fn embedded_symbols_and_coverage(
     recording: &Recording,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
+    deferred: &crate::recording::DeferredDebug,
 ) -> Result<StackFacts> {
-    embed(recording, store, true)
+    embed(recording, store, true, deferred)
+}
+
+/// Every deferred jitdump record as JIT_DEBUG chunk payloads (for a recording without
+/// embedded symbols, whose samples are not walked when it ends).
+pub fn all_jit_debug(deferred: &crate::recording::DeferredDebug) -> Vec<Vec<u8>> {
+    jit_hits::jit_debug_chunks(deferred, None)
 }
 
 /// zstd level of SYMBOLS_ZSTD: written once, so a level that packs well.
@@ -542,6 +552,7 @@ fn embed(
     recording: &Recording,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
     exiting: bool,
+    deferred: &crate::recording::DeferredDebug,
 ) -> Result<StackFacts> {
     let mut coverage: BTreeMap<u32, JitCoverage> = BTreeMap::new();
     let mut depths = depth::StackDepths::default();
@@ -559,7 +570,8 @@ fn embed(
     let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
         BTreeMap::new();
     // Unwinding through JIT code needs the JIT bodies' unwind tables.
-    let jit = jit_index::JitIndex::from_recording(recording);
+    let jit = jit_index::JitIndex::with_deferred(recording, deferred);
+    let mut hits = jit_hits::JitHits::default();
     walk(
         recording,
         None,
@@ -594,8 +606,17 @@ fn embed(
             // names them: JIT code first, a bare `Interpreter` frame unnamed).
             let mut whole = !s.stack.user.is_empty();
             let outermost = s.stack.user.len().saturating_sub(1);
+            for &method in s.interpreted.iter().flatten() {
+                hits.method(s.pid, method);
+            }
             for (i, &addr) in s.stack.user.iter().enumerate() {
                 let exact = i == 0 && s.stack.user_first_exact;
+                if !deferred.is_empty() {
+                    let probe = if exact { addr } else { addr.wrapping_sub(1) };
+                    if let Some(code) = jit.lookup(s.pid, probe, s.time) {
+                        hits.code(s.pid, code);
+                    }
+                }
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
                 if whole {
                     let probe = if exact { addr } else { addr.wrapping_sub(1) };
@@ -654,6 +675,9 @@ fn embed(
     stored?;
     if let Some(chunk) = stacks.finish() {
         store(ChunkKind::UNWOUND_STACKS, &chunk)?;
+    }
+    for payload in jit_hits::jit_debug_chunks(deferred, Some(&hits)) {
+        store(ChunkKind::JIT_DEBUG, &payload)?;
     }
     let payload = serde_json::to_vec(&out)
         .map_err(|e| crate::Error::Other(format!("embedded symbols: {e}")))?;

@@ -600,6 +600,7 @@ mod tests {
             source: Arc::from("perf-1.map"),
             from_jitdump: false,
             unwind: None,
+            origin: None,
         };
         let ret = |a| FrameAddress::from_return_address(a).unwrap();
         let ip = FrameAddress::from_instruction_pointer;

@@ -347,6 +347,7 @@ fn chunk_name(kind: ChunkKind) -> String {
         ChunkKind::SUMMARY => "SUMMARY".into(),
         ChunkKind::SYMBOLS => "SYMBOLS".into(),
         ChunkKind::SYMBOLS_ZSTD => "SYMBOLS_ZSTD".into(),
+        ChunkKind::JIT_DEBUG => "JIT_DEBUG".into(),
         ChunkKind::END => "END".into(),
         ChunkKind::JIT_EVENTS => "JIT_EVENTS".into(),
         ChunkKind::SIDE_FILE => "SIDE_FILE".into(),

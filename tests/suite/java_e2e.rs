@@ -1076,3 +1076,158 @@ fn javac_stacks_reach_main_by_default() {
         100.0 * unnamed
     );
 }
+
+/// What a recording of javac stores of the agent's line tables, inline trees and method names
+/// is only what its samples hit (JIT_DEBUG), yet every report reads the same as with all of
+/// them: the recording is rewritten with the agent's whole jitdump (kept on disk) in place of
+/// its pieces and no JIT_DEBUG, and both give the same stacks, with lines, over the whole run
+/// and a part of it, on-CPU and off-CPU.
+#[test]
+fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
+    use jprof::format::recording::{
+        encode_chunk, encode_side_piece, parse_chunks, parse_jit_debug, parse_jit_debug_groups,
+        parse_packed_side_piece, ChunkKind, SideKind, SidePiece,
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let home = jdks()
+        .into_iter()
+        .rev()
+        .filter_map(|(_, java)| Some(java.parent()?.parent()?.to_path_buf()))
+        .find(|home| home.join("lib/src.zip").is_file())
+        .expect("a JDK with lib/src.zip in /usr/lib/jvm (e.g. openjdk-17-source)");
+    let work = tempfile::tempdir().expect("tempdir");
+    let unpacked = Command::new(home.join("bin/jar"))
+        .args(["xf"])
+        .arg(home.join("lib/src.zip"))
+        .arg("java.sql")
+        .current_dir(work.path())
+        .status()
+        .expect("run jar");
+    assert!(unpacked.success());
+    let mut sources: Vec<String> = Vec::new();
+    let mut dirs = vec![work.path().join("java.sql")];
+    while let Some(dir) = dirs.pop() {
+        for path in std::fs::read_dir(&dir)
+            .expect("unpacked")
+            .flatten()
+            .map(|e| e.path())
+        {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "java")
+                && !path.ends_with("module-info.java")
+            {
+                sources.push(
+                    path.strip_prefix(work.path())
+                        .unwrap()
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    sources.sort();
+    std::fs::write(work.path().join("sources.txt"), sources.join("\n")).unwrap();
+    let javac = home.join("bin/javac");
+    let out = record_only(
+        work.path(),
+        &["--keep-side-files", "--off-cpu"],
+        &[
+            javac.to_str().expect("utf-8"),
+            "-nowarn",
+            "-d",
+            "out",
+            "--patch-module",
+            "java.sql=java.sql",
+            "@sources.txt",
+        ],
+    );
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("target exit code 0"), "{summary}");
+    let data = work.path().join("java.data");
+    let new = std::fs::read(&data).unwrap();
+    let chunks = parse_chunks(&new).unwrap();
+    let dump = chunks
+        .chunks
+        .iter()
+        .find(|c| c.kind == ChunkKind::SIDE_FILE_ZSTD)
+        .map(|c| PathBuf::from(parse_packed_side_piece(c.payload, c.offset).unwrap().0.path))
+        .expect("the agent's jitdump stored");
+    let jitdump = std::fs::read(&dump).expect("the agent's jitdump, kept");
+
+    // The whole jitdump's DEBUG_INFO records against those kept.
+    let header = jitdump::parse_header(&jitdump).unwrap();
+    let all = jitdump::parse_records(&jitdump, &header, 0);
+    let count = |records: &[jitdump::Record], id| records.iter().filter(|r| r.id == id).count();
+    let lines_in_file = count(&all.records, jitdump::RecordId::CODE_DEBUG_INFO);
+    let mut lines_kept = 0;
+    let mut full = new[..16].to_vec();
+    for c in &chunks.chunks {
+        match c.kind {
+            ChunkKind::JIT_DEBUG => {
+                let d = parse_jit_debug(c.payload, c.offset).unwrap();
+                let bytes = zstd::stream::decode_all(d.data).unwrap();
+                let (groups, error) = parse_jit_debug_groups(&bytes, 0);
+                assert!(error.is_none(), "{error:?}");
+                for (_, records) in groups {
+                    let batch = jitdump::parse_record_stream(records, 0, header.endian);
+                    lines_kept += count(&batch.records, jitdump::RecordId::CODE_DEBUG_INFO);
+                }
+            }
+            ChunkKind::SIDE_FILE_ZSTD => {
+                let (piece, packed) = parse_packed_side_piece(c.payload, c.offset).unwrap();
+                assert_eq!(piece.kind, SideKind::JITDUMP);
+                assert!(packed.debug_deferred);
+                let file =
+                    &jitdump[piece.offset as usize..(piece.offset + packed.file_len) as usize];
+                let whole = SidePiece {
+                    data: file,
+                    ..piece
+                };
+                full.extend(encode_chunk(
+                    ChunkKind::SIDE_FILE,
+                    &encode_side_piece(&whole),
+                ));
+            }
+            _ => full.extend(encode_chunk(c.kind, c.payload)),
+        }
+    }
+    assert!(
+        lines_in_file > 500,
+        "{lines_in_file} line tables in the jitdump"
+    );
+    assert!(
+        lines_kept > 10 && lines_kept * 2 < lines_in_file,
+        "{lines_kept} of {lines_in_file} line tables kept"
+    );
+    let full_path = work.path().join("full.data");
+    std::fs::write(&full_path, &full).unwrap();
+    // The jitdump is not read from disk by the reports compared.
+    std::fs::remove_file(&dump).unwrap();
+
+    let report = |input: &Path, args: &[&str]| {
+        let out = jprof()
+            .args(["report", "-f", "collapsed", "-o", "-", "-i"])
+            .arg(input)
+            .args(args)
+            .output()
+            .expect("run jprof report");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for args in [
+        &["--lines"][..],
+        &[],
+        &["--lines", "--time", "0.5..1.5"],
+        &["--lines", "--weight", "off-cpu"],
+    ] {
+        let (kept, whole) = (report(&data, args), report(&full_path, args));
+        assert!(kept.contains("com.sun.tools.javac"), "{kept}");
+        assert_eq!(kept, whole, "report {args:?}");
+    }
+    let lined = report(&data, &["--lines"]);
+    assert!(
+        lined.contains(".java:"),
+        "no Java frame with its line: {lined}"
+    );
+}

@@ -539,6 +539,63 @@ pub fn without_code(records: &[u8], endian: Endian) -> Vec<u8> {
     out
 }
 
+/// Whether records of kind `id` may be left out of a stored jitdump until the end of recording
+/// and kept only for the code or methods samples hit: line tables (DEBUG_INFO), inline trees
+/// (DEBUG_INFO2) and VM method names (METHOD_NAMES). Nothing else reads them before then.
+pub fn is_deferrable(id: RecordId) -> bool {
+    matches!(
+        id,
+        RecordId::CODE_DEBUG_INFO | RecordId::SAMPLY_DEBUG_INFO2 | RecordId::JPROF_METHOD_NAMES
+    )
+}
+
+/// The whole records at the start of `records`, each with its id, and the bytes after them
+/// (an incomplete or damaged record).
+pub fn split_records(records: &[u8], endian: Endian) -> (Vec<(RecordId, &[u8])>, &[u8]) {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos + PREFIX_LEN <= records.len() {
+        let word = |at: usize| endian.u32(records[at..at + 4].try_into().unwrap_or_default());
+        let (id, total_size) = (word(pos), word(pos + 4) as usize);
+        if total_size < PREFIX_LEN || pos + total_size > records.len() {
+            break;
+        }
+        out.push((RecordId(id), &records[pos..pos + total_size]));
+        pos += total_size;
+    }
+    (out, &records[pos..])
+}
+
+/// `file` (a jitdump from its header) with deferred record groups put back: `groups[n]` right
+/// before the file's CODE_LOAD record `n` (counted from 0), groups past the last CODE_LOAD at
+/// the end of the whole records, in order.
+pub fn with_groups(
+    file: &[u8],
+    header: &Header,
+    groups: &std::collections::BTreeMap<u64, Vec<u8>>,
+) -> Vec<u8> {
+    let start = header.records_start().min(file.len());
+    let extra: usize = groups.values().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(file.len() + extra);
+    out.extend_from_slice(&file[..start]);
+    let (records, tail) = split_records(&file[start..], header.endian);
+    let mut loads = 0u64;
+    for (id, record) in records {
+        if id == RecordId::CODE_LOAD {
+            if let Some(g) = groups.get(&loads) {
+                out.extend_from_slice(g);
+            }
+            loads += 1;
+        }
+        out.extend_from_slice(record);
+    }
+    for g in groups.range(loads..).map(|(_, g)| g) {
+        out.extend_from_slice(g);
+    }
+    out.extend_from_slice(tail);
+    out
+}
+
 fn parse_body(id: RecordId, c: &mut Cursor<'_>) -> Result<RecordBody, ParseError> {
     Ok(match id {
         RecordId::CODE_LOAD => {
@@ -902,6 +959,48 @@ pub fn is_jitdump_path(path: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deferred_groups_go_back_before_their_code_load() {
+        use crate::jitdump_write as w;
+        let load = |i: u64| {
+            w::code_load(
+                i,
+                &w::CodeLoad {
+                    pid: 1,
+                    tid: 1,
+                    code_addr: 0x1000 * (i + 1),
+                    code_index: i,
+                    name: "f",
+                    code: &[0x90; 16],
+                },
+            )
+        };
+        let mut file = w::header(1, 0, false);
+        file.extend(load(0));
+        file.extend(load(1));
+        let lines = w::debug_info(1, 0x2000, &[(0x2000, 3, "F.java")]);
+        let names = w::method_names(2, &[(0x77, "F.g".to_string())]);
+        let groups =
+            std::collections::BTreeMap::from([(1, lines.clone()), (u64::MAX, names.clone())]);
+        let header = parse_header(&file).unwrap();
+        let merged = with_groups(&file, &header, &groups);
+        let ids: Vec<RecordId> = parse_records(&merged, &header, 0)
+            .records
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                RecordId::CODE_LOAD,
+                RecordId::CODE_DEBUG_INFO,
+                RecordId::CODE_LOAD,
+                RecordId::JPROF_METHOD_NAMES
+            ]
+        );
+        assert!(is_deferrable(RecordId::CODE_DEBUG_INFO) && !is_deferrable(RecordId::CODE_LOAD));
+    }
 
     /// V8's jitdump of a real Node run: every record parses the same without the code, which
     /// was most of the file.

@@ -49,6 +49,10 @@ impl ChunkKind {
     pub const UNWOUND_STACKS: Self = Self(9);
     /// SYMBOLS compressed as one zstd frame (with its content size).
     pub const SYMBOLS_ZSTD: Self = Self(10);
+    /// The line and inline tables and method names a jitdump's pieces were stored without
+    /// (`PackedSide::debug_deferred`), kept at the end of recording for the code and methods
+    /// samples hit (see [`encode_jit_debug`]).
+    pub const JIT_DEBUG: Self = Self(11);
 }
 
 /// The 16-byte file header.
@@ -472,10 +476,15 @@ pub struct PackedSide {
     /// The jitdump's CODE_LOAD records were stored without their machine code
     /// (`jitdump::without_code`), so the stored bytes are fewer than `file_len`.
     pub code_left_out: bool,
+    /// The jitdump's DEBUG_INFO, DEBUG_INFO2 and METHOD_NAMES records were taken out of the
+    /// stored bytes; those a report can use are in JIT_DEBUG chunks.
+    pub debug_deferred: bool,
 }
 
 /// `PackedSide::code_left_out` in the flags word.
 const FLAG_CODE_LEFT_OUT: u32 = 1;
+/// `PackedSide::debug_deferred` in the flags word.
+const FLAG_DEBUG_DEFERRED: u32 = 2;
 
 /// SIDE_FILE_ZSTD payload: the SIDE_FILE header (`u32 kind, u32 pid, u64 read_at, u64 offset,
 /// u32 path_len, path`), then `u64 file_len, u32 file_crc, u32 flags` and `piece.data`, which
@@ -489,11 +498,13 @@ pub fn encode_packed_side_piece(piece: &SidePiece<'_>, packed: &PackedSide) -> V
     out.extend_from_slice(&header);
     out.extend_from_slice(&packed.file_len.to_le_bytes());
     out.extend_from_slice(&packed.file_crc.to_le_bytes());
-    let flags = if packed.code_left_out {
-        FLAG_CODE_LEFT_OUT
-    } else {
-        0
-    };
+    let mut flags = 0;
+    if packed.code_left_out {
+        flags |= FLAG_CODE_LEFT_OUT;
+    }
+    if packed.debug_deferred {
+        flags |= FLAG_DEBUG_DEFERRED;
+    }
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(piece.data);
     out
@@ -515,6 +526,7 @@ pub fn parse_packed_side_piece(
         file_len,
         file_crc,
         code_left_out: flags & FLAG_CODE_LEFT_OUT != 0,
+        debug_deferred: flags & FLAG_DEBUG_DEFERRED != 0,
     };
     Ok((
         SidePiece {
@@ -523,6 +535,77 @@ pub fn parse_packed_side_piece(
         },
         packed,
     ))
+}
+
+/// The deferred records of one jitdump (a JIT_DEBUG chunk): the process, the file's path as
+/// its SIDE_FILE_ZSTD pieces name it, and the records' groups. A group is every deferred
+/// record that stood between the CODE_LOAD records `ordinal - 1` and `ordinal` (counted from
+/// 0 in the file), so it goes back right before CODE_LOAD `ordinal`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JitDebug<'a> {
+    /// The process the jitdump belongs to.
+    pub pid: u32,
+    /// The jitdump's path.
+    pub path: &'a str,
+    /// The groups' encoding (see [`encode_jit_debug_groups`]), as one zstd frame.
+    pub data: &'a [u8],
+}
+
+/// JIT_DEBUG payload: `u32 pid, u32 path_len, path`, then the zstd frame of the groups.
+pub fn encode_jit_debug(debug: &JitDebug<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + debug.path.len() + debug.data.len());
+    out.extend_from_slice(&debug.pid.to_le_bytes());
+    out.extend_from_slice(&(debug.path.len() as u32).to_le_bytes());
+    out.extend_from_slice(debug.path.as_bytes());
+    out.extend_from_slice(debug.data);
+    out
+}
+
+/// Reads a JIT_DEBUG payload found at file offset `base` (its `data` still compressed).
+pub fn parse_jit_debug(payload: &[u8], base: usize) -> Result<JitDebug<'_>, ParseError> {
+    let mut c = Cursor::new(payload, base);
+    let pid = c.u32()?;
+    let path_len = c.u32()? as usize;
+    let path = std::str::from_utf8(c.bytes(path_len)?)
+        .map_err(|_| ParseError::new(base + 8, "a UTF-8 jitdump path"))?;
+    Ok(JitDebug {
+        pid,
+        path,
+        data: c.rest(),
+    })
+}
+
+/// Groups of records, each `u64 ordinal, u32 len, len bytes` (little-endian).
+pub fn encode_jit_debug_groups<'a>(groups: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (ordinal, records) in groups {
+        out.extend_from_slice(&ordinal.to_le_bytes());
+        out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+        out.extend_from_slice(records);
+    }
+    out
+}
+
+/// The groups of [`encode_jit_debug_groups`] read back from `bytes` (found at offset `base`
+/// of the decompressed data); a damaged group ends the list with its error.
+pub fn parse_jit_debug_groups(
+    bytes: &[u8],
+    base: usize,
+) -> (Vec<(u64, &[u8])>, Option<ParseError>) {
+    let mut c = Cursor::new(bytes, base);
+    let mut groups = Vec::new();
+    while !c.rest().is_empty() {
+        let group = (|| {
+            let ordinal = c.u64()?;
+            let len = c.u32()? as usize;
+            Ok((ordinal, c.bytes(len)?))
+        })();
+        match group {
+            Ok(g) => groups.push(g),
+            Err(e) => return (groups, Some(e)),
+        }
+    }
+    (groups, None)
 }
 
 #[cfg(test)]
@@ -792,12 +875,32 @@ mod tests {
             file_len: 1000,
             file_crc: 0xdead_beef,
             code_left_out: true,
+            debug_deferred: true,
         };
         let bytes = encode_packed_side_piece(&piece, &packed);
         assert_eq!(parse_packed_side_piece(&bytes, 0).unwrap(), (piece, packed));
         // Cut inside the packed fields: an error at the offset where they were expected.
         let e = parse_packed_side_piece(&bytes[..28 + piece.path.len() + 10], 100).unwrap_err();
         assert_eq!(e.offset, 100 + 28 + piece.path.len() + 8);
+    }
+
+    #[test]
+    fn jit_debug_round_trips_and_a_cut_group_is_an_error() {
+        let groups = encode_jit_debug_groups([(0, &b"ab"[..]), (7, &b"cde"[..])]);
+        let (read, error) = parse_jit_debug_groups(&groups, 100);
+        assert_eq!(read, vec![(0, &b"ab"[..]), (7, &b"cde"[..])]);
+        assert!(error.is_none());
+        let (read, error) = parse_jit_debug_groups(&groups[..groups.len() - 1], 100);
+        assert_eq!(read, vec![(0, &b"ab"[..])]);
+        assert_eq!(error.unwrap().offset, 100 + 14 + 12);
+        let debug = JitDebug {
+            pid: 9,
+            path: "/w/jit-9.dump",
+            data: b"frame",
+        };
+        let payload = encode_jit_debug(&debug);
+        assert_eq!(parse_jit_debug(&payload, 0).unwrap(), debug);
+        assert!(parse_jit_debug(&payload[..10], 0).is_err());
     }
 
     #[test]
