@@ -504,7 +504,9 @@ impl Events {
     fn read_deep_frames(&mut self) {
         let refused = |why: String| {
             format!(
-                "java: frames deeper than the {} KiB stack copy are not read at sample time                  (the kernel refused jprof's BPF program: {why}); interpreted frames there stay                  `Interpreter`",
+                "java: frames deeper than the {} KiB stack copy are not read at sample time \
+                 (the kernel refused jprof's BPF program: {why}); interpreted frames there stay \
+                 `Interpreter`",
                 STACK_BYTES_DEEP.div_ceil(1024)
             )
         };
