@@ -238,7 +238,9 @@ fn only(options: &Options) -> Result<Option<Table>> {
         let dir = target_dir().join("bench-offcpu");
         std::fs::create_dir_all(&dir)?;
         let waits = off_cpu::build(&dir)?;
-        text += &off_cpu::overhead(&jprof, &waits, &dir, runs, "split")?;
+        text += &off_cpu::overhead(&jprof, &waits, &dir, runs, "split", off_cpu::HOPS)?;
+        // Both threads on one CPU: no idle CPU to wake, so the cost per switch shows alone.
+        text += &off_cpu::overhead(&jprof, &waits, &dir, runs, "same", 500_000)?;
         Some(Table {
             text,
             file: Some("bench-peers.md"),

@@ -32,6 +32,11 @@ pub fn build_jprof() -> Result<PathBuf> {
         "--bin",
         "jprof",
     ]))?;
+    // The JVMTI agent jprof gives a launched JVM is found next to jprof: without it a Java
+    // workload would be recorded with its compiled code unnamed.
+    run(cargo()
+        .current_dir(root())
+        .args(["build", "--release", "--package", "jprof-agent"]))?;
     Ok(target_dir().join("release/jprof"))
 }
 

@@ -19,7 +19,7 @@ use super::measure::{interleaved, median, Measurement, Meter};
 use crate::workspace::target_dir;
 
 /// Hops across CPUs (~3 s alone here); on one CPU a hop is ~40× faster.
-const HOPS: u64 = 100_000;
+pub(super) const HOPS: u64 = 100_000;
 const HOPS_SAME_CPU: u64 = 2_000_000;
 
 pub(super) fn build(dir: &Path) -> Result<PathBuf> {
@@ -116,9 +116,8 @@ pub fn compare(jprof: &Path, runs: usize) -> Result<String> {
     );
 
     table += &runtimes(jprof, &dir)?;
-    for placement in ["split", "same"] {
-        table += &overhead(jprof, &waits, &dir, runs, placement)?;
-    }
+    table += &overhead(jprof, &waits, &dir, runs, "split", HOPS)?;
+    table += &overhead(jprof, &waits, &dir, runs, "same", HOPS_SAME_CPU)?;
     Ok(table)
 }
 
@@ -189,21 +188,19 @@ fn runtimes(jprof: &Path, dir: &Path) -> Result<String> {
     Ok(table)
 }
 
-/// The ping-pong with its threads on two CPUs (`split`) or both on CPU 0 (`same`).
+/// The ping-pong of `hops` hops with its threads on two CPUs (`split`) or both on CPU 0
+/// (`same`).
 pub(super) fn overhead(
     jprof: &Path,
     waits: &Path,
     dir: &Path,
     runs: usize,
     placement: &str,
+    hops: u64,
 ) -> Result<String> {
     let mut table = String::new();
     eprintln!("== off-CPU overhead, threads {placement}: waits pingpong alone / jprof --off-cpu / perf sched_switch ({runs} runs)");
-    let hops = if placement == "same" {
-        HOPS_SAME_CPU
-    } else {
-        HOPS
-    };
+    let load_before = super::peers::load_average();
     let jprof_data = dir.join("pingpong.data");
     let perf_data = dir.join("pingpong.perf.data");
     let perf_stack_data = dir.join("pingpong.perf-stack.data");
@@ -270,12 +267,21 @@ pub(super) fn overhead(
         seconds[variant].push(hop_seconds(&outs[variant])?);
         Ok(m)
     })?;
-    let [alone, ours, perf, perf_stack] = seconds.map(median);
+    let load_after = super::peers::load_average();
+    // Per round, the variant's time over the same round's run alone.
+    let paired = |v: usize| -> Vec<f64> {
+        let ratios = seconds[v].iter().zip(&seconds[0]).map(|(a, b)| a / b);
+        ratios.collect()
+    };
+    let slowdown = |v: usize| super::peers::spread(&paired(v), 2);
+    let [alone, ours, perf, perf_stack] = seconds.clone().map(median);
     let switches = 2.0 * hops as f64;
     let per_switch = |p: &Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / switches);
     let _ = writeln!(
         table,
-        "\nPing-pong over pipes, {}, {hops} hops ({:.0} k switches/s alone), median of {runs}:\n",
+        "\nPing-pong over pipes, {}, {hops} hops ({:.0} k switches/s alone), median of {runs} \
+         [min–max]; the slowdown is per round (over the same round's run alone); load average \
+         {load_before:.1} before, {load_after:.1} after:\n",
         if placement == "same" {
             "both threads on CPU 0"
         } else {
@@ -287,20 +293,20 @@ pub(super) fn overhead(
     let _ = writeln!(table, "| alone | {alone:.3} | 1.00× | |");
     let _ = writeln!(
         table,
-        "| jprof record --off-cpu | {ours:.3} | **{:.2}×** | {:.0} |",
-        ours / alone,
+        "| jprof record --off-cpu | {ours:.3} | **{}×** | {:.0} |",
+        slowdown(1),
         per_switch(&jprof_data)
     );
     let _ = writeln!(
         table,
-        "| perf record -g --switch-events, cpu-clock + sched_switch -c 1 | {perf:.3} | {:.2}× | {:.0} |",
-        perf / alone,
+        "| perf record -g --switch-events, cpu-clock + sched_switch -c 1 | {perf:.3} | {}× | {:.0} |",
+        slowdown(2),
         per_switch(&perf_data)
     );
     let _ = writeln!(
         table,
-        "| the same with `--call-graph dwarf,1024` (jprof's 1 KiB stack copy) | {perf_stack:.3} | {:.2}× | {:.0} |",
-        perf_stack / alone,
+        "| the same with `--call-graph dwarf,1024` (jprof's 1 KiB stack copy) | {perf_stack:.3} | {}× | {:.0} |",
+        slowdown(3),
         per_switch(&perf_stack_data)
     );
     table += "\nGoal: jprof's slowdown ≤ perf's (same data: CPU samples at 999 Hz and every switch with its call chain).\n";

@@ -2,11 +2,13 @@
 //! workloads in one run — `tsc` type-checking rxjs (tests/fixtures/tsc-rxjs, installed with
 //! `npm ci`), `javac` compiling the JDK's own `java.sql` sources (from the JDK's `src.zip`), and
 //! the native `examples/hotspots` — then the off-CPU ping-pong. Every variant runs `runs`
-//! times, the order rotating each round; the tables give medians and ranges.
+//! times, the order rotating each round; the tables give medians and ranges, slowdowns paired
+//! with the same round's run alone, and the load average over the runs.
 //!
 //! Measured per run: the end-to-end time of the record command (start until it exits, its
-//! recording written), the target's own wall time (GNU time around the target, inside the
-//! recorder), and the recording's size with what it needs from the runtime to name JIT frames:
+//! recording written), the target's own wall and CPU time (GNU time around the target, inside
+//! the recorder), the recorder's own CPU time (GNU time around the recorder, less the
+//! target's), and the recording's size with what it needs from the runtime to name JIT frames:
 //! for perf and samply the jitdumps and perf maps the runtime left beside their output.
 //!
 //! Every variant runs the target with the runtime flags that make it name JIT code (the ones
@@ -57,8 +59,36 @@ const VARIANTS: [&str; 4] = ["alone", "jprof record", "perf record -g", "samply 
 #[derive(Clone, Copy, Default)]
 struct Run {
     end_to_end: f64,
+    /// The target's wall time and CPU time (user + system, all its threads and children).
     target: f64,
+    target_cpu: f64,
+    /// The recorder's own CPU time (its processes' user + system, the target's taken out).
+    recorder_cpu: f64,
     bytes: u64,
+}
+
+/// The 1-minute load average (/proc/loadavg): how busy the machine was around the runs.
+pub(super) fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// GNU time's `%e %U %S` line in `file`: wall seconds and CPU seconds (user + system).
+fn wall_and_cpu(file: &Path) -> Option<(f64, f64)> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let mut fields = text
+        .lines()
+        .last()?
+        .split_whitespace()
+        .map(str::parse::<f64>);
+    let (wall, user, system) = (
+        fields.next()?.ok()?,
+        fields.next()?.ok()?,
+        fields.next()?.ok()?,
+    );
+    Some((wall, user + system))
 }
 
 /// Finds samply (PATH or ~/.cargo/bin), or says how to install it.
@@ -251,14 +281,16 @@ fn run_once(
         std::fs::create_dir_all(out)?;
     }
     let times = scratch.join("target-time.txt");
+    let recorder_times = scratch.join("recorder-time.txt");
     let pid_file = scratch.join("target-pid.txt");
-    let _ = std::fs::remove_file(&times);
-    let _ = std::fs::remove_file(&pid_file);
+    for f in [&times, &recorder_times, &pid_file] {
+        let _ = std::fs::remove_file(f);
+    }
     // GNU time around the target, and the target's pid (it names the runtime's files).
     let mut target: Vec<OsString> = vec![
         GNU_TIME.into(),
         "-f".into(),
-        "%e".into(),
+        "%e %U %S".into(),
         "-o".into(),
         times.clone().into(),
         "sh".into(),
@@ -303,6 +335,14 @@ fn run_once(
         }
     };
     argv.extend(target);
+    if v != 0 {
+        // GNU time around the recorder too: its CPU time less the target's is its own.
+        let outer: [OsString; 4] = [GNU_TIME.into(), "-f".into(), "%e %U %S".into(), "-o".into()];
+        argv.splice(
+            0..0,
+            outer.into_iter().chain([recorder_times.clone().into()]),
+        );
+    }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&w.dir)
@@ -326,10 +366,16 @@ fn run_once(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let target = std::fs::read_to_string(&times)
-        .ok()
-        .and_then(|t| t.lines().last().and_then(|l| l.trim().parse().ok()))
+    let (target, target_cpu) = wall_and_cpu(&times)
         .with_context(|| format!("no target time from {} on {}", VARIANTS[v], w.name))?;
+    let recorder_cpu = match v {
+        0 => 0.0,
+        _ => {
+            let (_, all_cpu) = wall_and_cpu(&recorder_times)
+                .with_context(|| format!("no recorder time from {} on {}", VARIANTS[v], w.name))?;
+            (all_cpu - target_cpu).max(0.0)
+        }
+    };
     let pid: u32 = std::fs::read_to_string(&pid_file)?.trim().parse()?;
     let mut bytes = std::fs::metadata(&output).map_or(0, |m| m.len());
     for f in runtime_files(&w.dir, pid) {
@@ -341,12 +387,89 @@ fn run_once(
     Ok(Run {
         end_to_end,
         target,
+        target_cpu,
+        recorder_cpu,
         bytes,
     })
 }
 
+/// The table of one workload: per variant, medians and ranges over the rounds; slowdowns are
+/// paired with the same round's run alone.
+fn workload_table(name: &str, results: &[Vec<Run>], loads: &[f64]) -> String {
+    let column =
+        |v: usize, f: &dyn Fn(&Run) -> f64| -> Vec<f64> { results[v].iter().map(f).collect() };
+    // Per round, variant `v` over the same round's `base` variant.
+    let paired = |v: usize, base: usize, f: &dyn Fn(&Run) -> f64| -> Vec<f64> {
+        results[v]
+            .iter()
+            .zip(&results[base])
+            .map(|(a, b)| f(a) / f(b))
+            .collect()
+    };
+    let wall = |r: &Run| r.target;
+    let cpu = |r: &Run| r.target_cpu;
+    let e2e = |r: &Run| r.end_to_end;
+    let own_wall = |r: &Run| (r.end_to_end - r.target).max(0.0);
+    let own_cpu = |r: &Run| r.recorder_cpu;
+    let mib = |r: &Run| r.bytes as f64 / (1024.0 * 1024.0);
+    let (lo, hi) = loads
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &l| {
+            (lo.min(l), hi.max(l))
+        });
+    let mut table = format!(
+        "\n**{name}** (load average {lo:.1}–{hi:.1} over these runs)\n\n\
+         | variant | end-to-end record (s) | recorder's own wall: start + finish (s) | recorder's own CPU (s) | target wall (s) | slowdown, wall | target CPU (s) | slowdown, CPU | recording (MiB) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    );
+    for (v, variant) in VARIANTS.iter().enumerate() {
+        let recorder = |f: &dyn Fn(&Run) -> f64, digits| match v {
+            0 => String::new(),
+            _ => spread(&column(v, f), digits),
+        };
+        let slowdown = |f: &dyn Fn(&Run) -> f64| match v {
+            0 => "1".to_string(),
+            _ => spread(&paired(v, 0, f), 3),
+        };
+        let _ = writeln!(
+            table,
+            "| {variant} | {} | {} | {} | {} | {}× | {} | {}× | {} |",
+            recorder(&e2e, 2),
+            recorder(&own_wall, 2),
+            recorder(&own_cpu, 2),
+            spread(&column(v, &wall), 2),
+            slowdown(&wall),
+            spread(&column(v, &cpu), 2),
+            slowdown(&cpu),
+            recorder(&mib, 2),
+        );
+    }
+    let m = |v: usize, f: &dyn Fn(&Run) -> f64| median(column(v, f));
+    let pm = |v: usize, base: usize, f: &dyn Fn(&Run) -> f64| median(paired(v, base, f));
+    let (j, p, s) = (1, 2, 3);
+    let _ = writeln!(
+        table,
+        "\njprof / samply: end-to-end **{:.2}×** (per round: {}), recording **{:.2}×**. \
+         jprof / perf: end-to-end {:.2}×, recording {:.2}×. Target slowdown (wall, per round): \
+         jprof **{:.3}×**, perf {:.3}×, samply {:.3}×; by the target's CPU time: jprof \
+         **{:.3}×**, perf {:.3}×, samply {:.3}×.",
+        m(j, &e2e) / m(s, &e2e),
+        spread(&paired(j, s, &e2e), 2),
+        m(j, &mib) / m(s, &mib),
+        m(j, &e2e) / m(p, &e2e),
+        m(j, &mib) / m(p, &mib),
+        pm(j, 0, &wall),
+        pm(p, 0, &wall),
+        pm(s, 0, &wall),
+        pm(j, 0, &cpu),
+        pm(p, 0, &cpu),
+        pm(s, 0, &cpu),
+    );
+    table
+}
+
 /// `median [min–max]` with `digits` decimals.
-fn spread(values: &[f64], digits: usize) -> String {
+pub(super) fn spread(values: &[f64], digits: usize) -> String {
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     format!(
@@ -381,15 +504,19 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
 
     let mut table = format!(
         "\n### jprof, perf and samply on JIT and native programs (`cargo xtask bench --peers`)\n\n\
-         {perf_version}, {samply_version}; all at 999 Hz; {runs} alternated runs each, median \
-         [min–max].\n"
+         {perf_version}, {samply_version}; all at 999 Hz; {runs} rounds, each running the 4 \
+         variants one after the other (the order rotating); median [min–max] over the rounds. A \
+         slowdown is the variant's time over the target alone in the same round (the pair ran \
+         seconds apart, so load that comes and goes hits both), median over the rounds.\n"
     );
     for w in &workloads {
         eprintln!("== peers: {} ({runs} rounds of 4 variants)", w.name);
         let mut results: Vec<Vec<Run>> = vec![Vec::new(); 4];
         let mut crashes: Vec<String> = Vec::new();
+        let mut loads = Vec::new();
         for round in 0..runs {
             eprint!("\rround {}/{runs}", round + 1);
+            loads.push(load_average());
             for k in 0..4 {
                 let v = (round + k) % 4;
                 // A recorder that fails is run again (up to four times) and the failure is told
@@ -405,10 +532,8 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
                                 .lines()
                                 .find(|l| l.contains("panicked") || l.contains("assertion"))
                                 .unwrap_or_else(|| first.lines().next().unwrap_or_default());
-                            crashes.push(format!(
-                                "{} failed once and was run again: {why}",
-                                VARIANTS[v]
-                            ));
+                            crashes
+                                .push(format!("{} failed and was run again: {why}", VARIANTS[v]));
                         }
                         Err(e) => return Err(e),
                     }
@@ -416,63 +541,32 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
                 results[v].push(run);
             }
         }
+        loads.push(load_average());
         eprintln!();
-        let alone = median(results[0].iter().map(|r| r.target).collect());
-        let _ = writeln!(
-            table,
-            "\n**{}**\n\n| variant | end-to-end record (s) | target's own time (s) | target slowdown | recording (MiB) |\n|---|---:|---:|---:|---:|",
-            w.name
-        );
-        let mut medians = [Run::default(); 4];
-        for (v, runs) in results.iter().enumerate() {
-            let e2e: Vec<f64> = runs.iter().map(|r| r.end_to_end).collect();
-            let own: Vec<f64> = runs.iter().map(|r| r.target).collect();
-            let mib: Vec<f64> = runs
-                .iter()
-                .map(|r| r.bytes as f64 / (1024.0 * 1024.0))
-                .collect();
-            medians[v] = Run {
-                end_to_end: median(e2e.clone()),
-                target: median(own.clone()),
-                bytes: (median(mib.clone()) * 1024.0 * 1024.0) as u64,
-            };
-            let _ = writeln!(
-                table,
-                "| {} | {} | {} | {:.3}× | {} |",
-                VARIANTS[v],
-                if v == 0 {
-                    "".to_string()
-                } else {
-                    spread(&e2e, 2)
-                },
-                spread(&own, 2),
-                medians[v].target / alone,
-                if v == 0 {
-                    "".to_string()
-                } else {
-                    spread(&mib, 2)
-                }
-            );
-        }
-        let [_, j, p, s] = medians;
-        let _ = writeln!(
-            table,
-            "\njprof / samply: end-to-end **{:.2}×**, recording **{:.2}×**. jprof / perf: end-to-end {:.2}×, recording {:.2}×. Target slowdown: jprof **{:.3}×**, perf {:.3}×, samply {:.3}×.",
-            j.end_to_end / s.end_to_end,
-            j.bytes as f64 / s.bytes as f64,
-            j.end_to_end / p.end_to_end,
-            j.bytes as f64 / p.bytes as f64,
-            j.target / alone,
-            p.target / alone,
-            s.target / alone,
-        );
+        table += &workload_table(w.name, &results, &loads);
+        // One line per kind of failure, with how often it happened.
+        let mut told: Vec<(&String, usize)> = Vec::new();
         for crash in &crashes {
-            let _ = writeln!(table, "\nNote: {crash}");
+            match told.iter_mut().find(|(c, _)| *c == crash) {
+                Some((_, n)) => *n += 1,
+                None => told.push((crash, 1)),
+            }
+        }
+        for (crash, n) in told {
+            let times = if n == 1 {
+                String::new()
+            } else {
+                format!(" ({n} times)")
+            };
+            let _ = writeln!(table, "\nNote: {crash}{times}");
         }
     }
     table += "\nRecordings: jprof's file; perf's perf.data plus the jitdump or perf map the \
               runtime wrote for it; samply's profile plus the same files (samply reads them \
               when the profile is loaded). End-to-end: from starting the record command to its \
-              exit, the recording written.\n";
+              exit, the recording written; the recorder's own wall is that less the target's \
+              wall (its start-up and what it does after the target exits), its own CPU is the \
+              CPU time of its processes less the target's (GNU time around each). Target CPU: \
+              user + system time of the target's processes and threads.\n";
     Ok(table)
 }
