@@ -166,6 +166,9 @@ pub extern "C" fn Agent_OnAttach(
 ) -> Jint {
     match catch_unwind(AssertUnwindSafe(|| init(vm, options, true))) {
         Ok(Ok(())) => JNI_OK,
+        // A VM attached while it starts (`jprof record -a` meets it then): said by the return
+        // code alone, not in the VM's stderr; jprof asks again.
+        Ok(Err(e)) if e == ffi::NOT_LIVE => ffi::JNI_EDETACHED,
         Ok(Err(e)) => {
             eprintln!("jprof agent: attach failed: {e}");
             -1

@@ -17,6 +17,11 @@ pub(crate) type Jint = i32;
 type JvmtiError = c_int;
 const JVMTI_ERROR_NONE: JvmtiError = 0;
 pub(crate) const JNI_OK: Jint = 0;
+/// What GetEnv returns for a JVMTI env asked for between the OnLoad and the live phase (a VM
+/// still starting), and what `Agent_OnAttach` then returns: the attaching jprof asks again.
+pub(crate) const JNI_EDETACHED: Jint = -2;
+/// [`open_jvmti`]'s error when the VM is not in its live phase yet.
+pub(crate) const NOT_LIVE: &str = "the VM is not in its live phase yet";
 /// `JVMTI_VERSION_1_2` (jvmti.h): every HotSpot since JDK 7 provides it.
 const JVMTI_VERSION_1_2: Jint = 0x3001_0200;
 const JVMTI_ENABLE: c_int = 1;
@@ -495,8 +500,10 @@ pub(crate) fn open_jvmti(vm: *mut FunctionTable) -> Result<Jvmti, String> {
     let get_env = table_fn!(vm, 7, GetEnvFn).ok_or("JNI GetEnv missing")?;
     let mut env: *mut c_void = std::ptr::null_mut();
     // SAFETY: `vm` is the JavaVM the VM passed to Agent_OnLoad/OnAttach.
-    if unsafe { get_env(vm, &mut env, JVMTI_VERSION_1_2) } != JNI_OK || env.is_null() {
-        return Err("JVMTI 1.2 is not available".into());
+    match unsafe { get_env(vm, &mut env, JVMTI_VERSION_1_2) } {
+        JNI_OK if !env.is_null() => {}
+        JNI_EDETACHED => return Err(NOT_LIVE.into()),
+        _ => return Err("JVMTI 1.2 is not available".into()),
     }
     let env = env.cast::<FunctionTable>();
 

@@ -194,6 +194,42 @@ fn hotspot_evidence(pid: u32) -> Jvm {
     }
 }
 
+/// Whether process `pid` runs jprof's agent for a recording still under way: it maps the agent
+/// and a jitdump that has not been removed (a finished recording removes the one it read).
+fn another_recordings_agent(pid: u32, agent: &Path) -> bool {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps_jprofs_agent(&maps, agent) && maps_live_jitdump(&maps)
+}
+
+/// The paths in `/proc/PID/maps` text (without their leading `/`).
+fn mapped_paths(maps: &str) -> impl Iterator<Item = &str> {
+    maps.lines()
+        .filter_map(|l| l.split_once('/').map(|(_, p)| p))
+}
+
+/// Whether `maps` maps jprof's agent: from jprof's directory, `agent` (JPROF_AGENT may name it
+/// otherwise), or a copy jprof put in a container's `/tmp` ([`copy_agent_into`]).
+fn maps_jprofs_agent(maps: &str, agent: &Path) -> bool {
+    let agent = agent.to_string_lossy();
+    mapped_paths(maps).any(|path| {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        path.ends_with(AGENT_FILE)
+            || agent.ends_with(&format!("/{path}"))
+            || name.starts_with("jprof-agent-")
+    })
+}
+
+/// Whether `maps` maps a `jit-<pid>.dump` that still has its name (the agent maps its jitdump
+/// as a marker for the recorder).
+fn maps_live_jitdump(maps: &str) -> bool {
+    mapped_paths(maps).any(|path| {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        name.strip_prefix("jit-")
+            .and_then(|n| n.strip_suffix(".dump"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// Whether jprof may create files in a directory with `mode` owned by `owner`: a shared
 /// sticky directory (a real `/tmp`: a name there can be neither replaced nor removed by
 /// another user), or one of the JVM's user. Anything else may be a directory the JVM's user
@@ -318,6 +354,96 @@ fn copy_agent_into(tmp: &JvmTmp, agent: &Path, nspid: u32) -> std::io::Result<(M
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("no free name in /tmp")))
+}
+
+/// How long a JVM found while starting may take to come far enough for an attach.
+const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Why a JVM was not sent SIGQUIT.
+#[derive(Debug, PartialEq, Eq)]
+enum Unready {
+    /// It exited (a short-lived JVM: nothing to say).
+    Gone,
+    /// It runs but does not catch SIGQUIT, which would kill it.
+    NoSigquitHandler,
+    /// It did not get far enough within [`STARTUP_DEADLINE`].
+    TooSlow,
+    /// The recording stopped first.
+    Stopped,
+}
+
+impl std::fmt::Display for Unready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unready::Gone => write!(f, "it exited"),
+            Unready::NoSigquitHandler => write!(
+                f,
+                "it does not catch SIGQUIT (started with -Xrs or -XX:+ReduceSignalUsage?), which would kill it"
+            ),
+            Unready::TooSlow => write!(
+                f,
+                "it did not finish starting within {} s",
+                STARTUP_DEADLINE.as_secs()
+            ),
+            Unready::Stopped => write!(f, "the recording stopped before it finished starting"),
+        }
+    }
+}
+
+/// Whether `/proc/PID/status` text says SIGQUIT is caught (`SigCgt`, a hex mask, bit 2).
+fn catches_sigquit(status: &str) -> Option<bool> {
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+    let mask = u64::from_str_radix(mask.trim(), 16).ok()?;
+    Some(mask & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+/// The thread HotSpot starts after it has removed a stale attach socket left by an earlier
+/// process with its pid (`AttachListener::vm_start`) and before it runs Java code; a listener
+/// started before that removal would lose its socket.
+const STARTED_THREAD: &str = "Service Thread";
+
+/// Whether JVM `pid` can be sent SIGQUIT to start its attach listener: None while it is still
+/// starting.
+fn ready_for_sigquit(pid: u32) -> Option<Result<(), Unready>> {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return Some(Err(Unready::Gone));
+    };
+    if status.lines().any(|l| l.starts_with("State:\tZ")) {
+        return Some(Err(Unready::Gone));
+    }
+    let started = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == STARTED_THREAD)
+        });
+    match (started, catches_sigquit(&status)) {
+        (_, None) => Some(Err(Unready::Gone)),
+        (true, Some(true)) => Some(Ok(())),
+        (true, Some(false)) => Some(Err(Unready::NoSigquitHandler)),
+        (false, _) => None,
+    }
+}
+
+/// Waits (looking every [`SLICE`] at most) until JVM `pid` catches SIGQUIT and has finished
+/// starting, at most [`STARTUP_DEADLINE`]: a JVM found as its process maps libjvm is not
+/// there yet.
+fn wait_until_ready(pid: u32, stop: &AtomicBool) -> Result<(), Unready> {
+    let until = Instant::now() + STARTUP_DEADLINE;
+    let mut step = Duration::from_millis(10);
+    loop {
+        if let Some(ready) = ready_for_sigquit(pid) {
+            return ready;
+        }
+        match time_left(until, STARTUP_DEADLINE, stop) {
+            Ok(left) => std::thread::sleep(step.min(left)),
+            Err(Failure::Stopped) => return Err(Unready::Stopped),
+            Err(_) => return Err(Unready::TooSlow),
+        }
+        step = (step * 2).min(SLICE);
+    }
 }
 
 /// Why an exchange with the JVM ended without a reply.
@@ -461,15 +587,22 @@ fn attach_request(
     Ok(String::from_utf8_lossy(&reply).into_owned())
 }
 
-/// Whether a `load` reply means the agent's Agent_OnAttach returned 0: the first line is the
-/// request's result; JDK 9+ adds `return code: N`, and JDK 21+ reports a load failure as
-/// result 0 with a message instead.
 /// Whether a refused `load` says only that the JVM has not finished starting: its attach
 /// listener can answer before JVMTI's live phase, and a JVM found moments after it started
-/// (or one slowed by a busy host) refuses agents until then.
+/// (or one slowed by a busy host) refuses agents until then. JDK 21+ says so itself; before,
+/// the JVM loads the agent, whose Agent_OnAttach returns JNI_EDETACHED (-2) when it gets no
+/// JVMTI env for that reason.
 fn not_live_yet(reply: &str) -> bool {
     reply.contains("only permitted in the live phase")
+        || reply
+            .lines()
+            .skip(1)
+            .map(str::trim)
+            .any(|l| l.strip_prefix("return code:").map_or(l, str::trim) == AGENT_NOT_LIVE)
 }
+
+/// Agent_OnAttach's return code when the VM is not in its live phase yet (agent/src/ffi.rs).
+const AGENT_NOT_LIVE: &str = "-2";
 
 /// Asks the JVM to load the agent, asking again while it answers that it is still starting
 /// (every [`SLICE`]), all within [`LOAD_DEADLINE`] and the stop.
@@ -495,6 +628,9 @@ fn load_when_live(
     }
 }
 
+/// Whether a `load` reply means the agent's Agent_OnAttach returned 0: the first line is the
+/// request's result; JDK 9+ adds `return code: N`, and JDK 21+ reports a load failure as
+/// result 0 with a message instead.
 fn load_succeeded(reply: &str) -> bool {
     let mut lines = reply.lines().map(str::trim);
     if lines.next() != Some("0") {
@@ -555,33 +691,63 @@ impl Attach {
 pub struct Running {
     pid: u32,
     stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
     outcome: std::sync::mpsc::Receiver<Attach>,
 }
 
+/// How jprof came to attach to a JVM (what the summary says, and what to advise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A `-p` or `--tid` target, or a JVM running when `-a` started.
+    Running,
+    /// A JVM of a tree jprof launched whose environment was cleared (so jprof's
+    /// `JAVA_TOOL_OPTIONS` never reached it).
+    ClearedEnvironment,
+    /// A JVM that started during an `-a` recording.
+    StartedDuringRecording,
+}
+
 /// Starts loading jprof's agent into `pid` (if it is a HotSpot JVM) on a thread of its own.
-/// `launched`: the JVM runs in a tree jprof launched, but its environment was cleared (so
-/// jprof's `JAVA_TOOL_OPTIONS` never reached it); otherwise it is a `-p` target.
-pub fn start(pid: u32, launched: bool) -> Running {
+pub fn start(pid: u32, origin: Origin) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
     let (tx, outcome) = std::sync::mpsc::sync_channel(1);
     let flag = Arc::clone(&stop);
+    let ended = Arc::clone(&done);
     let spawned = std::thread::Builder::new()
         .name("jprof-attach".into())
         .spawn({
             let tx = tx.clone();
             move || {
-                let _ = tx.send(attach_java(pid, launched, &flag));
+                let _ = tx.send(attach_java(pid, origin, &flag));
+                ended.store(true, Ordering::Relaxed);
             }
         });
     if let Err(e) = spawned {
+        done.store(true, Ordering::Relaxed);
         let _ = tx.send(Attach::failed(format!(
             "HotSpot JVM {pid}: cannot start the attach thread: {e}"
         )));
     }
-    Running { pid, stop, outcome }
+    Running {
+        pid,
+        stop,
+        done,
+        outcome,
+    }
 }
 
 impl Running {
+    /// The JVM's pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the attach has ended (its outcome is ready).
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Relaxed)
+    }
+
     /// Tells the attach to give up (it does within [`SLICE`]).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -603,7 +769,8 @@ impl Running {
 /// Loads jprof's agent into the running HotSpot JVM `pid`, so it replays the JVM's compiled
 /// code into a jitdump jprof's recorder picks up. Not a HotSpot JVM or no agent gives no
 /// attempt, or a note saying why; gives up as soon as `stop` is set.
-fn attach_java(pid: u32, launched: bool, stop: &AtomicBool) -> Attach {
+fn attach_java(pid: u32, origin: Origin, stop: &AtomicBool) -> Attach {
+    let launched = origin == Origin::ClearedEnvironment;
     match hotspot_evidence(pid) {
         Jvm::None => return Attach::default(),
         Jvm::NotHotSpot(note) => return Attach::failed(note),
@@ -636,7 +803,29 @@ fn attach_java(pid: u32, launched: bool, stop: &AtomicBool) -> Attach {
         }
     };
     let socket = format!(".java_pid{nspid}");
-    if !tmp.has_socket(&socket, jvm_uid) {
+    let listening = tmp.has_socket(&socket, jvm_uid);
+    if !listening {
+        // SIGQUIT kills a JVM that does not catch it yet (or ever: -Xrs).
+        match wait_until_ready(pid, stop) {
+            Ok(()) => {}
+            Err(Unready::Gone) => return Attach::default(),
+            Err(why) => {
+                return Attach::failed(format!(
+                    "HotSpot JVM {pid}: {why}; no agent was loaded and Java JIT frames will not be named"
+                ))
+            }
+        }
+    }
+    // Started under another `jprof record` that still runs (its JAVA_TOOL_OPTIONS load the
+    // agent as the JVM starts, well before it is ready): that recording's agent and jitdump,
+    // read here but not restarted, and not removed at the end. An agent whose jitdump was
+    // removed (an earlier session's) is attached again, and starts a new file.
+    if another_recordings_agent(pid, &agent) {
+        return Attach::failed(format!(
+            "HotSpot JVM {pid}: it already runs jprof's agent (another recording's): its jitdump is read, not removed"
+        ));
+    }
+    if !listening {
         // The JVM starts its attach listener on SIGQUIT only if this trigger file exists (in
         // its working directory, a directory its user chooses and jprof never writes in, or
         // its /tmp); otherwise SIGQUIT prints a thread dump. HotSpot accepts a trigger owned
@@ -698,9 +887,12 @@ fn attach_java(pid: u32, launched: bool, stop: &AtomicBool) -> Attach {
     }
     match loaded {
         Ok(reply) if load_succeeded(&reply) => {
-            let late = match launched {
-                true => " (it had started without the agent: its environment was cleared)",
-                false => "",
+            let late = match origin {
+                Origin::ClearedEnvironment => {
+                    " (it had started without the agent: its environment was cleared)"
+                }
+                Origin::StartedDuringRecording => " (it started during the recording)",
+                Origin::Running => "",
             };
             outcome
                 .answered
@@ -1011,6 +1203,46 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_loaded_by_another_recording_is_seen() {
+        let line =
+            |path: &str| format!("7f0000000000-7f0000001000 r-xp 00000000 fe:00 42   {path}\n");
+        let agent = Path::new("/opt/jprof/lib/agent.so");
+        let plain = line("/usr/lib/jvm/j17/lib/server/libjvm.so") + &line("[vdso]");
+        assert!(!maps_jprofs_agent(&plain, agent));
+        for path in [
+            "/home/u/jprof/target/release/libjprof_agent.so",
+            "/opt/jprof/lib/agent.so",
+            "/tmp/jprof-agent-1-4242-0.so (deleted)",
+        ] {
+            assert!(
+                maps_jprofs_agent(&(plain.clone() + &line(path)), agent),
+                "{path}"
+            );
+        }
+        assert!(!maps_jprofs_agent(&line("/opt/other/agent.so"), agent));
+        // Another recording's is under way while its jitdump has its name; an earlier
+        // session's was removed.
+        assert!(maps_live_jitdump(&line("/work/app/jit-4242.dump")));
+        assert!(!maps_live_jitdump(&line("/tmp/jit-4242.dump (deleted)")));
+        assert!(!maps_live_jitdump(&(plain + &line("/tmp/jit-x.dump"))));
+    }
+
+    #[test]
+    fn sigquit_is_caught_per_the_status_mask() {
+        let status =
+            |mask: &str| format!("Name:\tjava\nSigBlk:\t0000000000000000\nSigCgt:\t{mask}\n");
+        // HotSpot's usual mask: SIGQUIT (3) among SIGHUP, SIGINT, SIGUSR2, SIGSEGV, ...
+        assert_eq!(catches_sigquit(&status("0000000000004a07")), Some(true));
+        assert_eq!(catches_sigquit(&status("0000000000004a03")), Some(false));
+        assert_eq!(catches_sigquit(&status("zz")), None);
+        assert_eq!(catches_sigquit("Name:\tjava\n"), None);
+        // This test process (Rust's runtime catches no SIGQUIT) has no Service Thread either:
+        // still starting as far as a JVM goes; a pid that does not exist is gone.
+        assert_eq!(ready_for_sigquit(std::process::id()), None);
+        assert_eq!(ready_for_sigquit(u32::MAX >> 1), Some(Err(Unready::Gone)));
+    }
+
+    #[test]
     fn attach_replies() {
         assert!(load_succeeded("0\nreturn code: 0\n"));
         assert!(load_succeeded("0\n0\n"));
@@ -1020,6 +1252,11 @@ mod tests {
         assert!(!load_succeeded("101\n"));
         let starting = "0\nDynamic agent loading is only permitted in the live phase\n";
         assert!(not_live_yet(starting) && !load_succeeded(starting));
+        // Before JDK 21 the JVM lets the agent say it (JNI_EDETACHED).
+        for starting in ["0\nreturn code: -2\n", "0\n-2\n"] {
+            assert!(not_live_yet(starting) && !load_succeeded(starting));
+        }
+        assert!(!not_live_yet("0\nreturn code: -1\n") && !not_live_yet("-2\n"));
         assert!(!not_live_yet("0\nreturn code: 0\n"));
     }
 

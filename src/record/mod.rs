@@ -11,6 +11,7 @@ pub(crate) mod events;
 mod host;
 mod jit_debug;
 mod jvm_attach;
+mod jvm_starts;
 mod leftovers;
 mod off_cpu;
 mod places;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags};
 
-use super::{attach, events, tree, writer};
+use super::{attach, events, jvm_starts, tree, writer};
 use crate::error::{Error, Result};
 use crate::sys::child::{self, ChildExit};
 
@@ -96,6 +96,8 @@ pub(super) struct Stopped {
     /// About the launched target's process tree at the end.
     pub tree_notes: Vec<String>,
     pub jvm_watch: tree::JvmWatch,
+    /// `-a`: the JVMs that started while recording.
+    pub jvm_starts: Option<jvm_starts::JvmStarts>,
 }
 
 /// What one pass decided.
@@ -104,13 +106,14 @@ enum Pass {
     Stop(Option<ChildExit>),
 }
 
-/// Reads the rings until the recording should stop.
+/// Reads the rings until the recording should stop; `jvm_starts` (`-a`) sees every batch.
 pub(super) fn read_until_stopped(
     events: &mut events::Events,
     tx: &SyncSender<writer::Batch>,
     profiled: &Profiled,
     stop: &StopFlags,
     duration: Option<Duration>,
+    mut jvm_starts: Option<jvm_starts::JvmStarts>,
 ) -> Stopped {
     let started = Instant::now();
     let mut dropped_batches = 0u64;
@@ -143,6 +146,9 @@ pub(super) fn read_until_stopped(
         let _ = poll(&mut fds, until_duration(interval, started, duration));
         drop(fds);
         let batch = drain_all(events);
+        if let Some(starts) = &mut jvm_starts {
+            starts.look(&batch.records);
+        }
         if !batch.records.is_empty() {
             if let Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) =
                 tx.try_send(batch)
@@ -177,6 +183,7 @@ pub(super) fn read_until_stopped(
         dropped_samples,
         tree_notes,
         jvm_watch,
+        jvm_starts,
     }
 }
 

@@ -20,8 +20,8 @@ use super::config::{RecordConfig, Target};
 use super::reader::Profiled;
 use super::writer::{self, Batch, ChunkWriter, Counters};
 use super::{
-    attach, embed, events, host, jvm_attach, leftovers, off_cpu, reader, runtimes, side_files,
-    summary, xray_logs,
+    attach, embed, events, host, jvm_attach, jvm_starts, leftovers, off_cpu, reader, runtimes,
+    side_files, summary, xray_logs,
 };
 use crate::error::{Error, Result};
 use crate::foreign_file::{self, AtomicOutput};
@@ -92,6 +92,8 @@ pub(super) struct Reading {
     writer: Writer,
     /// The HotSpot attach of an attached JVM, running beside the reader.
     java_attach: Vec<jvm_attach::Running>,
+    /// `-a` with the agent: JVMs that start while recording get it too.
+    jvm_starts: Option<jvm_starts::JvmStarts>,
 }
 
 /// What reading the rings ended with, for [`Session::finish`].
@@ -358,16 +360,29 @@ pub(super) fn start<'a>(
         _ if !config.java_agent => Vec::new(),
         Profiled::Attached { pids, .. } => pids
             .iter()
-            .map(|&pid| jvm_attach::start(pid as u32, false))
+            .map(|&pid| jvm_attach::start(pid as u32, jvm_attach::Origin::Running))
             .collect(),
         // Only the processes that map a libjvm.so get an attach thread.
         Profiled::System => attach::all_processes()
             .into_iter()
             .filter(|&pid| pid != std::process::id() && attach::maps_libjvm(pid))
-            .map(|pid| jvm_attach::start(pid, false))
+            .map(|pid| jvm_attach::start(pid, jvm_attach::Origin::Running))
             .collect(),
         Profiled::Child(_) => Vec::new(),
     };
+    // The events were enabled before /proc was listed: a JVM that started meanwhile is in both
+    // and is attached once.
+    let jvm_starts = (config.java_agent && matches!(profiled, Profiled::System)).then(|| {
+        jvm_starts::JvmStarts::new(layout, java_attach.iter().map(jvm_attach::Running::pid))
+    });
+    if matches!(profiled, Profiled::System) {
+        // Said once everything runs: what starts from now on is recorded as it starts.
+        let until = match config.duration {
+            Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
+            None => " until Ctrl-C".into(),
+        };
+        eprintln!("jprof: recording every process on every CPU (-a){until}");
+    }
     let session = Session {
         config,
         meta,
@@ -383,6 +398,7 @@ pub(super) fn start<'a>(
         stop,
         writer,
         java_attach,
+        jvm_starts,
     };
     Ok((session, reading))
 }
@@ -397,6 +413,7 @@ impl Reading {
             &session.profiled,
             &self.stop,
             session.config.duration,
+            self.jvm_starts.take(),
         );
         // The target is done: this machine's kernel symbols, which embedding the symbols
         // needs first, are read on another core while the rings are drained and the writer
@@ -409,6 +426,9 @@ impl Reading {
         // An attach still talking to its JVM gives up now: the stop is obeyed whatever it does.
         self.java_attach.iter().for_each(jvm_attach::Running::stop);
         stopped.jvm_watch.stop();
+        if let Some(starts) = &stopped.jvm_starts {
+            starts.stop();
+        }
         events::disable_all(&self.events);
         let batch = reader::drain_all(&mut self.events);
         if !batch.records.is_empty() && self.writer.tx().send(batch).is_err() {
@@ -450,6 +470,7 @@ impl Session<'_> {
             dropped_samples,
             tree_notes,
             jvm_watch,
+            jvm_starts,
         } = stopped;
         let (config, meta) = (self.config, &self.meta);
         let (mut out, counters) = result.map_err(|e| {
@@ -483,6 +504,9 @@ impl Session<'_> {
             let mut attached = jvm_watch.finish();
             for running in java_attach {
                 attached.merge(running.finish());
+            }
+            if let Some(starts) = jvm_starts {
+                attached.merge(starts.finish());
             }
             let jitdumps = side.jitdump_paths();
             let (loaded, notes) = attached.confirm(|pid| jitdumps.contains_key(&pid));

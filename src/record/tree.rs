@@ -213,8 +213,10 @@ impl JvmWatch {
             let first = *self.seen.entry(pid).or_insert(now);
             if now.duration_since(first) >= AGENT_GRACE {
                 self.attached.insert(pid);
-                self.attaching
-                    .push(super::jvm_attach::start(pid as u32, true));
+                self.attaching.push(super::jvm_attach::start(
+                    pid as u32,
+                    super::jvm_attach::Origin::ClearedEnvironment,
+                ));
             }
         }
     }

@@ -43,10 +43,15 @@ impl Drop for Running {
 }
 
 /// Starts `cmd` and waits until it prints its first line (it runs its hot loop then).
-fn start_ready(mut cmd: Command) -> Running {
+fn start_ready(cmd: Command) -> Running {
+    start_ready_logging(cmd, Stdio::null())
+}
+
+/// [`start_ready`] with the command's stderr going to `stderr`.
+fn start_ready_logging(mut cmd: Command, stderr: impl Into<Stdio>) -> Running {
     let mut child = cmd
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     let mut line = String::new();
@@ -281,6 +286,28 @@ fn all_cpus_records_old_and_new_processes() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(processes > 10, "{text}");
+}
+
+/// `jprof record -a ARGS -o DATA`, returned once it says it records (the processes running
+/// then were described from /proc, any that starts after is new to it); its stderr, the
+/// summary, is read by [`stop_recording`].
+fn start_all_cpus(data: &Path, args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
+    let mut run = jprof()
+        .args(["record", "-a"])
+        .args(args)
+        .arg("-o")
+        .arg(data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(run.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("jprof: recording every process on every CPU (-a)"),
+        "{line}"
+    );
+    (run, stderr)
 }
 
 /// Starts `jprof record ARGS -o DATA` and returns once it writes the recording (its events are
@@ -683,4 +710,95 @@ fn all_cpus_off_cpu_time_lands_under_the_waiting_function() {
     let (_, main, spinner, _) = weighed("wall");
     within(main, "wall of the main thread");
     within(spinner, "wall of the spinning thread");
+}
+
+/// `Hot.java` in `dir`, run by the first JDK without jprof's environment, until it says ready;
+/// its stderr goes to `dir/NAME.err`.
+fn start_hot_jvm(dir: &Path, name: &str) -> Running {
+    std::fs::write(dir.join("Hot.java"), JAVA_HOT).unwrap();
+    let mut java = Command::new(crate::jdk_support::java());
+    java.current_dir(dir)
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .arg("Hot.java");
+    let stderr = std::fs::File::create(dir.join(format!("{name}.err"))).unwrap();
+    start_ready_logging(java, stderr)
+}
+
+/// Whether process `pid` maps jprof's agent.
+fn maps_agent(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.contains(jprof::record::AGENT_FILE))
+}
+
+/// Stops a recording [`start_all_cpus`] started (SIGINT, as Ctrl-C) and returns its summary.
+fn stop_recording((mut run, mut stderr): (Child, BufReader<std::process::ChildStderr>)) -> String {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(run.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut summary = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut summary).unwrap();
+    let status = run.wait().unwrap();
+    assert!(status.success(), "{summary}");
+    summary
+}
+
+/// A JVM that starts during `-a` gets jprof's agent: the kernel's MMAP2 record of its libjvm.so
+/// starts an attach, which waits until the JVM can take one; its hot method is named in its
+/// `report --pid`. With `--no-java-agent` a JVM that starts is left alone.
+#[test]
+fn all_cpus_gives_the_agent_to_jvms_that_start_during_the_recording() {
+    let _g = serial();
+    crate::java_e2e::agent();
+    let dir = tempfile::tempdir().unwrap();
+
+    let off = dir.path().join("off.data");
+    let run = start_all_cpus(&off, &["--no-java-agent"]);
+    let jvm = start_hot_jvm(dir.path(), "off");
+    // With the agent on, the attach comes before `ready` (the source launcher compiles Hot.java
+    // first; the test below waits for it): two seconds more show that none comes.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!maps_agent(jvm.pid()), "--no-java-agent loaded the agent");
+    let summary = stop_recording(run);
+    assert!(
+        !summary.contains(&format!("HotSpot JVM {}", jvm.pid())),
+        "{summary}"
+    );
+    drop(jvm);
+
+    let on = dir.path().join("on.data");
+    let run = start_all_cpus(&on, &[]);
+    let jvm = start_hot_jvm(dir.path(), "on");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !maps_agent(jvm.pid()) {
+        if Instant::now() > deadline {
+            let summary = stop_recording(run);
+            let stderr = std::fs::read_to_string(dir.path().join("on.err")).unwrap_or_default();
+            panic!(
+                "no agent in JVM {} started during -a; its stderr: {stderr}; jprof: {summary}",
+                jvm.pid()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Samples of the hot loop with its JIT names known.
+    std::thread::sleep(Duration::from_secs(2));
+    let summary = stop_recording(run);
+    let pid = jvm.pid();
+    assert!(
+        summary.contains(&format!(
+            "HotSpot JVM {pid}: loaded jprof's JVMTI agent (it started during the recording)"
+        )),
+        "{summary}"
+    );
+    let stacks = folded(&on, &["--pid", &pid.to_string()]);
+    let hot = hot_share(&stacks, |f| f.starts_with("Hot.spin"));
+    eprintln!(
+        "JVM started during -a: Hot.spin in {:.1}% of {} samples",
+        100.0 * hot,
+        samples(&stacks)
+    );
+    assert!(samples(&stacks) >= 50, "{stacks:?}");
+    assert!(hot > 0.3, "{stacks:?}");
 }
