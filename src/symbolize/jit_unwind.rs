@@ -4,15 +4,13 @@
 //! first FDE: that FDE begins at the code's first byte. Each body becomes a framehop module
 //! while it is live, at the moment a sample's unwinding reaches it.
 
-use std::sync::Arc;
-
 use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 
 /// A code body's unwind table, placed relative to the body's first byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JitUnwind {
     /// The table's `.eh_frame` bytes (CIEs with an omitted LSDA rewritten so gimli reads them).
-    pub eh_frame: Arc<[u8]>,
+    pub eh_frame: crate::sys::shared_bytes::SharedBytes,
     /// Where `eh_frame` sits, in bytes from the start of the code.
     pub eh_frame_offset: u64,
 }
@@ -30,7 +28,7 @@ impl JitUnwind {
         // the guess is the common layout (table 8-aligned right after the code).
         let plausible = offset >= code_size && offset - code_size <= MAX_GAP;
         Some(Self {
-            eh_frame: Arc::from(eh_frame.as_slice()),
+            eh_frame: crate::sys::shared_bytes::SharedBytes::owned(eh_frame),
             eh_frame_offset: if plausible {
                 offset
             } else {

@@ -9,12 +9,13 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use gimli::{EndianArcSlice, RunTimeEndian};
+use gimli::{EndianReader, RunTimeEndian};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use thiserror::Error;
 
 use crate::foreign_file::FileBytes;
 use crate::format::procfs;
+use crate::sys::shared_bytes::SharedBytes;
 
 use super::build_id::{self, hex};
 
@@ -62,30 +63,35 @@ struct Segment {
 /// The sections framehop needs, as shared bytes and their addresses in the ELF.
 #[derive(Clone, Debug, Default)]
 pub struct UnwindSections {
-    pub(crate) text: Option<(Range<u64>, Arc<[u8]>)>,
-    pub(crate) eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
-    pub(crate) eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
-    pub(crate) debug_frame: Option<Arc<[u8]>>,
+    pub(crate) text: Option<(Range<u64>, SharedBytes)>,
+    pub(crate) eh_frame: Option<(Range<u64>, SharedBytes)>,
+    pub(crate) eh_frame_hdr: Option<(Range<u64>, SharedBytes)>,
+    pub(crate) debug_frame: Option<SharedBytes>,
     pub(crate) got: Option<Range<u64>>,
 }
 
-type Dwarf = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
+type Dwarf = addr2line::Context<EndianReader<RunTimeEndian, SharedBytes>>;
 
 /// A binary's bytes: from its file (mapped when safe, since most of a large binary is never
-/// read; read otherwise: see `FileBytes`), or owned (the vdso, copied from memory).
-enum Image {
-    Mapped(FileBytes),
-    Owned(Vec<u8>),
+/// read; read otherwise: see `FileBytes`), or owned (the vdso, copied from memory). Sections
+/// handed to the unwinder and the DWARF reader are ranges of it, not copies.
+type Image = SharedBytes;
+
+fn image_of(bytes: FileBytes) -> Image {
+    match bytes {
+        FileBytes::Mapped(m) => SharedBytes::mapped(m),
+        FileBytes::Read(v) => SharedBytes::owned(v),
+    }
 }
 
-impl std::ops::Deref for Image {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match self {
-            Image::Mapped(m) => m,
-            Image::Owned(v) => v,
-        }
+/// A section's bytes: a range of `image` when stored as they are, else decompressed.
+fn section_bytes(image: &Image, data: Cow<'_, [u8]>) -> SharedBytes {
+    match data {
+        Cow::Borrowed(b) => image
+            .offset_of(b)
+            .and_then(|at| image.slice(at..at + b.len()))
+            .unwrap_or_else(|| SharedBytes::owned(b.to_vec())),
+        Cow::Owned(v) => SharedBytes::owned(v),
     }
 }
 
@@ -112,7 +118,7 @@ impl Binary {
     /// [`Binary::parse`].
     pub(crate) fn open(path: &Path, debug_files: bool) -> Result<Self, LoadError> {
         let bytes = crate::foreign_file::binary_bytes(path)?;
-        Self::from_image(Image::Mapped(bytes), debug_files)
+        Self::from_image(image_of(bytes), debug_files)
     }
 
     /// Parses an ELF image. When it has no DWARF but a build id, the separate debug file
@@ -120,7 +126,7 @@ impl Binary {
     /// its symbol table always, its DWARF (lines and inlined frames) only with `debug_files`,
     /// as decompressing it costs more than the rest of a report.
     pub(crate) fn parse(bytes: &[u8], debug_files: bool) -> Result<Self, LoadError> {
-        Self::from_image(Image::Owned(bytes.to_vec()), debug_files)
+        Self::from_image(SharedBytes::owned(bytes.to_vec()), debug_files)
     }
 
     fn from_image(image: Image, debug_files: bool) -> Result<Self, LoadError> {
@@ -180,7 +186,12 @@ impl Binary {
             let section = |name: &str| {
                 let s = obj.section_by_name(name)?;
                 let data = s.uncompressed_data().ok()?;
-                (!data.is_empty()).then(|| (s.address()..s.address() + s.size(), Arc::from(&*data)))
+                (!data.is_empty()).then(|| {
+                    (
+                        s.address()..s.address() + s.size(),
+                        section_bytes(&self.image, data),
+                    )
+                })
             };
             UnwindSections {
                 text: section(".text"),
@@ -202,7 +213,7 @@ impl Binary {
                     Some(debug) if self.debug_dwarf => debug,
                     _ => &self.image,
                 };
-                load_dwarf(&object::File::parse(&**image).ok()?)
+                load_dwarf(image)
             })
             .as_ref()
     }
@@ -416,28 +427,35 @@ fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a [
     symbols.truncate(kept);
 }
 
-fn load_dwarf(obj: &object::File<'_>) -> Option<Dwarf> {
+fn load_dwarf(image: &Image) -> Option<Dwarf> {
+    let obj = object::File::parse(&**image).ok()?;
     obj.section_by_name(".debug_info")?;
     let endian = if obj.is_little_endian() {
         RunTimeEndian::Little
     } else {
         RunTimeEndian::Big
     };
-    let load = |id: gimli::SectionId| -> Result<EndianArcSlice<RunTimeEndian>, gimli::Error> {
-        // Location lists (where variables live) are never read for names and lines; libc's
-        // are a sixth of its compressed DWARF, so they are not decompressed.
-        if matches!(
-            id,
-            gimli::SectionId::DebugLoc | gimli::SectionId::DebugLocLists
-        ) {
-            return Ok(EndianArcSlice::new(Arc::from(&[][..]), endian));
-        }
-        let data = obj
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[]));
-        Ok(EndianArcSlice::new(Arc::from(&*data), endian))
-    };
+    let load =
+        |id: gimli::SectionId| -> Result<EndianReader<RunTimeEndian, SharedBytes>, gimli::Error> {
+            // Location lists (where variables live) are never read for names and lines; libc's
+            // are a sixth of its compressed DWARF, so they are not decompressed.
+            if matches!(
+                id,
+                gimli::SectionId::DebugLoc | gimli::SectionId::DebugLocLists
+            ) {
+                return Ok(EndianReader::new(SharedBytes::owned(Vec::new()), endian));
+            }
+            // Uncompressed sections stay in the file's mapping: only the parts of the units
+            // looked up are read.
+            let data = obj
+                .section_by_name(id.name())
+                .and_then(|s| s.uncompressed_data().ok())
+                .map_or_else(
+                    || SharedBytes::owned(Vec::new()),
+                    |d| section_bytes(image, d),
+                );
+            Ok(EndianReader::new(data, endian))
+        };
     let dwarf = gimli::Dwarf::load(load).ok()?;
     addr2line::Context::from_dwarf(dwarf).ok()
 }
@@ -455,7 +473,7 @@ fn open_debug_file(build_id: &[u8]) -> Option<Image> {
 fn open_debug_image(path: &Path) -> Option<Image> {
     crate::foreign_file::named_file_bytes(path)
         .ok()
-        .map(Image::Mapped)
+        .map(image_of)
 }
 
 impl Binary {
@@ -480,7 +498,7 @@ impl Binary {
         drop(obj);
         for place in build_id::debuglink_places(path, &name) {
             // Beside the binary is where its process's user may write: the foreign-file rules.
-            let Ok(debug) = crate::foreign_file::binary_bytes(&place).map(Image::Mapped) else {
+            let Ok(debug) = crate::foreign_file::binary_bytes(&place).map(image_of) else {
                 continue;
             };
             let mut symbols = Vec::new();
@@ -699,6 +717,32 @@ mod tests {
             "vdso symbols: {:?}",
             b.symbols.iter().map(|s| b.name(s)).collect::<Vec<_>>()
         );
+    }
+
+    /// The sections handed to the unwinder and the DWARF reader are ranges of the binary's
+    /// mapping, not copies (a host's binaries have hundreds of MiB of text and DWARF).
+    #[test]
+    fn sections_are_read_in_place() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let binary = Binary::open(&exe, false).unwrap();
+        let unwind = binary.unwind();
+        let (_, text) = unwind.text.as_ref().expect("a .text section");
+        assert_eq!(
+            binary.image.offset_of(text).map(|_| text.len()),
+            Some(text.len())
+        );
+        let (_, eh_frame) = unwind.eh_frame.as_ref().expect("an .eh_frame section");
+        assert!(binary.image.offset_of(eh_frame).is_some());
+        // This test binary has line tables (the dev profile's debug info), read in place.
+        let frames = binary.frames(
+            binary
+                .symbols
+                .iter()
+                .find(|s| binary.name(s).contains("sections_are_read_in_place"))
+                .expect("this test's symbol")
+                .addr,
+        );
+        assert!(frames.iter().any(|f| f.line.is_some()), "{frames:?}");
     }
 
     /// The text mapping of this test binary: its page-aligned file offset shares a page with

@@ -5,7 +5,6 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
@@ -214,7 +213,7 @@ fn stack_reader<'a>(
     }
 }
 
-type SectionData = Arc<[u8]>;
+type SectionData = crate::sys::shared_bytes::SharedBytes;
 
 /// One framehop unwinder per process, rebuilt when the process's mappings change; modules
 /// are registered lazily from the binaries of the mappings.
@@ -597,7 +596,7 @@ mod tests {
             until: None,
             tier: None,
             debug: None,
-            source: Arc::from("perf-1.map"),
+            source: std::sync::Arc::from("perf-1.map"),
             from_jitdump: false,
             unwind: None,
             origin: None,

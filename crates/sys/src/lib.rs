@@ -11,3 +11,4 @@ pub mod clock;
 pub mod mapped_file;
 pub mod memory;
 pub mod perf_event;
+pub mod shared_bytes;

@@ -84,11 +84,11 @@ fn start_jit_processes(dir: &Path) -> Result<Busy> {
     Ok(busy)
 }
 
-/// One run: the workload's wall seconds, and the recorder's CPU seconds, wall seconds and file
-/// size (MiB) when one ran.
+/// One run: the workload's wall seconds, and the recorder's CPU seconds, wall seconds, file
+/// size (MiB) and peak resident memory (MiB) when one ran.
 struct Run {
     workload_s: f64,
-    recorder: Option<(f64, f64, f64)>,
+    recorder: Option<(f64, f64, f64, f64)>,
 }
 
 /// Runs the workload once, under `recorder` (an argument vector) when given.
@@ -102,7 +102,7 @@ fn run_once(
     let mut rec = match recorder {
         Some((argv, _)) => {
             let child = Command::new(GNU_TIME)
-                .args(["-f", "%U %S %e", "-o"])
+                .args(["-f", "%U %S %e %M", "-o"])
                 .arg(&times)
                 .args(argv)
                 .stdout(Stdio::null())
@@ -152,12 +152,12 @@ fn run_once(
                 .split_whitespace()
                 .filter_map(|x| x.parse().ok())
                 .collect();
-            if v.len() != 3 {
+            if v.len() != 4 {
                 bail!("no times in {}: {text}", times.display());
             }
             let out = recorder.map(|(_, o)| o).expect("given");
             let mib = std::fs::metadata(out).map_or(0.0, |m| m.len() as f64 / (1 << 20) as f64);
-            Some((v[0] + v[1], v[2], mib))
+            Some((v[0] + v[1], v[2], mib, v[3] / 1024.0))
         }
     };
     Ok(Run {
@@ -225,7 +225,7 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
     }
     eprintln!();
     let workload = |v: usize| median(results[v].iter().map(|r| r.workload_s).collect());
-    let rec = |v: usize, f: fn(&(f64, f64, f64)) -> f64| {
+    let rec = |v: usize, f: fn(&(f64, f64, f64, f64)) -> f64| {
         median(
             results[v]
                 .iter()
@@ -242,10 +242,10 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
     );
     let _ = writeln!(
         t,
-        "| recorder | workload s | slowdown | recorder CPU s | recorder CPU per recorded s | recording MiB |"
+        "| recorder | workload s | slowdown | recorder CPU s | recorder CPU per recorded s | recorder peak RSS MiB | recording MiB |"
     );
-    let _ = writeln!(t, "|---|---|---|---|---|---|");
-    let _ = writeln!(t, "| nothing | {alone:.2} | 1.00× | – | – | – |");
+    let _ = writeln!(t, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(t, "| nothing | {alone:.2} | 1.00× | – | – | – | – |");
     for (v, name) in [
         (1, "`jprof record -a -F 999`"),
         (2, "`perf record -a -g -F 999`"),
@@ -254,9 +254,10 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
         let cpu = rec(v, |r| r.0);
         let wall = rec(v, |r| r.1);
         let mib = rec(v, |r| r.2);
+        let rss = rec(v, |r| r.3);
         let _ = writeln!(
             t,
-            "| {name} | {w:.2} | {:.2}× | {cpu:.2} | {:.3} | {mib:.1} |",
+            "| {name} | {w:.2} | {:.2}× | {cpu:.2} | {:.3} | {rss:.0} | {mib:.1} |",
             w / alone,
             cpu / wall.max(1e-9),
         );

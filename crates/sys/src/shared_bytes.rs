@@ -1,0 +1,121 @@
+//! Bytes of a file (mapped or read) or of a buffer, shared by several readers and sliced
+//! without copying: a binary's sections handed to the DWARF reader (gimli) and the unwinder
+//! (framehop) are ranges of the binary's one mapping instead of copies of it.
+
+use std::fmt;
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
+use crate::mapped_file::MappedFile;
+
+/// Where the bytes are: never moved or changed while any [`SharedBytes`] holds them.
+enum Source {
+    Mapped(MappedFile),
+    Owned(Box<[u8]>),
+}
+
+impl Source {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Source::Mapped(m) => m,
+            Source::Owned(b) => b,
+        }
+    }
+}
+
+/// A range of shared bytes; cloning shares them.
+#[derive(Clone)]
+pub struct SharedBytes {
+    source: Arc<Source>,
+    range: Range<usize>,
+}
+
+impl SharedBytes {
+    /// All of a mapped file.
+    pub fn mapped(file: MappedFile) -> Self {
+        let len = file.len();
+        Self {
+            source: Arc::new(Source::Mapped(file)),
+            range: 0..len,
+        }
+    }
+
+    /// All of a buffer.
+    pub fn owned(bytes: Vec<u8>) -> Self {
+        let len = bytes.len();
+        Self {
+            source: Arc::new(Source::Owned(bytes.into_boxed_slice())),
+            range: 0..len,
+        }
+    }
+
+    /// `range` of these bytes (relative to them), sharing them; `None` when out of bounds.
+    pub fn slice(&self, range: Range<usize>) -> Option<Self> {
+        if range.start > range.end || range.end > self.range.len() {
+            return None;
+        }
+        Some(Self {
+            source: self.source.clone(),
+            range: self.range.start + range.start..self.range.start + range.end,
+        })
+    }
+
+    /// Where `part` (a slice of these bytes) starts in them; `None` for bytes from elsewhere.
+    pub fn offset_of(&self, part: &[u8]) -> Option<usize> {
+        let start = (part.as_ptr() as usize).checked_sub(self.as_ptr() as usize)?;
+        (start.checked_add(part.len())? <= self.len()).then_some(start)
+    }
+}
+
+impl Deref for SharedBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.source.bytes()[self.range.clone()]
+    }
+}
+
+/// Equal when the bytes are.
+impl PartialEq for SharedBytes {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for SharedBytes {}
+
+impl fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedBytes({} bytes)", self.range.len())
+    }
+}
+
+// SAFETY: `StableDeref` promises that the address `deref` returns does not change when a
+// `SharedBytes` is moved, and `CloneStableDeref` that a clone derefs to the same address. Both
+// hold: the bytes are owned by the `Arc`'s `Source` (a file mapping, whose address is fixed for
+// its life, or a boxed slice, which is never reallocated: nothing mutates a `Source` after it is
+// made, since it is only reachable through `Arc`, shared and immutable), not by the
+// `SharedBytes` value itself, and `range` is fixed at construction. A clone shares the same
+// `Arc` and range.
+unsafe impl stable_deref_trait::StableDeref for SharedBytes {}
+// SAFETY: see above: a clone derefs to exactly the same bytes.
+unsafe impl stable_deref_trait::CloneStableDeref for SharedBytes {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_share_the_bytes_and_stay_in_bounds() {
+        let all = SharedBytes::owned((0u8..100).collect());
+        let part = all.slice(10..20).unwrap();
+        assert_eq!(&part[..], &(10u8..20).collect::<Vec<_>>()[..]);
+        let inner = part.slice(2..5).unwrap();
+        assert_eq!(&inner[..], &[12, 13, 14]);
+        assert_eq!(all.offset_of(&inner), Some(12));
+        assert_eq!(part.offset_of(&all[0..3]), None);
+        assert!(part.slice(5..11).is_none());
+        assert!(all.slice(101..101).is_none());
+        assert_eq!(inner.as_ptr(), inner.clone().as_ptr());
+    }
+}
