@@ -80,9 +80,10 @@ impl<'a> StackWords<'a> {
 /// The `Method*` of each interpreted frame of `user` (the sample's stack, innermost first)
 /// from the frame-pointer chain (`chain`, from [`StackWords::chain`]), where `callchain` (the
 /// kernel's user callchain, which is that same chain walked by the kernel) agrees with it
-/// entry for entry from the IP on. `user` may differ from `callchain` at the top only (the
-/// frameless-leaf fix's entries): it is matched to it from the outermost end. Anything that
-/// does not line up exactly gets nothing.
+/// entry for entry from the IP on. `user` is `callchain` with frames the frameless-leaf fix
+/// found inserted among its first entries (docs/symbolization.md): its entries are matched to
+/// the callchain's from the outermost end while they are equal, and the rest in order, the
+/// callchain's being a subsequence of `user`'s; a stack that is not so gets nothing there.
 pub fn methods_on_chain(
     user: &[u64],
     callchain: &[u64],
@@ -103,8 +104,26 @@ pub fn methods_on_chain(
         .zip(callchain.iter().rev())
         .take_while(|(u, c)| u == c)
         .count();
-    for t in 0..shared_tail {
-        let (i, j) = (user.len() - 1 - t, callchain.len() - 1 - t);
+    // Pairs (user index, callchain index): the shared tail, then the head in order.
+    let mut pairs: Vec<(usize, usize)> = (0..shared_tail)
+        .map(|t| (user.len() - 1 - t, callchain.len() - 1 - t))
+        .collect();
+    let (user_head, chain_head) = (user.len() - shared_tail, callchain.len() - shared_tail);
+    let mut head = Vec::with_capacity(chain_head);
+    let mut i = 0;
+    for (j, &c) in callchain[..chain_head].iter().enumerate() {
+        match user[i..user_head].iter().position(|&u| u == c) {
+            Some(k) => {
+                head.push((i + k, j));
+                i += k + 1;
+            }
+            None => break,
+        }
+    }
+    if head.len() == chain_head {
+        pairs.extend(head);
+    }
+    for (i, j) in pairs {
         if j < agree && interpreted(i) {
             out[i] = chain[j]
                 .1

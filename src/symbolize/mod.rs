@@ -264,8 +264,10 @@ fn walk(
                     Some(u64::from_le_bytes(word.try_into().ok()?))
                 };
                 let mut methods = interpreted::methods(&stack.user, &walked, in_interpreter, read);
-                // Where the walk of the copy stopped (code it cannot step through) or past
-                // it, the frame-pointer chain the callchain was made of names the rest.
+                // In fp mode the frame-pointer chain the callchain was made of says which
+                // frame holds which slot, and only where it lines up with the stack; the walk
+                // of the copy is matched by address (recursion repeats addresses), so it only
+                // serves dwarf mode's stacks, which the chain does not make.
                 let on_chain = interpreted::methods_on_chain(
                     &stack.user,
                     &full_callchain,
@@ -274,7 +276,7 @@ fn walk(
                     |a| words.read(a),
                 );
                 for (m, c) in methods.iter_mut().zip(on_chain) {
-                    *m = c.or(*m);
+                    *m = if dwarf { c.or(*m) } else { c };
                 }
                 // An interpreted frame the walk of the copy never reached stays unnamed.
                 copy_ended |= ran_off

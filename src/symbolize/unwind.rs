@@ -72,11 +72,16 @@ fn extend_with_chain(mut walked: Vec<u64>, chain: &[u64]) -> Vec<u64> {
 /// the result is the chain itself.
 fn stitch(walked: &[u64], chain: &[u64]) -> Option<Vec<u64>> {
     let meet = (1..walked.len()).rev().find_map(|j| {
+        // The same return address recurs in recursion (a deep interpreted stack): match the
+        // same occurrence, not the first, or the chain's frames between would be repeated.
+        let nth = walked[1..j].iter().filter(|&&a| a == walked[j]).count();
         chain
             .iter()
+            .enumerate()
             .skip(1)
-            .position(|&c| c == walked[j])
-            .map(|i| (j, i + 1))
+            .filter(|&(_, &c)| c == walked[j])
+            .nth(nth)
+            .map(|(i, _)| (j, i))
     });
     let fixed: Vec<u64> = match meet {
         // The chain ends where the walk met it (frame pointers broken past there, as in
@@ -674,6 +679,11 @@ mod tests {
         assert_eq!(
             stitch(&[0x10, 0x11, 0x12, 0x30], &[0x10, 0x99, 0x30, 0x40]),
             Some(vec![0x10, 0x11, 0x12, 0x30, 0x40])
+        );
+        // Recursion: the walk's second 0x20 is the chain's second, so nothing repeats.
+        assert_eq!(
+            stitch(&[0x10, 0x15, 0x20, 0x20], &[0x10, 0x20, 0x20, 0x20, 0x30]),
+            Some(vec![0x10, 0x15, 0x20, 0x20, 0x20, 0x30])
         );
     }
 

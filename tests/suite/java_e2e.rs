@@ -1049,6 +1049,31 @@ fn javac_stacks_reach_main_by_default() {
                 anonymous += n;
             }
         }
+        // Never a wrong name: javac's driver runs once, at the root of the compiler's work, so
+        // it never shows inside it (a frame named by another frame's slot, or a stack with a
+        // repeated stretch, would put it there) and `Main.main` is there once.
+        let frames: Vec<&str> = stack.split(';').collect();
+        let driver = |f: &&str| {
+            f.starts_with("com.sun.tools.javac.Main.")
+                || f.starts_with("com.sun.tools.javac.main.Main.compile")
+        };
+        if let Some(attr) = frames
+            .iter()
+            .position(|f| f.starts_with("com.sun.tools.javac.comp.Attr."))
+        {
+            assert!(
+                !frames[attr..].iter().any(driver),
+                "a driver frame inside Attr: {stack}"
+            );
+        }
+        assert!(
+            frames
+                .iter()
+                .filter(|f| f.starts_with("com.sun.tools.javac.Main.main"))
+                .count()
+                <= 1,
+            "Main.main twice: {stack}"
+        );
     }
     assert!(
         all >= 200,
