@@ -802,3 +802,58 @@ fn all_cpus_gives_the_agent_to_jvms_that_start_during_the_recording() {
     assert!(samples(&stacks) >= 50, "{stacks:?}");
     assert!(hot > 0.3, "{stacks:?}");
 }
+
+/// `-a` keeps a JVM's line tables, inline trees and method names only for what the samples hit
+/// (JIT_DEBUG), and its reports read as they do with the whole jitdumps put back: every
+/// process, with lines, on- and off-CPU.
+#[test]
+fn all_cpus_keeps_jit_tables_only_for_what_samples_hit() {
+    let _serial = serial();
+    crate::java_e2e::agent();
+    let dir = tempfile::tempdir().unwrap();
+    let jvm = start_hot_jvm(dir.path(), "hot");
+    let data = dir.path().join("host.data");
+    let summary = record(
+        &data,
+        &["-a", "--duration", "3", "--keep-side-files", "--off-cpu"],
+    );
+    let pid = jvm.pid().to_string();
+    let whole = crate::java_e2e::with_whole_jitdumps(&std::fs::read(&data).unwrap());
+    assert!(
+        whole
+            .dumps
+            .iter()
+            .any(|d| d.ends_with(format!("jit-{pid}.dump"))),
+        "the JVM's jitdump stored and kept: {:?}\n{summary}",
+        whole.dumps
+    );
+    assert!(
+        whole.lines_kept > 0 && whole.lines_kept < whole.lines_in_files,
+        "{} of {} line tables kept",
+        whole.lines_kept,
+        whole.lines_in_files
+    );
+    let full = dir.path().join("full.data");
+    std::fs::write(&full, &whole.bytes).unwrap();
+    for args in [
+        &["--lines"][..],
+        &["--lines", "--pid", &pid],
+        &["--lines", "--weight", "off-cpu"],
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--format", "collapsed"]);
+        let (kept, all) = (report(&data, &args), report(&full, &args));
+        assert!(kept.status.success() && all.status.success(), "{kept:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&kept.stdout),
+            String::from_utf8_lossy(&all.stdout),
+            "report {args:?}"
+        );
+    }
+    let hot = folded(&data, &["--pid", &pid]);
+    assert!(
+        hot.iter()
+            .any(|(s, _)| s.iter().any(|f| f.starts_with("Hot.spin"))),
+        "{hot:?}"
+    );
+}

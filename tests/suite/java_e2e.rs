@@ -1109,10 +1109,6 @@ fn javac_stacks_reach_main_by_default() {
 /// and a part of it, on-CPU and off-CPU.
 #[test]
 fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
-    use jprof::format::recording::{
-        encode_chunk, encode_side_piece, parse_chunks, parse_jit_debug, parse_jit_debug_groups,
-        parse_packed_side_piece, ChunkKind, SideKind, SidePiece,
-    };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let home = jdks()
         .into_iter()
@@ -1170,53 +1166,9 @@ fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(summary.contains("target exit code 0"), "{summary}");
     let data = work.path().join("java.data");
-    let new = std::fs::read(&data).unwrap();
-    let chunks = parse_chunks(&new).unwrap();
-    let dump = chunks
-        .chunks
-        .iter()
-        .find(|c| c.kind == ChunkKind::SIDE_FILE_ZSTD)
-        .map(|c| PathBuf::from(parse_packed_side_piece(c.payload, c.offset).unwrap().0.path))
-        .expect("the agent's jitdump stored");
-    let jitdump = std::fs::read(&dump).expect("the agent's jitdump, kept");
-
-    // The whole jitdump's DEBUG_INFO records against those kept.
-    let header = jitdump::parse_header(&jitdump).unwrap();
-    let all = jitdump::parse_records(&jitdump, &header, 0);
-    let count = |records: &[jitdump::Record], id| records.iter().filter(|r| r.id == id).count();
-    let lines_in_file = count(&all.records, jitdump::RecordId::CODE_DEBUG_INFO);
-    let mut lines_kept = 0;
-    let mut full = new[..16].to_vec();
-    for c in &chunks.chunks {
-        match c.kind {
-            ChunkKind::JIT_DEBUG => {
-                let d = parse_jit_debug(c.payload, c.offset).unwrap();
-                let bytes = zstd::stream::decode_all(d.data).unwrap();
-                let (groups, error) = parse_jit_debug_groups(&bytes, 0);
-                assert!(error.is_none(), "{error:?}");
-                for (_, records) in groups {
-                    let batch = jitdump::parse_record_stream(records, 0, header.endian);
-                    lines_kept += count(&batch.records, jitdump::RecordId::CODE_DEBUG_INFO);
-                }
-            }
-            ChunkKind::SIDE_FILE_ZSTD => {
-                let (piece, packed) = parse_packed_side_piece(c.payload, c.offset).unwrap();
-                assert_eq!(piece.kind, SideKind::JITDUMP);
-                assert!(packed.debug_deferred);
-                let file =
-                    &jitdump[piece.offset as usize..(piece.offset + packed.file_len) as usize];
-                let whole = SidePiece {
-                    data: file,
-                    ..piece
-                };
-                full.extend(encode_chunk(
-                    ChunkKind::SIDE_FILE,
-                    &encode_side_piece(&whole),
-                ));
-            }
-            _ => full.extend(encode_chunk(c.kind, c.payload)),
-        }
-    }
+    let whole = with_whole_jitdumps(&std::fs::read(&data).unwrap());
+    assert_eq!(whole.dumps.len(), 1, "{:?}", whole.dumps);
+    let (lines_in_file, lines_kept, full) = (whole.lines_in_files, whole.lines_kept, whole.bytes);
     assert!(
         lines_in_file > 500,
         "{lines_in_file} line tables in the jitdump"
@@ -1228,7 +1180,7 @@ fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
     let full_path = work.path().join("full.data");
     std::fs::write(&full_path, &full).unwrap();
     // The jitdump is not read from disk by the reports compared.
-    std::fs::remove_file(&dump).unwrap();
+    std::fs::remove_file(&whole.dumps[0]).unwrap();
 
     let report = |input: &Path, args: &[&str]| {
         let out = jprof()
@@ -1255,4 +1207,101 @@ fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
         lined.contains(".java:"),
         "no Java frame with its line: {lined}"
     );
+}
+
+/// A recording rewritten with its jitdumps' whole files (read from disk) in place of their
+/// stored pieces and without the JIT_DEBUG chunks of those files: what a recording with every
+/// line table, inline tree and method name reads like. A jitdump no longer on disk keeps its
+/// pieces and JIT_DEBUG.
+pub(crate) struct WholeJitdumps {
+    pub(crate) bytes: Vec<u8>,
+    /// The jitdumps put back whole.
+    pub(crate) dumps: Vec<PathBuf>,
+    /// Their DEBUG_INFO records, and how many of them the recording kept.
+    pub(crate) lines_in_files: usize,
+    pub(crate) lines_kept: usize,
+}
+
+pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
+    use jprof::format::recording::{
+        encode_chunk, encode_side_piece, parse_chunks, parse_jit_debug, parse_jit_debug_groups,
+        parse_packed_side_piece, ChunkKind, SideKind, SidePiece,
+    };
+    use std::collections::BTreeMap;
+    let chunks = parse_chunks(recording).unwrap();
+    let count = |records: &[jitdump::Record]| {
+        records
+            .iter()
+            .filter(|r| r.id == jitdump::RecordId::CODE_DEBUG_INFO)
+            .count()
+    };
+    // Each stored jitdump as on disk, when every piece is still there (by its CRC).
+    let mut files: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+    for c in &chunks.chunks {
+        if c.kind != ChunkKind::SIDE_FILE_ZSTD {
+            continue;
+        }
+        let (piece, packed) = parse_packed_side_piece(c.payload, c.offset).unwrap();
+        if piece.kind != SideKind::JITDUMP {
+            continue;
+        }
+        assert!(packed.debug_deferred);
+        let file = files
+            .entry(piece.path.to_string())
+            .or_insert_with(|| std::fs::read(piece.path).ok());
+        let range = piece.offset as usize..(piece.offset + packed.file_len) as usize;
+        if file
+            .as_ref()
+            .is_some_and(|f| f.get(range).map(crc32fast::hash) != Some(packed.file_crc))
+        {
+            *file = None;
+        }
+    }
+    let mut out = WholeJitdumps {
+        bytes: recording[..16].to_vec(),
+        dumps: Vec::new(),
+        lines_in_files: 0,
+        lines_kept: 0,
+    };
+    for (path, file) in &files {
+        if let Some(file) = file {
+            let header = jitdump::parse_header(file).unwrap();
+            out.lines_in_files += count(&jitdump::parse_records(file, &header, 0).records);
+            out.dumps.push(PathBuf::from(path));
+        }
+    }
+    for c in &chunks.chunks {
+        match c.kind {
+            ChunkKind::JIT_DEBUG => {
+                let d = parse_jit_debug(c.payload, c.offset).unwrap();
+                if !matches!(files.get(d.path), Some(Some(_))) {
+                    out.bytes.extend(encode_chunk(c.kind, c.payload));
+                    continue;
+                }
+                let bytes = zstd::stream::decode_all(d.data).unwrap();
+                let (groups, error) = parse_jit_debug_groups(&bytes, 0);
+                assert!(error.is_none(), "{error:?}");
+                for (_, records) in groups {
+                    let batch =
+                        jitdump::parse_record_stream(records, 0, jprof::format::Endian::Little);
+                    out.lines_kept += count(&batch.records);
+                }
+            }
+            ChunkKind::SIDE_FILE_ZSTD => {
+                let (piece, packed) = parse_packed_side_piece(c.payload, c.offset).unwrap();
+                let Some(Some(file)) = files.get(piece.path) else {
+                    out.bytes.extend(encode_chunk(c.kind, c.payload));
+                    continue;
+                };
+                let data = &file[piece.offset as usize..(piece.offset + packed.file_len) as usize];
+                let whole = SidePiece { data, ..piece };
+                out.bytes.extend(encode_chunk(
+                    ChunkKind::SIDE_FILE,
+                    &encode_side_piece(&whole),
+                ));
+            }
+            _ => out.bytes.extend(encode_chunk(c.kind, c.payload)),
+        }
+    }
+    out
 }
