@@ -110,17 +110,20 @@ impl StackDepths {
                     .filter(|(_, (c, _))| c.samples * BUSY_THREAD_SHARE >= p.all.samples)
                     .collect();
                 busy.sort_by_key(|(tid, (c, _))| (std::cmp::Reverse(c.samples), **tid));
-                let comm = match p.threads.get(&pid) {
-                    Some((_, name)) => name,
-                    None => &busy[0].1 .1,
-                };
+                // Named by its main thread, else its busiest (a process whose threads each took
+                // few of its samples has no busy thread: `-a` meets many).
+                let comm = p
+                    .threads
+                    .get(&pid)
+                    .or_else(|| p.threads.values().max_by_key(|(c, _)| c.samples))
+                    .map_or("?", |(_, name)| name.as_str());
                 let mut line = format!(
                     "pid {pid} ({comm}): {:.1}% of {} samples have whole stacks (thread start \
                      to leaf, every frame named)",
                     share(&p.all),
                     p.all.samples
                 );
-                if p.threads.len() > 1 {
+                if p.threads.len() > 1 && !busy.is_empty() {
                     let threads: Vec<String> = busy
                         .iter()
                         .take(MAX_THREADS)
@@ -217,6 +220,25 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("cut"), "{line}");
+    }
+
+    /// No sample in the main thread and none of the threads busy (each under a tenth): named by
+    /// the busiest thread, no panic (an `-a` window had such a process).
+    #[test]
+    fn a_process_of_many_quiet_threads_is_named_by_its_busiest() {
+        let mut d = StackDepths::default();
+        for tid in 10..30 {
+            let n = if tid == 12 { 2 } else { 1 };
+            for _ in 0..n {
+                d.observe(5, tid, &format!("w{tid}"), false, None);
+            }
+        }
+        let line = &d.lines(127, 1024)[0];
+        assert!(
+            line.starts_with("pid 5 (w12): 0.0% of 21 samples"),
+            "{line}"
+        );
+        assert!(!line.contains("busiest threads"), "{line}");
     }
 
     #[test]

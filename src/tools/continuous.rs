@@ -72,12 +72,12 @@ pub fn run(config: &RecordConfig, continuous: &Continuous) -> Result<i32> {
             // The window as written: a name replaced afterwards (another user's link or file in a
             // shared directory) is neither pushed as this window nor removed.
             if let Ok(m) = std::fs::symlink_metadata(&window_config.output) {
-                if m.file_type().is_file() {
-                    waiting.push_back(Window {
-                        path: window_config.output.clone(),
-                        dev: m.dev(),
-                        ino: m.ino(),
-                    });
+                let window = Window {
+                    path: window_config.output.clone(),
+                    file: Identity::of(&m),
+                };
+                if m.file_type().is_file() && window.file.uid == nix::unistd::geteuid().as_raw() {
+                    waiting.push_back(window);
                 }
             }
             while waiting.len() > MAX_WAITING {
@@ -126,13 +126,41 @@ fn push_waiting(waiting: &Mutex<VecDeque<Window>>, continuous: &Continuous) {
         else {
             return;
         };
+        // In a directory other users can write, the window's name may have been given to
+        // another file or link since: that is not this host's window, and not jprof's to remove.
+        let Some(file) = next.open() else {
+            eprintln!(
+                "jprof: warning: {} is no longer the window jprof wrote (another file or link \
+                 took its name): neither pushed nor removed",
+                next.path.display()
+            );
+            let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if waiting.front() == Some(&next) {
+                waiting.pop_front();
+            }
+            continue;
+        };
+        // Pushed from a private copy of the very file: the push opens its input by name, and
+        // the shared name could change again while it does.
+        let copy = match private_copy(file, &next.path) {
+            Ok(copy) => copy,
+            Err(e) => {
+                eprintln!(
+                    "jprof: warning: {} kept for later: cannot copy it to push: {e}",
+                    next.path.display()
+                );
+                return;
+            }
+        };
         let config = PushConfig {
             store: continuous.store.clone(),
             labels: continuous.labels.clone(),
-            files: vec![next.path.clone()],
+            files: vec![copy.1.clone()],
             batch_rows: crate::fleet::DEFAULT_BATCH_ROWS,
         };
-        match crate::fleet::push(&config) {
+        let pushed = crate::fleet::push(&config);
+        drop(copy);
+        match pushed {
             Ok(()) => {
                 next.remove();
                 let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
@@ -156,13 +184,64 @@ fn push_waiting(waiting: &Mutex<VecDeque<Window>>, continuous: &Continuous) {
 #[derive(Clone, PartialEq)]
 struct Window {
     path: PathBuf,
+    file: Identity,
+}
+
+/// What tells the file jprof wrote from one put at its name later: device and inode (a new
+/// file may get the inode of one just removed, so also) its owner, size and modification time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Identity {
     dev: u64,
     ino: u64,
+    uid: u32,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl Identity {
+    fn of(m: &std::fs::Metadata) -> Self {
+        Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            uid: m.uid(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        }
+    }
+}
+
+/// A copy of `file` under `name`'s file name in a new private directory (0700, removed with
+/// the returned guard).
+fn private_copy(
+    mut file: std::fs::File,
+    name: &std::path::Path,
+) -> std::io::Result<(tempfile::TempDir, PathBuf)> {
+    let dir = tempfile::Builder::new().prefix("jprof-push-").tempdir()?;
+    let path = dir
+        .path()
+        .join(name.file_name().unwrap_or(name.as_os_str()));
+    std::io::copy(&mut file, &mut std::fs::File::create_new(&path)?)?;
+    Ok((dir, path))
 }
 
 impl Window {
+    /// The window's file, if its name still is the file jprof wrote (opened without following
+    /// a link, never blocking).
+    fn open(&self) -> Option<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&self.path)
+            .ok()?;
+        let m = file.metadata().ok()?;
+        (m.is_file() && Identity::of(&m) == self.file).then_some(file)
+    }
+
     /// Removes the window's file, only if that name is still the file jprof wrote.
     fn remove(&self) {
-        crate::foreign_file::remove_if_same(&self.path, self.dev, self.ino);
+        if self.open().is_some() {
+            crate::foreign_file::remove_if_same(&self.path, self.file.dev, self.file.ino);
+        }
     }
 }

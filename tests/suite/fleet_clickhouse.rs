@@ -501,3 +501,81 @@ fn continuous_mode_pushes_each_window_and_keeps_them_while_the_store_is_down() {
     }
     assert_eq!(pushes(&server), pushed + kept.len() as u64);
 }
+
+/// Continuous mode in a directory another user can write (0777, run as root). That user's link
+/// planted at a window's name before the run is replaced, never written through. While the
+/// windows wait for the store, the user gives two windows' names to a link to root's private
+/// recording and to a file of their own: neither is pushed nor removed; jprof's windows are.
+#[test]
+fn continuous_mode_never_pushes_removes_or_writes_through_another_users_names() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let (uid, gid) = crate::attacker_support::user();
+    let mut server = ClickHouse::start();
+    let url = server.url("planted");
+
+    // Root's own recording, where only root can go: what the links lead to.
+    let private = tempfile::tempdir().unwrap();
+    let program = private.path().join("victimprog");
+    std::fs::copy("/bin/sh", &program).unwrap();
+    let victim = private.path().join("victim.data");
+    let out = jprof()
+        .args(["record", "-o"])
+        .arg(&victim)
+        .arg("--")
+        .arg(&program)
+        .args(["-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let victim_bytes = std::fs::read(&victim).unwrap();
+    assert!(collapsed_of(&victim).contains("victimprog"));
+
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let window = |i: u32| shared.path().join(format!("host.data.{i:06}"));
+    let plant_link = |at: &Path| {
+        std::os::unix::fs::symlink(&victim, at).unwrap();
+        std::os::unix::fs::lchown(at, Some(uid), Some(gid)).unwrap();
+    };
+    plant_link(&window(2));
+    server.kill();
+    let mut planted = false;
+    let out = record_windows(&url, shared.path(), || {
+        let third = std::fs::symlink_metadata(window(3)).is_ok_and(|m| m.is_file());
+        if third && !planted {
+            // Windows 1 to 3 wait on disk (the store is down): their names change hands,
+            // window 2's first (every push round stops at window 1 while it fails).
+            std::fs::remove_file(window(2)).unwrap();
+            std::fs::write(window(2), &victim_bytes).unwrap();
+            std::os::unix::fs::chown(window(2), Some(uid), Some(gid)).unwrap();
+            std::fs::remove_file(window(1)).unwrap();
+            plant_link(&window(1));
+            server.restart();
+            planted = true;
+        }
+        planted
+    });
+    assert!(out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    for i in [1, 2] {
+        assert!(
+            said.contains(&format!(
+                "{} is no longer the window jprof wrote",
+                window(i).display()
+            )),
+            "{said}"
+        );
+    }
+    // Nothing written through the links, nothing of theirs removed.
+    assert_eq!(std::fs::read(&victim).unwrap(), victim_bytes);
+    let link = std::fs::symlink_metadata(window(1)).unwrap();
+    assert!(link.file_type().is_symlink() && link.uid() == uid);
+    let theirs = std::fs::symlink_metadata(window(2)).unwrap();
+    assert!(theirs.is_file() && theirs.uid() == uid);
+    assert_eq!(std::fs::read(window(2)).unwrap(), victim_bytes);
+    // jprof's windows (3 on) were pushed and removed; root's recording was not pushed.
+    assert!(!window(3).exists(), "{said}");
+    let stored = collapsed_from(&url, &["host=cont"]);
+    assert!(total(&stored) > 0, "{said}");
+    assert!(!stored.contains("victimprog"), "{stored}");
+}
