@@ -63,9 +63,16 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
             // Deferred records are the file's; jitdumps are little-endian on the machines jprof
             // records on. Records that do not read so are kept whole.
             let (records_read, tail) = jitdump::split_records(records, Endian::Little);
+            // A body with an inline tree (DEBUG_INFO2) is named and placed from it alone: its
+            // plain line table (DEBUG_INFO) is never read (`JitIndex::code_frames`).
+            let has_tree = records_read
+                .iter()
+                .any(|(id, _)| *id == RecordId::SAMPLY_DEBUG_INFO2);
             for (id, record) in records_read {
                 if id == RecordId::JPROF_METHOD_NAMES {
                     group.extend(names_hit(record, *pid, hits, &mut named_one));
+                } else if id == RecordId::CODE_DEBUG_INFO && has_tree {
+                    continue;
                 } else if code_hit || !jitdump::is_deferrable(id) {
                     group.extend_from_slice(record);
                 }

@@ -828,10 +828,10 @@ fn all_cpus_keeps_jit_tables_only_for_what_samples_hit() {
         whole.dumps
     );
     assert!(
-        whole.lines_kept > 0 && whole.lines_kept < whole.lines_in_files,
-        "{} of {} line tables kept",
-        whole.lines_kept,
-        whole.lines_in_files
+        whole.trees_kept > 0 && whole.trees_kept < whole.trees_in_files,
+        "{} of {} inline trees kept",
+        whole.trees_kept,
+        whole.trees_in_files
     );
     let full = dir.path().join("full.data");
     std::fs::write(&full, &whole.bytes).unwrap();

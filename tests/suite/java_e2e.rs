@@ -1168,14 +1168,14 @@ fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
     let data = work.path().join("java.data");
     let whole = with_whole_jitdumps(&std::fs::read(&data).unwrap());
     assert_eq!(whole.dumps.len(), 1, "{:?}", whole.dumps);
-    let (lines_in_file, lines_kept, full) = (whole.lines_in_files, whole.lines_kept, whole.bytes);
+    let (trees_in_file, trees_kept, full) = (whole.trees_in_files, whole.trees_kept, whole.bytes);
     assert!(
-        lines_in_file > 500,
-        "{lines_in_file} line tables in the jitdump"
+        trees_in_file > 500,
+        "{trees_in_file} inline trees in the jitdump"
     );
     assert!(
-        lines_kept > 10 && lines_kept * 2 < lines_in_file,
-        "{lines_kept} of {lines_in_file} line tables kept"
+        trees_kept > 10 && trees_kept * 2 < trees_in_file,
+        "{trees_kept} of {trees_in_file} inline trees kept"
     );
     let full_path = work.path().join("full.data");
     std::fs::write(&full_path, &full).unwrap();
@@ -1217,9 +1217,9 @@ pub(crate) struct WholeJitdumps {
     pub(crate) bytes: Vec<u8>,
     /// The jitdumps put back whole.
     pub(crate) dumps: Vec<PathBuf>,
-    /// Their DEBUG_INFO records, and how many of them the recording kept.
-    pub(crate) lines_in_files: usize,
-    pub(crate) lines_kept: usize,
+    /// Their DEBUG_INFO2 records (inline trees), and how many of them the recording kept.
+    pub(crate) trees_in_files: usize,
+    pub(crate) trees_kept: usize,
 }
 
 pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
@@ -1232,7 +1232,7 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
     let count = |records: &[jitdump::Record]| {
         records
             .iter()
-            .filter(|r| r.id == jitdump::RecordId::CODE_DEBUG_INFO)
+            .filter(|r| r.id == jitdump::RecordId::SAMPLY_DEBUG_INFO2)
             .count()
     };
     // Each stored jitdump as on disk, when every piece is still there (by its CRC).
@@ -1260,13 +1260,13 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
     let mut out = WholeJitdumps {
         bytes: recording[..16].to_vec(),
         dumps: Vec::new(),
-        lines_in_files: 0,
-        lines_kept: 0,
+        trees_in_files: 0,
+        trees_kept: 0,
     };
     for (path, file) in &files {
         if let Some(file) = file {
             let header = jitdump::parse_header(file).unwrap();
-            out.lines_in_files += count(&jitdump::parse_records(file, &header, 0).records);
+            out.trees_in_files += count(&jitdump::parse_records(file, &header, 0).records);
             out.dumps.push(PathBuf::from(path));
         }
     }
@@ -1284,7 +1284,7 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
                 for (_, records) in groups {
                     let batch =
                         jitdump::parse_record_stream(records, 0, jprof::format::Endian::Little);
-                    out.lines_kept += count(&batch.records);
+                    out.trees_kept += count(&batch.records);
                 }
             }
             ChunkKind::SIDE_FILE_ZSTD => {
