@@ -855,6 +855,10 @@ fn attach_java(pid: u32, origin: Origin, stop: &AtomicBool) -> Attach {
                     "HotSpot JVM {pid}: the recording stopped before its attach listener started; Java JIT frames will not be named"
                 ))
             }
+            // A short-lived JVM (a build's `javac`) that ended meanwhile: nothing to say.
+            Err(_) if ready_for_sigquit(pid) == Some(Err(Unready::Gone)) => {
+                return Attach::default()
+            }
             Err(_) => {
                 return Attach::failed(format!(
                     "HotSpot JVM {pid}: its attach listener did not start (started with -XX:+DisableAttachMechanism?); Java JIT frames will not be named"
