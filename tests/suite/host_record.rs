@@ -12,8 +12,22 @@ use std::time::{Duration, Instant};
 /// One recording at a time: `-a` sees every process, and the CPU is shared.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// What a test holds while it records: this module's lock, then those of the modules whose
+/// tests run JVMs (`-a` loads jprof's agent into every JVM it meets, and a JVM whose agent
+/// serves a recording under way is left to it: another test's `-p` would find it taken).
+struct Serial {
+    _host: std::sync::MutexGuard<'static, ()>,
+    _java: std::sync::MutexGuard<'static, ()>,
+    _launchers: std::sync::MutexGuard<'static, ()>,
+}
+
+fn serial() -> Serial {
+    let lock = |m: &'static Mutex<()>| m.lock().unwrap_or_else(|e| e.into_inner());
+    Serial {
+        _host: lock(&SERIAL),
+        _java: lock(&crate::java_e2e::SERIAL),
+        _launchers: lock(&crate::launchers::SERIAL),
+    }
 }
 
 /// A process the test started; killed (with what it started) when the test ends.
