@@ -12,22 +12,13 @@ use std::time::{Duration, Instant};
 /// One recording at a time: `-a` sees every process, and the CPU is shared.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// What a test holds while it records: this module's lock, then those of the modules whose
-/// tests run JVMs (`-a` loads jprof's agent into every JVM it meets, and a JVM whose agent
-/// serves a recording under way is left to it: another test's `-p` would find it taken).
-struct Serial {
-    _host: std::sync::MutexGuard<'static, ()>,
-    _java: std::sync::MutexGuard<'static, ()>,
-    _launchers: std::sync::MutexGuard<'static, ()>,
-}
-
-fn serial() -> Serial {
-    let lock = |m: &'static Mutex<()>| m.lock().unwrap_or_else(|e| e.into_inner());
-    Serial {
-        _host: lock(&SERIAL),
-        _java: lock(&crate::java_e2e::SERIAL),
-        _launchers: lock(&crate::launchers::SERIAL),
-    }
+/// What a test holds while it records: first every JVM to itself (`-a` loads jprof's agent
+/// into every JVM it meets, and a JVM whose agent serves a recording under way is left to it:
+/// another test's `-p` would find it taken; see `jdk_support::whole_host_alone`), then this
+/// module's lock.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    crate::jdk_support::whole_host_alone();
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A process the test started; killed (with what it started) when the test ends.

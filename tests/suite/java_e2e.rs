@@ -19,7 +19,7 @@ use std::sync::{Mutex, OnceLock};
 use jprof::format::jitdump::{self, RecordBody, TierKind};
 
 /// JVM runs are CPU-heavy and the machine may have two cores: one at a time.
-pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: Mutex<()> = Mutex::new(());
 
 use crate::jdk_support;
 use jdk_support::{jdk, jdks};

@@ -4,7 +4,49 @@
 
 #![allow(dead_code)]
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Tests that run a JVM share this lock; a test recording the whole host (`record -a`, which
+/// loads jprof's agent into every JVM it meets) holds it alone, so it never takes another
+/// test's JVM. Each test runs on its own thread: the guard is kept in the thread until the
+/// test ends.
+static JVMS: RwLock<()> = RwLock::new(());
+
+enum Held {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
+thread_local! {
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+}
+
+/// Called by everything that hands a test a JDK: the test's JVMs are then safe from a
+/// whole-host recording until it ends.
+fn share_jvms() {
+    HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        if held.is_none() {
+            *held = Some(Held::Shared(JVMS.read().unwrap_or_else(|e| e.into_inner())));
+        }
+    });
+}
+
+/// For a test that records the whole host with jprof's agent: no other test's JVM runs
+/// until this test ends.
+pub fn whole_host_alone() {
+    HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        if matches!(*held, Some(Held::Alone(_))) {
+            return;
+        }
+        // A shared guard of this thread first, or the write would wait for itself.
+        *held = None;
+        *held = Some(Held::Alone(JVMS.write().unwrap_or_else(|e| e.into_inner())));
+    });
+}
 
 /// The major version a JDK's `release` file names (`JAVA_VERSION="17.0.15"` → "17").
 fn major_version(home: &Path) -> Option<String> {
@@ -25,6 +67,7 @@ fn major_version(home: &Path) -> Option<String> {
 /// Every JDK found: (major version, path of `bin/java`), by version then path; one per
 /// version (the first in path order), symlinked homes resolved.
 pub fn jdks() -> Vec<(String, PathBuf)> {
+    share_jvms();
     if let Ok(list) = std::env::var("JPROF_TEST_JDKS") {
         if !list.is_empty() {
             return list

@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 
 /// JVM runs are CPU-heavy on two cores: one at a time.
-pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shared");
 
