@@ -519,13 +519,13 @@ pub fn compare(jprof: &Path, example: &Path, runs: usize) -> Result<String> {
             loads.push(load_average());
             for k in 0..4 {
                 let v = (round + k) % 4;
-                // A recorder that fails is run again (up to four times) and the failure is told
+                // A recorder that fails is run again (up to eight times) and the failure is told
                 // under the table: samply 0.13.1 sometimes panics on a record it misparses.
                 let mut tries = 0;
                 let run = loop {
                     match run_once(w, v, jprof, &samply, &prefix, &scratch) {
                         Ok(run) => break run,
-                        Err(e) if tries < 4 => {
+                        Err(e) if tries < 8 => {
                             tries += 1;
                             let first = e.to_string();
                             let why = first
