@@ -244,7 +244,10 @@ pub fn open(
     let mut settings = Settings {
         event,
         kernel: true,
-        build_ids: true,
+        // Not for -a: while an event on every CPU asks the kernel for build ids, other
+        // tools' own recordings get mmap records they misread (Debian's perf 6.1 aborts in
+        // util/build-id.c, samply panics), so jprof -a would break other users' profilers.
+        build_ids: !matches!(scope, Scope::AllCpus),
         frequency_hz,
         stacks,
         scope,

@@ -208,6 +208,43 @@ fn several_pids_are_recorded_together() {
     }
 }
 
+/// Another user's `perf record` keeps working while `jprof record -a` runs: an event on every
+/// CPU asking the kernel for build ids made Debian's perf 6.1 abort on its own recording
+/// ("assertion failed at util/build-id.c", "stack smashing detected"), so -a does not ask.
+#[test]
+fn perf_keeps_working_while_all_cpus_records() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("all.jprof");
+    let (mut run, _stderr) = start_all_cpus(&data, &["--no-java-agent", "--duration", "30"]);
+    let perf_data = dir.path().join("perf.data");
+    let outcomes: Vec<Output> = (0..3)
+        .map(|_| {
+            Command::new("perf")
+                .args(["record", "-g", "-o"])
+                .arg(&perf_data)
+                .args(["--", "/bin/ls", "/"])
+                .env("HOME", dir.path())
+                .stdout(Stdio::null())
+                .output()
+                .expect("perf (linux-perf) installed")
+        })
+        .collect();
+    // SIGINT ends the recording as Ctrl-C would.
+    let _ = Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status();
+    let _ = run.wait();
+    for out in outcomes {
+        assert!(
+            out.status.success(),
+            "perf record failed while jprof -a ran: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// `--tid` samples the named thread only, not its process's other threads.
 #[test]
 fn tid_records_only_that_thread() {
