@@ -307,6 +307,30 @@ impl ForeignFile {
         })
     }
 
+    /// Opens the file mapped at `start..end` in process `pid` through
+    /// `/proc/PID/map_files/START-END`: the kernel's link to the very file mapped there, even
+    /// when its path now names another file or none. That one link is followed (no name a
+    /// user can plant is resolved); it never blocks and must be a regular file. Needs
+    /// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE (root).
+    pub fn open_mapped(pid: u32, start: u64, end: u64) -> Result<Self, Refusal> {
+        let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+        let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::open(link.as_str(), flags, Mode::empty()).map_err(to_io)?;
+        let file = File::from(fd);
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(Refusal::NotRegular(file_kind(meta.mode())));
+        }
+        Ok(Self {
+            file,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            uid: meta.uid(),
+            // Another process's file: read, never mapped.
+            in_container: true,
+        })
+    }
+
     /// The whole file: mapped or read (up to [`MAX_READ`] bytes) as [`FileBytes`] says.
     pub fn into_bytes(self) -> Result<FileBytes, Refusal> {
         let meta = self.file.metadata()?;

@@ -13,6 +13,7 @@ mod jit_debug;
 mod jvm_attach;
 mod jvm_starts;
 mod leftovers;
+mod mapping_build_ids;
 mod off_cpu;
 mod places;
 mod reader;

@@ -249,6 +249,7 @@ pub fn run(
     let mut watermark: Option<u64> = None;
     let mut side_chunks = SideChunks::default();
     let mut deep = super::stack_words::DeepJoin::default();
+    let mut build_ids = super::mapping_build_ids::MappingBuildIds::default();
     loop {
         let batch = match batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
@@ -256,6 +257,7 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         if let Some(mut batch) = batch {
+            build_ids.fill(&layout, &mut batch.records);
             if reduce_stacks {
                 deep.add(std::mem::take(&mut batch.deep));
                 batch.records = reduced(&layout, &batch.records, &mut deep);
@@ -301,6 +303,7 @@ pub fn run(
         out.write_records(&pending)?;
     }
     counters.summary.notes.extend(deep.note());
+    counters.summary.notes.extend(build_ids.note());
     side.scan_known_places();
     store_side_pieces(&mut out, side, &mut side_chunks, true)?;
     Ok((out, counters))

@@ -119,7 +119,11 @@ const HEAD_BYTES: usize = 64 * 1024;
 /// none there or cannot be read.
 pub(crate) fn of_file(path: &Path) -> Option<Vec<u8>> {
     use crate::foreign_file::{ForeignFile, Owner};
-    let file = ForeignFile::open(path, Owner::Anyone).ok()?;
+    of_opened(&ForeignFile::open(path, Owner::Anyone).ok()?)
+}
+
+/// The build id of an ELF file already opened by the foreign-file rules, as [`of_file`].
+pub(crate) fn of_opened(file: &crate::foreign_file::ForeignFile) -> Option<Vec<u8>> {
     of_elf_head(&file.read_at(0, HEAD_BYTES).ok()?)
 }
 

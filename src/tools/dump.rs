@@ -407,6 +407,29 @@ struct Contents {
     perf_errors: Vec<ParseError>,
     meta: Option<Meta>,
     summary: Option<Summary>,
+    /// Executable files the MMAP2 records map: (path, build id in hex or None) → mappings.
+    mapped: BTreeMap<(String, Option<String>), usize>,
+}
+
+/// The mapped file and its build id (hex, when the record carries one) of an MMAP2 record;
+/// None for a data mapping or one too short to read.
+fn mapped_file(raw: &crate::format::perf::RawRecord<'_>) -> Option<(String, Option<String>)> {
+    use crate::format::perf::misc;
+    // pid, tid, addr, len, pgoff (32 bytes), the device/inode or build id union (24), prot,
+    // flags, then the NUL-terminated path.
+    let body = raw.body;
+    let union = body.get(32..56)?;
+    let prot = u32::from_le_bytes(body.get(56..60)?.try_into().ok()?);
+    if prot & libc::PROT_EXEC as u32 == 0 {
+        return None;
+    }
+    let name = body.get(64..)?;
+    let name = &name[..name.iter().position(|&b| b == 0)?];
+    let id = (raw.misc & misc::MMAP_BUILD_ID != 0).then(|| {
+        let n = usize::from(union[0]).min(20);
+        crate::symbolize::build_id::hex(&union[4..4 + n])
+    });
+    Some((String::from_utf8_lossy(name).into_owned(), id))
 }
 
 impl Contents {
@@ -424,6 +447,11 @@ impl Contents {
                 Ok(raw) => {
                     n += 1;
                     *self.perf_kinds.entry(perf_kind_name(raw.kind)).or_default() += 1;
+                    if raw.kind == RecordKind::MMAP2 {
+                        if let Some(file) = mapped_file(&raw) {
+                            *self.mapped.entry(file).or_default() += 1;
+                        }
+                    }
                 }
                 Err(mut e) => {
                     e.offset += at;
@@ -461,6 +489,10 @@ impl Contents {
         }
         for e in &self.perf_errors {
             writeln!(out, "perf records stopped: {e}")?;
+        }
+        for ((path, id), n) in &self.mapped {
+            let id = id.as_deref().unwrap_or("none");
+            writeln!(out, "mapped: {path} build id {id} ({n} mappings)")?;
         }
         if let Some(s) = &self.summary {
             writeln!(

@@ -34,6 +34,7 @@ mod format_jitdump;
 mod format_mlpd;
 mod format_perf_map;
 mod format_xray;
+mod host_build_ids;
 mod host_record;
 mod import_perf_data;
 mod j9_jitdump;
