@@ -348,6 +348,11 @@ impl ForeignFile {
         self.read_all(MAX_READ).map(FileBytes::Read)
     }
 
+    /// The opened file itself, for readers that take a [`File`].
+    pub fn into_file(self) -> File {
+        self.file
+    }
+
     /// The file's size now.
     pub fn size(&self) -> std::io::Result<u64> {
         Ok(self.file.metadata()?.len())

@@ -18,7 +18,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +33,7 @@ use nix::sys::stat::{fstat, fstatat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::runtimes::{find_agent, AGENT_FILE};
-use crate::foreign_file;
+use crate::foreign_file::{self, ForeignFile, Owner};
 use crate::process_root;
 
 /// The end of the summary note saying the agent was attached to a running JVM.
@@ -100,38 +100,39 @@ fn libjvm_mappings(maps: &str) -> Vec<LibjvmMapping> {
 }
 
 /// The file behind `mapping`: through `/proc/PID/map_files` (the mapped file itself, no path
-/// to race; root only), else through its path, accepted only if it is the very file mapped
-/// (same device and inode). Never blocks on a FIFO; refused when not a plausible library.
+/// to race; root only), else through its path (see [`open_at_path`]). Never blocks on a FIFO;
+/// refused when not a plausible library.
 fn open_mapped(pid: u32, mapping: &LibjvmMapping) -> Result<File, String> {
-    let open = |path: &Path, extra: i32| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | extra)
-            .open(path)
+    let through_map_files = mapping
+        .range
+        .split_once('-')
+        .and_then(|(start, end)| {
+            Some((
+                u64::from_str_radix(start, 16).ok()?,
+                u64::from_str_radix(end, 16).ok()?,
+            ))
+        })
+        .and_then(|(start, end)| ForeignFile::open_mapped(pid, start, end).ok());
+    let file = match through_map_files {
+        Some(file) => file,
+        None => open_at_path(process_root::foreign_root(pid).as_deref(), mapping)?,
     };
-    let file = match open(
-        Path::new(&format!("/proc/{pid}/map_files/{}", mapping.range)),
-        0,
-    ) {
-        Ok(file) => file,
-        Err(_) => {
-            let root = process_root::foreign_root(pid);
-            let path = process_root::host_path(root.as_deref(), Path::new(&mapping.path));
-            let file = open(&path, libc::O_NOFOLLOW).map_err(|e| e.to_string())?;
-            let meta = file.metadata().map_err(|e| e.to_string())?;
-            let (major, minor) = mapping.dev;
-            if (meta.dev(), meta.ino()) != (nix::sys::stat::makedev(major, minor), mapping.inode) {
-                return Err("the file at its path is not the one mapped".into());
-            }
-            file
-        }
-    };
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
+    let len = file.size().map_err(|e| e.to_string())?;
+    if len > LIBJVM_LIMIT {
+        return Err(format!("{len} bytes, larger than any libjvm"));
     }
-    if meta.len() > LIBJVM_LIMIT {
-        return Err(format!("{} bytes, larger than any libjvm", meta.len()));
+    Ok(file.into_file())
+}
+
+/// The file at `mapping`'s path in the process's `root` (a container's `/proc/PID/root`,
+/// resolved inside it by the foreign-file rules, so a link planted in the container cannot
+/// lead to a host file), accepted only if it is the very file mapped (same device and inode).
+fn open_at_path(root: Option<&Path>, mapping: &LibjvmMapping) -> Result<ForeignFile, String> {
+    let path = process_root::host_path(root, Path::new(&mapping.path));
+    let file = ForeignFile::open(&path, Owner::Anyone).map_err(|e| e.to_string())?;
+    let (major, minor) = mapping.dev;
+    if (file.dev, file.ino) != (nix::sys::stat::makedev(major, minor), mapping.inode) {
+        return Err("the file at its path is not the one mapped".into());
     }
     Ok(file)
 }
@@ -1031,6 +1032,73 @@ mod tests {
         );
         let err = hotspot_library(file).unwrap_err();
         assert!(err.contains("does not define JNI_CreateJavaVM"), "{err}");
+    }
+
+    /// A process with a mount tree of its own (`unshare --mount`, as a container), killed when
+    /// dropped.
+    struct OwnTree(std::process::Child);
+
+    impl Drop for OwnTree {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// The path fallback resolves a mapping's path inside the container's root: a link the
+    /// container's user plants (absolute, so outside the root it names a host directory)
+    /// leads to the container's file, never to the host's file it would name on the host.
+    #[test]
+    fn the_path_fallback_never_follows_a_planted_link_out_of_the_root() {
+        use std::io::BufRead;
+        let host = tempfile::tempdir().unwrap();
+        let inner = host.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        std::fs::write(inner.join("libjvm.so"), b"the host's file").unwrap();
+        std::os::unix::fs::symlink(&inner, host.path().join("planted")).unwrap();
+        // In its own tree a tmpfs hides the host's `inner`, with the container's file in it.
+        let script = format!(
+            "mount -t tmpfs tmpfs '{0}' && printf 'the container' > '{0}/libjvm.so' && \
+             echo ready && exec sleep 600",
+            inner.display()
+        );
+        let mut child = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run unshare");
+        let stdout = child.stdout.take().unwrap();
+        let container = OwnTree(child);
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n", "the mount namespace was not made");
+        let pid = container.0.id();
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        assert_eq!(process_root::foreign_root(pid), Some(root.clone()));
+        let mapping = |meta: std::fs::Metadata| LibjvmMapping {
+            range: "1000-2000".into(),
+            dev: (
+                nix::sys::stat::major(meta.dev()),
+                nix::sys::stat::minor(meta.dev()),
+            ),
+            inode: meta.ino(),
+            path: host.path().join("planted/libjvm.so").display().to_string(),
+        };
+        // The host's file, named by the link as the host sees it, is not reached...
+        let hosts = mapping(std::fs::metadata(inner.join("libjvm.so")).unwrap());
+        let err = open_at_path(Some(&root), &hosts).unwrap_err();
+        assert!(err.contains("not the one mapped"), "{err}");
+        // ...the container's is.
+        let in_root = process_root::host_path(Some(&root), &inner.join("libjvm.so"));
+        let containers = mapping(std::fs::metadata(in_root).unwrap());
+        let file = open_at_path(Some(&root), &containers).unwrap().into_file();
+        assert_eq!(std::io::read_to_string(file).unwrap(), "the container");
+        // And the whole lookup (map_files has no such range) takes the same path.
+        let file = open_mapped(pid, &containers).unwrap();
+        assert_eq!(std::io::read_to_string(file).unwrap(), "the container");
+        assert!(open_mapped(pid, &hosts).is_err());
     }
 
     /// A container's `/tmp` that is a link is followed inside the container's root, never to
