@@ -306,6 +306,121 @@ fn a_recording_padded_with_a_gigabyte_of_zeros_is_read_in_bounded_memory() {
     assert!(bytes.len() < 1 << 20);
 }
 
+/// A zstd frame that declares `len` bytes and decompresses to them: zeros in blocks of one
+/// repeated byte (RLE), 4 bytes for every 128 KiB. What a hostile file holds to make a reader
+/// allocate gigabytes.
+fn zstd_bomb(len: u64) -> Vec<u8> {
+    // Magic, a frame with an 8-byte content size and no checksum, and a 1 MiB window (a
+    // streaming decoder refuses windows past 128 MiB).
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x50];
+    frame.extend(len.to_le_bytes());
+    let mut left = len;
+    while left > 0 {
+        let block = left.min(128 << 10);
+        left -= block;
+        let header = u32::from(left == 0) | 1 << 1 | (block as u32) << 3;
+        frame.extend(&header.to_le_bytes()[..3]);
+        frame.push(0);
+    }
+    frame
+}
+
+/// Runs `jprof ARGS` with at most `mib` MiB of address space.
+fn jprof_within(mib: u64, args: &str) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {}; exec {JPROF} {args}", mib << 10))
+        .output()
+        .unwrap()
+}
+
+/// A recording whose last chunk is a 32 KiB zstd frame of 1 GiB: the reader allocated the
+/// gigabyte it declares (and aborted under this limit); now a chunk may stand for at most 1024
+/// times its size, so it is left out with the offset and why, and the rest is read.
+#[test]
+fn a_zstd_bomb_in_a_recording_is_left_out_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = short_recording(dir.path(), "intact.data", &[]);
+    let bomb_at = bytes.len() + 16;
+    bytes.extend(jprof::format::recording::encode_chunk(
+        jprof::format::recording::ChunkKind::PERF_RECORDS_ZSTD,
+        &zstd_bomb(1 << 30),
+    ));
+    assert!(bytes.len() < 1 << 20);
+    let path = dir.path().join("bomb.data");
+    std::fs::write(&path, &bytes).unwrap();
+    let path = path.to_str().unwrap();
+    let bomb_len = zstd_bomb(1 << 30).len();
+    let why = format!(
+        "a compressed chunk was left out (at byte offset {bomb_at}: expected a zstd frame that \
+         decompresses to at most {} bytes (1024 for each of its {bomb_len} bytes, at most \
+         1073741824); it declares 1073741824)",
+        bomb_len * 1024
+    );
+    let out = jprof_within(512, &format!("report -f text -o - -i {path}"));
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&why), "{said}");
+    assert!(said.contains(&format!("{path} is damaged")), "{said}");
+    // The records before it are all there.
+    let intact = Recording::open(&dir.path().join("intact.data")).unwrap();
+    let samples = intact.summary.as_ref().unwrap().samples;
+    assert!(samples > 0);
+    assert!(
+        said.contains(&format!("Samples:   {samples} recorded")),
+        "{said}"
+    );
+    // Every reader of compressed chunks is bounded the same way.
+    for args in [
+        format!("report -f collapsed -o - -i {path}"),
+        format!("dump {path}"),
+        format!("symbolize -i {path} 0x1000"),
+    ] {
+        let out = jprof_within(512, &args);
+        assert!(out.status.success(), "{args}: {}", text(&out));
+    }
+}
+
+/// A perf.data whose last record is a PERF_RECORD_COMPRESSED holding a 32 KiB zstd frame of
+/// 1 GiB: linux-perf-data decompresses a record whole into memory (the import aborted under
+/// this limit); now jprof follows the compressed stream first and reads the records before
+/// the one that decompresses past 1024 bytes for each compressed byte, naming its offset.
+#[test]
+fn a_zstd_bomb_in_a_perf_data_is_refused_in_bounded_memory() {
+    let seed = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/seeds/perf_data/sleep.data"
+    );
+    let original = std::fs::read(seed).unwrap();
+    let word = |at: usize| u64::from_le_bytes(original[at..at + 8].try_into().unwrap()) as usize;
+    let (data_at, data_len) = (word(40), word(48));
+    let bomb = zstd_bomb(1 << 30);
+    let record_at = data_at + data_len;
+    let mut file = original[..record_at].to_vec();
+    file.extend(81u32.to_le_bytes()); // PERF_RECORD_COMPRESSED
+    file.extend(0u16.to_le_bytes());
+    file.extend(u16::try_from(8 + bomb.len()).unwrap().to_le_bytes());
+    file.extend(&bomb);
+    let data_len = (file.len() - data_at) as u64;
+    file[48..56].copy_from_slice(&data_len.to_le_bytes());
+    file[72..104].fill(0); // no feature sections
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bomb.data");
+    std::fs::write(&path, &file).unwrap();
+    let out = jprof_within(512, &format!("report -f text -o - -i {}", path.display()));
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "{} is truncated or damaged (at byte offset {record_at}: expected compressed records \
+             that decompress to at most 1024 bytes for each compressed byte",
+            path.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("Samples:   3 recorded"), "{said}");
+}
+
 #[test]
 fn a_target_that_ignores_signals_is_killed_on_the_second_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,6 +4,7 @@
 
 use crate::format::perf::RecordIter;
 use crate::format::{Cursor, ParseError};
+use crate::recording::MAX_INFLATION;
 
 /// "PERFILE2": a little-endian perf.data file.
 pub const MAGIC: &[u8; 8] = b"PERFILE2";
@@ -20,6 +21,10 @@ const FEATURES_AT: usize = 72;
 const FEATURES_LEN: usize = 32;
 /// perf's own record that is followed by `size` bytes of AUX-area trace data.
 const PERF_RECORD_AUXTRACE: u32 = 71;
+/// perf's records of zstd-compressed records (`perf record -z`): the body is the next piece of
+/// one zstd stream; COMPRESSED2 starts with the piece's size (the rest is padding).
+const PERF_RECORD_COMPRESSED: u32 = 81;
+const PERF_RECORD_COMPRESSED2: u32 = 83;
 const HEADER_MIN_LEN: usize = FEATURES_AT + FEATURES_LEN;
 
 /// Where the records are, and how much of that is readable.
@@ -73,6 +78,7 @@ pub fn check(file: &[u8]) -> Result<DataSection, ParseError> {
     let window = &file[offset..offset + declared_size.min(available) as usize];
     let mut readable_size = 0;
     let mut stopped = None;
+    let mut inflation = Inflation::default();
     let damaged = |at: usize, expected: &str| {
         Some(ParseError::new(
             offset + at,
@@ -108,6 +114,10 @@ pub fn check(file: &[u8]) -> Result<DataSection, ParseError> {
             }
             end += trace as usize;
         }
+        if let Err(expected) = inflation.follow(&raw) {
+            stopped = Some(ParseError::new(offset + readable_size, expected));
+            break;
+        }
         readable_size = end;
     }
     if stopped.is_none() && declared_size > available {
@@ -125,6 +135,74 @@ pub fn check(file: &[u8]) -> Result<DataSection, ParseError> {
         readable_size,
         stopped,
     })
+}
+
+/// The zstd stream of a perf.data's compressed records, decompressed into a scratch buffer
+/// only to be measured: `linux-perf-data` decompresses each record whole into memory, so
+/// records that would decompress to more than [`MAX_INFLATION`] bytes for each compressed
+/// byte so far (a zstd bomb: a few KiB that stand for gigabytes) must not reach it.
+#[derive(Default)]
+struct Inflation {
+    stream: Option<zstd::zstd_safe::DCtx<'static>>,
+    scratch: Vec<u8>,
+    compressed: u64,
+    decompressed: u64,
+}
+
+impl Inflation {
+    /// Follows the stream through `record` if it is a compressed record; the error says what
+    /// was expected of it.
+    fn follow(&mut self, record: &crate::format::perf::RawRecord<'_>) -> Result<(), String> {
+        use zstd::zstd_safe::{InBuffer, OutBuffer};
+        let piece = match record.kind.0 {
+            PERF_RECORD_COMPRESSED => record.body,
+            PERF_RECORD_COMPRESSED2 => {
+                let size = record
+                    .body
+                    .get(..8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8])));
+                match size {
+                    Some(size) if size <= (record.body.len() - 8) as u64 => {
+                        &record.body[8..8 + size as usize]
+                    }
+                    _ => return Err("a COMPRESSED2 record whose data size fits the record".into()),
+                }
+            }
+            _ => return Ok(()),
+        };
+        self.compressed += piece.len() as u64;
+        let limit = self.compressed.saturating_mul(MAX_INFLATION as u64);
+        let stream = self
+            .stream
+            .get_or_insert_with(zstd::zstd_safe::DCtx::create);
+        if self.scratch.is_empty() {
+            self.scratch = vec![0; 128 << 10];
+        }
+        let mut input = InBuffer::around(piece);
+        loop {
+            let mut output = OutBuffer::around(&mut self.scratch[..]);
+            stream
+                .decompress_stream(&mut output, &mut input)
+                .map_err(|code| {
+                    format!(
+                        "a compressed record that continues the zstd stream ({})",
+                        zstd::zstd_safe::get_error_name(code)
+                    )
+                })?;
+            let made = output.pos();
+            self.decompressed += made as u64;
+            if self.decompressed > limit {
+                return Err(format!(
+                    "compressed records that decompress to at most {MAX_INFLATION} bytes for \
+                     each compressed byte ({limit} bytes up to the end of this one; it \
+                     decompresses past that: a zstd bomb or a damaged record)"
+                ));
+            }
+            if made < self.scratch.len() && input.pos() == piece.len() {
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// The largest `perf_event_attr` entry accepted (the kernel's is 136 bytes today).
