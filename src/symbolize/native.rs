@@ -95,6 +95,39 @@ fn section_bytes(image: &Image, data: Cow<'_, [u8]>) -> SharedBytes {
     }
 }
 
+/// A section's bytes, decompressed when compressed. A hostile binary's compression header
+/// (`ch_size`) is believed only up to [`MAX_INFLATION`](crate::recording::MAX_INFLATION)
+/// bytes for each compressed byte, and zstd data is decompressed into exactly that size
+/// (`object`'s own zstd path grows its buffer for as long as the data goes on), so a section
+/// cannot make jprof allocate without bound.
+fn uncompressed<'d>(section: &impl ObjectSection<'d>) -> Option<Cow<'d, [u8]>> {
+    let compressed = section.compressed_data().ok()?;
+    if compressed.format == object::CompressionFormat::None {
+        return Some(Cow::Borrowed(compressed.data));
+    }
+    inflate_section(compressed)
+}
+
+fn inflate_section(compressed: object::CompressedData<'_>) -> Option<Cow<'_, [u8]>> {
+    let size = usize::try_from(compressed.uncompressed_size).ok()?;
+    if size
+        > compressed
+            .data
+            .len()
+            .saturating_mul(crate::recording::MAX_INFLATION)
+    {
+        return None;
+    }
+    match compressed.format {
+        object::CompressionFormat::Zstandard => {
+            let out = zstd::bulk::decompress(compressed.data, size).ok()?;
+            (out.len() == size).then_some(Cow::Owned(out))
+        }
+        // zlib decompresses into the size declared, no further.
+        _ => compressed.decompress().ok(),
+    }
+}
+
 /// One ELF file's symbols, DWARF and unwind sections. The symbol table is read when the file
 /// is opened; DWARF and the unwind sections are read on first use, since many binaries are
 /// only named (no unwinding) and some only unwound.
@@ -185,7 +218,7 @@ impl Binary {
             // and their CFI in .debug_frame, which framehop reads only without .eh_frame.
             let section = |name: &str| {
                 let s = obj.section_by_name(name)?;
-                let data = s.uncompressed_data().ok()?;
+                let data = uncompressed(&s)?;
                 (!data.is_empty()).then(|| {
                     (
                         s.address()..s.address() + s.size(),
@@ -449,7 +482,7 @@ fn load_dwarf(image: &Image) -> Option<Dwarf> {
             // looked up are read.
             let data = obj
                 .section_by_name(id.name())
-                .and_then(|s| s.uncompressed_data().ok())
+                .and_then(|s| uncompressed(&s))
                 .map_or_else(
                     || SharedBytes::owned(Vec::new()),
                     |d| section_bytes(image, d),
@@ -693,6 +726,68 @@ impl BinaryCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zstd frame of `len` zeros in blocks of one repeated byte (4 bytes for each 128 KiB).
+    fn zstd_bomb(len: u64) -> Vec<u8> {
+        let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x50];
+        frame.extend(len.to_le_bytes());
+        let mut left = len;
+        while left > 0 {
+            let block = left.min(128 << 10);
+            left -= block;
+            let header = u32::from(left == 0) | 1 << 1 | (block as u32) << 3;
+            frame.extend(&header.to_le_bytes()[..3]);
+            frame.push(0);
+        }
+        frame
+    }
+
+    /// Sections of a hostile binary: a 32 KiB zstd frame of 1 GiB. Run by
+    /// `compressed_sections_are_inflated_in_bounded_memory` under a 256 MiB address-space
+    /// limit (alone, it passes quickly too).
+    #[test]
+    #[ignore = "run under a memory limit by compressed_sections_are_inflated_in_bounded_memory"]
+    fn compressed_section_bombs() {
+        let bomb = zstd_bomb(1 << 30);
+        let section = |format, uncompressed_size| object::CompressedData {
+            format,
+            data: &bomb,
+            uncompressed_size,
+        };
+        use object::CompressionFormat::{Zlib, Zstandard};
+        // Its header says what it holds: more than 1024 bytes for each compressed byte.
+        assert!(inflate_section(section(Zstandard, 1 << 30)).is_none());
+        assert!(inflate_section(section(Zlib, 1 << 30)).is_none());
+        // Its header says less than it holds: decompressed no further than that.
+        assert!(inflate_section(section(Zstandard, 1 << 20)).is_none());
+        // An honest section reads back.
+        let text = b"DWARF ".repeat(1000);
+        let packed = zstd::bulk::compress(&text, 3).unwrap();
+        let honest = object::CompressedData {
+            format: Zstandard,
+            data: &packed,
+            uncompressed_size: text.len() as u64,
+        };
+        assert_eq!(inflate_section(honest).as_deref(), Some(&text[..]));
+    }
+
+    #[test]
+    fn compressed_sections_are_inflated_in_bounded_memory() {
+        let me = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v {}; exec \"$0\" --exact symbolize::native::tests::compressed_section_bombs \
+                 --include-ignored --test-threads 1",
+                256 << 10
+            ))
+            .arg(&me)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+        assert!(said.contains("1 passed"), "{said}");
+    }
 
     #[test]
     fn demangles_cpp_rust_and_leaves_c() {
