@@ -26,9 +26,10 @@ impl DeepStacks {
 
 /// How user stacks are collected: `--call-graph` as given; by default DWARF over the deep stack
 /// copy for CPython 3.12 or later, whose libpython has no frame pointers and whose perf
-/// trampolines make every Python call several C frames (docs/python.md); frame pointers with the
-/// deep copy cut down to the frame chain's words for a JVM, whose interpreted frames are named
-/// by a slot of each frame (docs/java.md); else frame pointers. Returns the summary's note on a
+/// trampolines make every Python call several C frames (docs/python.md); for a JVM, whose
+/// interpreted frames are named by a slot of each frame (docs/java.md), frame pointers with
+/// each frame's words read by a BPF program past the 1 KiB copy, or the deep copy cut down to
+/// them where the kernel refuses the program (`events::open` decides); else frame pointers. Returns the summary's note on a
 /// choice the user did not make.
 pub(super) fn stacks_for(
     config: &RecordConfig,
@@ -48,10 +49,11 @@ pub(super) fn stacks_for(
         None if deep.jvm => (
             events::StackCopy::DEEP_FP,
             Some(format!(
-                "java: frame pointers over a {kib} KiB stack copy per sample, of which only \
-                 each frame's links and Method* slot are kept, so interpreted Java frames are \
-                 named at every depth; `--call-graph fp` copies 1 KiB (smaller, but interpreted \
-                 frames deeper than that are `Interpreter`)"
+                "java: frame pointers, with each frame's links and Method* slot read at sample \
+                 time past a 1 KiB stack copy by a BPF program ({kib} KiB copies, cut down, \
+                 where the kernel refuses it), so interpreted Java frames are named at every \
+                 depth; `--call-graph fp` copies 1 KiB without the program (interpreted frames \
+                 deeper than that are `Interpreter`)"
             )),
         ),
         None => (events::StackCopy::of(CallGraph::FramePointers), None),
@@ -94,9 +96,7 @@ mod tests {
         let (stacks, note) = stacks_for(&config(None), jvm);
         assert_eq!(stacks, events::StackCopy::DEEP_FP);
         assert!(stacks.trimmed() && stacks.bytes == 65528);
-        assert!(note
-            .unwrap()
-            .starts_with("java: frame pointers over a 64 KiB"));
+        assert!(note.unwrap().contains("(64 KiB copies, cut down, where"));
         // Other programs, and a choice the user made, as before.
         let (plain, note) = stacks_for(&config(None), DeepStacks::default());
         assert_eq!(plain, events::StackCopy::of(CallGraph::FramePointers));

@@ -1,31 +1,29 @@
-//! A JVM's frames deeper than the kernel's largest stack copy (64 KiB), read at sample time by
-//! a BPF program on the sampling events (issue 27). The kernel copies at most 64 KiB of user
-//! stack per sample; javac's stacks are deeper one sample in ten, and their outer interpreted
-//! frames then have no `Method*`. The program (BPF_PROG_TYPE_PERF_EVENT, attached with
-//! PERF_EVENT_IOC_SET_BPF to the events of the profiled threads only) runs on every sample: it
-//! takes the thread's user registers (`bpf_task_pt_regs`, what the sample's REGS_USER holds),
-//! follows the frame-pointer chain with `bpf_probe_read_user` past the frames the copy holds,
-//! and for each frame beyond [`SKIP_BYTES`] above the stack pointer sends its frame pointer,
-//! saved frame pointer, return address and the word three below it (HotSpot's `Method*` slot)
-//! into a ring buffer.
-//! It always returns 1: the kernel keeps every sample.
+//! A JVM's frames past the sample's user-stack copy, read at sample time by a BPF program on
+//! the sampling events (issue 27, issue 29). Interpreted Java frames are named by a slot of each
+//! frame (`Method*`), which the kernel's callchain does not carry. Rather than copying the
+//! largest user stack the kernel copies (64 KiB, in the target's context, at every sample), the
+//! recorder asks for the 1 KiB copy a frameless leaf needs and this program
+//! (BPF_PROG_TYPE_PERF_EVENT, attached with PERF_EVENT_IOC_SET_BPF to the events of the
+//! profiled threads only) reads the rest: it takes the thread's user registers
+//! (`bpf_task_pt_regs`, what the sample's REGS_USER holds), follows the frame-pointer chain with
+//! `bpf_probe_read_user` past the frames the copy holds, and for each frame beyond the copy
+//! (`skip_bytes` above the stack pointer) sends its frame pointer, saved frame pointer, return
+//! address and the word three below it (HotSpot's `Method*` slot) into a ring buffer: 40 bytes
+//! read per frame instead of the whole stack. It always returns 1: the kernel keeps every
+//! sample. A kernel that refuses the program gets the 64 KiB copy instead (`events::open`).
 //!
 //! The recorder joins each ring buffer record to its sample (same thread, same stack and frame
 //! pointers, the sample taken just after on the same clock: `bpf_ktime_get_ns` and the events'
 //! CLOCK_MONOTONIC are both the kernel's fast monotonic clock) and stores the frames the copy
 //! does not hold as a jprof record ([`crate::format::perf::RecordKind::JPROF_DEEP_FRAMES`])
-//! just before the sample. A kernel that refuses BPF leaves the recording as it was, with one
-//! note. The program is GPL (bpf_probe_read_user is a GPL-only helper; docs/security.md).
+//! just before the sample. The program is GPL (bpf_probe_read_user is a GPL-only helper;
+//! docs/security.md).
 
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::sys::bpf;
 
-/// Frames whose frame pointer lies more than this far above the stack pointer are sent. Less
-/// than the copy (65528 bytes minus the room the callchain takes: about 64 KiB with the
-/// kernel's 127 frames, 56 KiB with a callchain limit near 1000), so no frame falls between.
-pub const SKIP_BYTES: i32 = 56 * 1024;
 /// Frames followed inside the copy before giving up (a frame takes at least 16 bytes; a
 /// HotSpot interpreter frame ~100).
 const MAX_SKIP: i32 = 2048;
@@ -35,9 +33,9 @@ pub const MAX_FRAMES: i32 = 1000;
 const HEAD: i32 = 40;
 /// Bytes per frame: frame pointer, saved frame pointer, return address, `Method*` slot.
 const FRAME: i32 = 32;
-/// The ring buffer: at 64 bytes a frame-less overhead and ~3 KiB for a javac stack 100 frames
-/// past the copy, a quarter second of samples at 999 Hz on two CPUs fits many times.
-const RING_BYTES: usize = 4 << 20;
+/// The ring buffer: ~3 KiB a sample for a javac stack 100 frames deep, a quarter second of
+/// samples at 999 Hz on four CPUs fits (the reader drains it at least every 100 ms).
+const RING_BYTES: usize = 16 << 20;
 
 /// bpf_probe_read_user and the task helpers are GPL-only.
 const LICENSE: &CStr = c"GPL";
@@ -186,7 +184,7 @@ mod asm {
 /// The walk. Every check is written "if fine, go on; else leave": the verifier explores the
 /// branch not taken first and keeps the other pending, so leaving on the fall-through keeps its
 /// pending states few while it follows the bounded loops frame by frame.
-fn program(scratch_fd: i32, ring_fd: i32) -> Vec<u64> {
+fn program(scratch_fd: i32, ring_fd: i32, skip_bytes: i32) -> Vec<u64> {
     use asm::*;
     let mut a = Asm::default();
     // The thread's user registers, saved where it entered the kernel (the interrupt of this
@@ -217,7 +215,7 @@ fn program(scratch_fd: i32, ring_fd: i32) -> Vec<u64> {
     a.store(R7, 24, R8);
     // r6 = where sent frames begin; r8 = the frame pointer; r9 = frames passed.
     a.mov(R6, R9);
-    a.add_imm(R6, SKIP_BYTES);
+    a.add_imm(R6, skip_bytes);
     a.mov_imm(R9, 0);
     a.label("skip");
     a.jump_imm(Cond::Lt, R9, MAX_SKIP, "skip_more");
@@ -264,36 +262,31 @@ fn program(scratch_fd: i32, ring_fd: i32) -> Vec<u64> {
     a.jump_imm(Cond::Eq, R1, 0, "frame_aligned");
     a.goto("submit");
     a.label("frame_aligned");
-    // Saved frame pointer and return address (16 bytes at fp) to r10-24 and r10-16.
+    // One read for the frame: the `Method*` slot at fp-24 to r10-40, the saved frame pointer
+    // and return address at fp to r10-16 and r10-8.
     a.mov(R1, R10);
-    a.add_imm(R1, -24);
-    a.mov_imm(R2, 16);
+    a.add_imm(R1, -40);
+    a.mov_imm(R2, 40);
     a.mov(R3, R8);
+    a.add_imm(R3, -24);
     a.call(PROBE_READ_USER);
     a.jump_imm(Cond::Eq, R0, 0, "links");
     a.goto("submit");
     a.label("links");
-    // The word at fp-24 to r10-8 (zeroed by the helper when unreadable).
-    a.mov(R1, R10);
-    a.add_imm(R1, -8);
-    a.mov_imm(R2, 8);
-    a.mov(R3, R8);
-    a.add_imm(R3, -24);
-    a.call(PROBE_READ_USER);
     // The frame goes to scratch + HEAD + n * FRAME: fp, saved fp, return address, Method*
     // slot.
     a.mov(R1, R9);
     a.mul_imm(R1, FRAME);
     a.add(R1, R7);
     a.store(R1, HEAD as i16, R8);
-    a.load(R2, R10, -24);
-    a.store(R1, HEAD as i16 + 8, R2);
     a.load(R2, R10, -16);
-    a.store(R1, HEAD as i16 + 16, R2);
+    a.store(R1, HEAD as i16 + 8, R2);
     a.load(R2, R10, -8);
+    a.store(R1, HEAD as i16 + 16, R2);
+    a.load(R2, R10, -40);
     a.store(R1, HEAD as i16 + 24, R2);
     a.add_imm(R9, 1);
-    a.load(R1, R10, -24);
+    a.load(R1, R10, -16);
     a.jump_reg(Cond::Gt, R1, R8, "next");
     a.goto("submit");
     a.label("next");
@@ -332,8 +325,10 @@ pub struct DeepFrames {
 }
 
 impl DeepFrames {
-    /// Creates the maps and loads the program; the error says why the kernel refused.
-    pub fn load() -> Result<Self, String> {
+    /// Creates the maps and loads the program, which sends the frames lying more than
+    /// `skip_bytes` above the stack pointer (the stack copy's size); the error says why the
+    /// kernel refused.
+    pub fn load(skip_bytes: u32) -> Result<Self, String> {
         let value_size = (HEAD + MAX_FRAMES * FRAME) as u32;
         let scratch = bpf::create_map(
             bpf::MAP_TYPE_PERCPU_ARRAY,
@@ -345,7 +340,9 @@ impl DeepFrames {
         .map_err(|e| format!("creating its per-CPU map: {e}"))?;
         let ring = bpf::RingBuf::new(RING_BYTES, "jprof_frames")
             .map_err(|e| format!("creating its ring buffer: {e}"))?;
-        let insns = program(scratch.as_raw_fd(), ring.fd().as_raw_fd());
+        let skip_bytes =
+            i32::try_from(skip_bytes).map_err(|_| "a stack copy that large".to_string())?;
+        let insns = program(scratch.as_raw_fd(), ring.fd().as_raw_fd(), skip_bytes);
         let program = bpf::load_program(bpf::PROG_TYPE_PERF_EVENT, &insns, LICENSE, "jprof_frames")
             .map_err(|e| format!("loading the program: {e}"))?;
         Ok(Self {
@@ -415,7 +412,7 @@ mod tests {
 
     #[test]
     fn jumps_land_on_their_labels() {
-        let insns = program(3, 4);
+        let insns = program(3, 4, 1024);
         // The last two: r0 = 1; exit.
         let n = insns.len();
         assert_eq!(insns[n - 1] & 0xff, 0x95);
@@ -461,7 +458,7 @@ mod tests {
     /// without BPF says why and the test ends there).
     #[test]
     fn the_verifier_accepts_the_program() {
-        match DeepFrames::load() {
+        match DeepFrames::load(1024) {
             Ok(_) => {}
             Err(e) if e.contains("Operation not permitted") => {
                 eprintln!("skipped: the kernel refuses BPF to this user: {e}");

@@ -90,6 +90,31 @@ pub struct Events {
     pub deep_note: Option<String>,
 }
 
+/// Set to `1`, jprof does not load its BPF program for a JVM's deep stacks and copies 64 KiB of
+/// stack per sample instead, as on a kernel that refuses the program (to measure and test that
+/// path).
+pub const NO_BPF_VAR: &str = "JPROF_NO_BPF";
+
+/// Loads the program that reads a JVM's frames past the 1 KiB stack copy; the error is the
+/// summary's note on the fallback.
+fn load_deep_frames() -> Result<super::deep_frames::DeepFrames, String> {
+    let refused = |why: String| {
+        format!(
+            "java: {why}, so each sample copies {} KiB of stack instead of {} KiB; frames \
+             deeper than that are not read and interpreted frames there stay `Interpreter`",
+            STACK_BYTES_DEEP.div_ceil(1024),
+            STACK_BYTES_FP.div_ceil(1024),
+        )
+    };
+    if std::env::var_os(NO_BPF_VAR).is_some_and(|v| v == "1") {
+        return Err(refused(format!(
+            "{NO_BPF_VAR}=1: jprof's BPF program was not loaded"
+        )));
+    }
+    super::deep_frames::DeepFrames::load(STACK_BYTES_FP)
+        .map_err(|why| refused(format!("the kernel refused jprof's BPF program ({why})")))
+}
+
 /// CPUs in a kernel CPU list ("0-3,5").
 fn parse_cpu_list(text: &str) -> Vec<i32> {
     let mut cpus = Vec::new();
@@ -241,6 +266,20 @@ pub fn open(
         return Err(Error::Usage("no thread to profile".into()));
     }
     let mut notes = Vec::new();
+    // A JVM's deep stacks: its frames past the frameless top are read by the BPF program, so
+    // the kernel copies 1 KiB a sample rather than 64 KiB; where the kernel refuses the
+    // program, the 64 KiB copy it replaces.
+    let (deep, deep_note) = match stacks.trimmed() {
+        true => match load_deep_frames() {
+            Ok(deep) => (Some(deep), None),
+            Err(why) => (None, Some(why)),
+        },
+        false => (None, None),
+    };
+    let stacks = match deep {
+        Some(_) => StackCopy::of(CallGraph::FramePointers),
+        None => stacks,
+    };
     let mut settings = Settings {
         event,
         kernel: true,
@@ -265,13 +304,13 @@ pub fn open(
         switch_attr: None,
         cpus,
         deep: None,
-        deep_note: None,
+        deep_note,
     };
     if let Some(min_ns) = off_cpu_min_ns {
         events.open_off_cpu(pid, min_ns, settings.kernel, &mut notes);
     }
-    if stacks.trimmed() {
-        events.read_deep_frames();
+    if let Some(deep) = deep {
+        events.read_deep_frames(deep);
     }
     events.add_threads(tids)?;
     let off_cpu_ids = std::mem::take(&mut events.config.off_cpu_ids);
@@ -502,27 +541,17 @@ impl Events {
         }
     }
 
-    /// Loads the program that reads frames past the stack copy and runs it on every event
-    /// opened so far (and, through `add_threads`, later); a refusal is noted, never fatal.
-    fn read_deep_frames(&mut self) {
-        let refused = |why: String| {
-            format!(
-                "java: frames deeper than the {} KiB stack copy are not read at sample time \
-                 (the kernel refused jprof's BPF program: {why}); interpreted frames there stay \
-                 `Interpreter`",
-                STACK_BYTES_DEEP.div_ceil(1024)
-            )
-        };
-        let deep = match super::deep_frames::DeepFrames::load() {
-            Ok(deep) => deep,
-            Err(why) => {
-                self.deep_note = Some(refused(why));
-                return;
-            }
-        };
+    /// Runs the program that reads frames past the stack copy on every event opened so far
+    /// (and, through `add_threads`, later); a refusal is noted, never fatal.
+    fn read_deep_frames(&mut self, deep: super::deep_frames::DeepFrames) {
         let attached = self.all_fds().try_for_each(|fd| deep.attach(fd));
         if let Err(e) = attached {
-            self.deep_note = Some(refused(format!("attaching it to the event: {e}")));
+            self.deep_note = Some(format!(
+                "java: frames deeper than the {} KiB stack copy are not read at sample time (the \
+                 kernel refused to attach jprof's BPF program to the event: {e}); interpreted \
+                 frames there stay `Interpreter`",
+                STACK_BYTES_FP.div_ceil(1024)
+            ));
             return;
         }
         self.deep = Some(deep);

@@ -9,7 +9,6 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::deep_frames::Walked;
-use super::events::STACK_BYTES_DEEP;
 use crate::format::perf::{RawRecord, Record, RecordKind, SampleLayout};
 use crate::symbolize::unwind::UserRegs;
 
@@ -32,8 +31,8 @@ pub struct Chain {
     pub past_copy: bool,
 }
 
-/// The record (header included) with its stack copy cut down, and what its frame chain did;
-/// None to keep it as it is (not a sample, no copy, or nothing to cut).
+/// The record (header included) with its stack copy cut down (a copy of [`TOP_BYTES`] or less
+/// as it is), and what its frame chain did; None to keep it as it is (not a sample, no copy).
 pub fn reduce(
     layout: &SampleLayout,
     raw: &RawRecord<'_>,
@@ -48,9 +47,9 @@ pub fn reduce(
     let data_at = (stack.as_ptr() as usize).checked_sub(raw.body.as_ptr() as usize)?;
     let size_field = raw.body.get(data_at.checked_sub(8)?..data_at)?;
     let size = u64::from_le_bytes(size_field.try_into().ok()?) as usize;
-    if size <= TOP_BYTES {
-        return None;
-    }
+    // A copy no larger than the top kept whole (the 1 KiB copy beside the BPF program) stays
+    // as it is; its chain still says which frames the program's record adds.
+    let whole = size <= TOP_BYTES;
     let word = |off: usize| -> Option<u64> {
         Some(u64::from_le_bytes(
             stack.get(off..off + 8)?.try_into().ok()?,
@@ -71,7 +70,7 @@ pub fn reduce(
         }
         if off + 16 > stack.len() {
             // A frame pointer that starts out past the copy is not one (a leaf using the
-            // register for something else).
+            // register for something else) or cannot be told from one: not counted.
             past_copy = frames > 0;
             break;
         }
@@ -89,6 +88,21 @@ pub fn reduce(
         };
         fp = next;
     }
+    let chain = Chain {
+        pid: s.pid,
+        tid: s.tid,
+        time: s.time,
+        sp: regs.sp,
+        bp: regs.bp,
+        copied: stack.len(),
+        past_copy,
+    };
+    if whole {
+        let mut out = Vec::with_capacity(header.len() + raw.body.len());
+        out.extend_from_slice(header);
+        out.extend_from_slice(raw.body);
+        return Some((out, chain));
+    }
     let mut out = Vec::with_capacity(header.len() + data_at + end + 8);
     out.extend_from_slice(header);
     out.extend_from_slice(&raw.body[..data_at - 8]);
@@ -105,15 +119,6 @@ pub fn reduce(
     out.extend_from_slice(raw.body.get(data_at + size + 8..)?);
     let total = u16::try_from(out.len()).ok()?;
     out[6..8].copy_from_slice(&total.to_le_bytes());
-    let chain = Chain {
-        pid: s.pid,
-        tid: s.tid,
-        time: s.time,
-        sp: regs.sp,
-        bp: regs.bp,
-        copied: stack.len(),
-        past_copy,
-    };
     Some((out, chain))
 }
 
@@ -133,6 +138,8 @@ pub struct DeepJoin {
     pub past_copy: u64,
     /// Of those, the samples that got their frames beyond it.
     pub joined: u64,
+    /// The largest stack copy seen (1 KiB beside the program, 64 KiB without it).
+    copy_bytes: usize,
 }
 
 impl DeepJoin {
@@ -167,6 +174,7 @@ impl DeepJoin {
                     .is_none_or(|off| off.saturating_add(16) > chain.copied as u64)
             })
             .collect();
+        self.copy_bytes = self.copy_bytes.max(chain.copied);
         if chain.past_copy {
             self.past_copy += 1;
             self.joined += u64::from(!frames.is_empty());
@@ -189,19 +197,20 @@ impl DeepJoin {
     }
 
     /// The program's record of this sample: same thread, same registers, read in the same
-    /// interrupt. Older records of the thread (samples lost) are dropped on the way.
+    /// interrupt (the nearest in time when the thread stood still). A batch holds each CPU's
+    /// ring in turn, so a thread that moved between CPUs has its samples out of time order:
+    /// records before the match stay for the samples still to come (those of lost samples
+    /// leave with [`KEEP_NS`]).
     fn take(&mut self, chain: &Chain) -> Option<Walked> {
         let q = self.waiting.get_mut(&chain.tid)?;
-        while let Some(w) = q.front() {
-            if w.time > chain.time.saturating_add(MAX_LAG_NS) {
-                return None;
-            }
-            let w = q.pop_front()?;
-            if w.sp == chain.sp && w.bp == chain.bp && w.time.abs_diff(chain.time) <= MAX_LAG_NS {
-                return Some(w);
-            }
-        }
-        None
+        let (at, _) = q
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.sp == chain.sp && w.bp == chain.bp)
+            .map(|(i, w)| (i, w.time.abs_diff(chain.time)))
+            .filter(|&(_, lag)| lag <= MAX_LAG_NS)
+            .min_by_key(|&(_, lag)| lag)?;
+        q.remove(at)
     }
 
     /// The summary's line, when some stacks went past the copy.
@@ -212,7 +221,7 @@ impl DeepJoin {
                 "java: {} samples' frame chains went past the {} KiB stack copy; their frames \
                  beyond it were read at sample time for {}{}",
                 self.past_copy,
-                STACK_BYTES_DEEP.div_ceil(1024),
+                self.copy_bytes.div_ceil(1024),
                 self.joined,
                 if lost > 0 {
                     format!(
@@ -331,8 +340,72 @@ mod tests {
         // reserved; the empty room goes.
         let copy = stack_of(&reduced(&sample(SP + 4096, &stack[..300], 60000)).unwrap());
         assert_eq!(copy, vec![0x11u8; 300]);
-        // A 1 KiB copy (`--call-graph fp`) is left as it is.
-        assert_eq!(reduced(&sample(SP, &stack[..1024], 1024)), None);
+        // A 1 KiB copy (`--call-graph fp`, or beside the BPF program) is left as it is.
+        let small = sample(SP, &stack[..1024], 1024);
+        assert_eq!(reduced(&small), Some(small));
+    }
+
+    /// Beside the BPF program the kernel copies 1 KiB: the sample is written as it came, after
+    /// the program's frames past the copy (those in the copy left out), and its chain is
+    /// counted as going past the copy.
+    #[test]
+    fn a_1_kib_copy_gets_the_frames_past_it() {
+        // Frames at 256 bytes (in the copy, its saved fp pointing past it) and at 4 KiB.
+        let mut stack = vec![0u8; 1024];
+        stack[256..264].copy_from_slice(&(SP + 4096).to_le_bytes());
+        let record = sample(SP + 256, &stack, 1024);
+        let raw = RecordIter::new(&record).next().unwrap().unwrap();
+        let (kept, chain) = reduce(&LAYOUT, &raw, &record[..8]).unwrap();
+        assert_eq!(kept, record);
+        assert!(chain.past_copy && chain.copied == 1024);
+        let mut join = DeepJoin::default();
+        join.add(vec![Walked {
+            pid: 7,
+            tid: 7,
+            time: 5,
+            sp: SP,
+            bp: SP + 256,
+            frames: vec![
+                [SP + 256, SP + 4096, 0x40_2000, 0],
+                [SP + 4096, SP + 8192, 0x40_3000, 0x9000],
+            ],
+        }]);
+        let deep = join.record_for(&chain).expect("a deep-frames record");
+        let words: Vec<u64> = deep[24..]
+            .chunks(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        assert_eq!(words, [SP + 4096, SP + 8192, 0x40_3000, 0x9000]);
+        assert_eq!((join.past_copy, join.joined), (1, 1));
+        assert!(join.note().unwrap().contains("past the 1 KiB stack copy"));
+    }
+
+    /// A batch holds each CPU's ring in turn: a thread that moved has a later sample read
+    /// before an earlier one, and both still find their frames.
+    #[test]
+    fn samples_out_of_time_order_find_their_frames() {
+        let walked = |time: u64, bp: u64| Walked {
+            pid: 7,
+            tid: 7,
+            time,
+            sp: SP,
+            bp,
+            frames: vec![[bp, 0, 0x40_2000, 0]],
+        };
+        let chain = |time: u64, bp: u64| Chain {
+            pid: 7,
+            tid: 7,
+            time,
+            sp: SP,
+            bp,
+            copied: 1024,
+            past_copy: true,
+        };
+        let mut join = DeepJoin::default();
+        join.add(vec![walked(10, SP + 2048), walked(20, SP + 4096)]);
+        assert!(join.record_for(&chain(21, SP + 4096)).is_some());
+        assert!(join.record_for(&chain(11, SP + 2048)).is_some());
+        assert_eq!(join.joined, 2);
     }
 
     /// A recording whose every META copy is damaged is read with the layout guessed from its

@@ -857,8 +857,9 @@ fn jdk25_agent_with_opaque_method_ids() {
 
 /// A stack far deeper than the kernel's largest copy (64 KiB) and its callchain limit (127
 /// frames): `Deep.main` → 800 × `Deep.descend` → `Deep.spin`, interpreted (`-Xint`). The frames
-/// past the copy are read at sample time by jprof's BPF program (docs/java.md): every sample in
-/// `spin` has the whole stack, each `descend` named, down to `main` and the thread's start.
+/// past the 1 KiB copy are read at sample time by jprof's BPF program (docs/java.md): every
+/// sample in `spin` has the whole stack, each `descend` named, down to `main` and the thread's
+/// start. Where the kernel refuses the program (`JPROF_NO_BPF=1` stands in), the copy is 64 KiB.
 /// Without the program (`--call-graph fp`: its 1 KiB copy, no program) no sample in `spin`
 /// reaches `main`.
 fn deep_interpreted_run(jdk_name: &str) {
@@ -866,13 +867,21 @@ fn deep_interpreted_run(jdk_name: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let java = jdk(jdk_name);
     let classes = example_classes("examples/java/deep/Deep.java");
-    let run = |args: &[&str]| {
+    // (summary, folded stacks, stack bytes copied per sample); `no_bpf`: as on a kernel that
+    // refuses the program.
+    let run = |args: &[&str], no_bpf: bool| {
+        agent();
         let work = tempfile::tempdir().expect("tempdir");
+        let data = work.path().join("java.data");
         let depth = DEPTH.to_string();
-        let (out, stacks) = record(
-            work.path(),
-            args,
-            &[
+        let mut cmd = jprof();
+        cmd.current_dir(work.path())
+            .env_remove("JPROF_AGENT")
+            .args(["record", "-o"])
+            .arg(&data)
+            .args(args)
+            .arg("--")
+            .args([
                 java.to_str().unwrap(),
                 "-Xint",
                 "-cp",
@@ -880,20 +889,35 @@ fn deep_interpreted_run(jdk_name: &str) {
                 "Deep",
                 &depth,
                 "3",
-            ],
-        );
-        (String::from_utf8_lossy(&out.stderr).into_owned(), stacks)
+            ]);
+        if no_bpf {
+            cmd.env("JPROF_NO_BPF", "1");
+        }
+        let out = cmd.output().expect("run jprof record");
+        let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "jprof record failed: {summary}");
+        let copy = jprof::recording::Recording::open(&data)
+            .expect("open recording")
+            .meta
+            .event
+            .stack_user_bytes;
+        (summary, folded(work.path()), copy)
     };
-    let (summary, stacks) = run(&[]);
+    let (summary, stacks, copy) = run(&[], false);
     if summary.contains("the kernel refused jprof's BPF program") {
         // Only a kernel or user without BPF (CI runs as root on a kernel that has it).
         eprintln!("skipped: {summary}");
         return;
     }
-    // "N samples' frame chains went past the 64 KiB stack copy; ... read at sample time for M"
+    // The program reads the frames: the kernel copies 1 KiB a sample, not 64 KiB.
+    assert_eq!(
+        copy, 1024,
+        "JDK {jdk_name}: stack copy per sample\n{summary}"
+    );
+    // "N samples' frame chains went past the 1 KiB stack copy; ... read at sample time for M"
     let counts: Vec<u64> = summary
         .lines()
-        .find(|l| l.contains("frame chains went past the 64 KiB stack copy"))
+        .find(|l| l.contains("frame chains went past the 1 KiB stack copy"))
         .unwrap_or_else(|| panic!("no deep-frames note\n{summary}"))
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
@@ -916,8 +940,20 @@ fn deep_interpreted_run(jdk_name: &str) {
         spin > 0 && whole * 10 >= spin * 9,
         "JDK {jdk_name}: {whole} of {spin} weight in spin has the whole named stack\n{summary}"
     );
+    // Where the kernel refuses the program: the 64 KiB copy, cut down when written.
+    let (summary, _, copy) = run(&[], true);
+    assert_eq!(
+        copy, 65528,
+        "JDK {jdk_name}: fallback stack copy\n{summary}"
+    );
+    assert!(
+        summary.contains(
+            "JPROF_NO_BPF=1: jprof's BPF program was not loaded, so each sample copies 64 KiB"
+        ),
+        "{summary}"
+    );
     // The 1 KiB copy alone: a callchain from `spin` ends after 127 frames, far from main.
-    let (_, shallow) = run(&["--call-graph", "fp"]);
+    let (_, shallow, _) = run(&["--call-graph", "fp"], false);
     let reach = total(&shallow, |s| {
         in_spin(s) && s.iter().any(|f| f == "Deep.main_[int]")
     });
@@ -1008,7 +1044,7 @@ fn javac_stacks_reach_main_by_default() {
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(summary.contains("target exit code 0"), "{summary}");
     assert!(
-        summary.contains("java: frame pointers over a 64 KiB stack copy"),
+        summary.contains("java: frame pointers, with each frame's links and Method* slot read"),
         "{summary}"
     );
     // The launcher's main thread waits for the thread running Java's main, which has its name.
