@@ -644,6 +644,47 @@ mod tests {
         assert!(crashes >= 3, "{crashes} crash inputs");
     }
 
+    /// `sleep.data`'s records as `perf record -z` stores them: one zstd stream cut into two
+    /// PERF_RECORD_COMPRESSED records (`fuzz/seeds/perf_data/compressed.data`, no features).
+    const COMPRESSED: &[u8] = include_bytes!("../../../fuzz/seeds/perf_data/compressed.data");
+
+    fn records(recording: &Recording) -> Vec<u8> {
+        recording
+            .payloads(ChunkKind::PERF_RECORDS)
+            .flat_map(|(_, bytes)| bytes.to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn compressed_records_are_read_as_the_records_they_hold() {
+        let compressed = import_in_memory(COMPRESSED).unwrap();
+        assert!(compressed.stopped.is_none(), "{:?}", compressed.stopped);
+        assert_eq!(compressed.summary.as_ref().unwrap().samples, 3);
+        assert_eq!(
+            records(&compressed),
+            records(&import_in_memory(SLEEP).unwrap())
+        );
+    }
+
+    /// A damaged piece of the stream ends the records before it, naming its offset.
+    #[test]
+    fn a_damaged_compressed_record_ends_the_records_at_its_offset() {
+        let data_at = perf_header::check(COMPRESSED).unwrap().offset;
+        let first_len = u16::from_le_bytes([COMPRESSED[data_at + 6], COMPRESSED[data_at + 7]]);
+        let second = data_at + first_len as usize;
+        let mut file = COMPRESSED.to_vec();
+        file[second + 8..].fill(0xa5);
+        let recording = import_in_memory(&file).unwrap();
+        let stopped = recording.stopped.unwrap();
+        assert_eq!(stopped.offset, second);
+        assert!(
+            stopped
+                .expected
+                .contains("a compressed record that continues the zstd stream"),
+            "{stopped}"
+        );
+    }
+
     #[test]
     fn a_damaged_command_line_count_drops_the_features_with_a_note() {
         let cmdline_count_at = 2524;
