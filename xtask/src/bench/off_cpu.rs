@@ -6,7 +6,10 @@
 //!   hop) alone, under `jprof record --off-cpu`, and under `perf record -g --switch-events`
 //!   with cpu-clock at 999 Hz plus every `sched:sched_switch` (`-c 1`): the same data (every
 //!   switch-out with its stack, every switch-in) from perf without BPF.
-//!   The workload times itself; slowdown = profiled / alone.
+//!   The workload times itself; slowdown = profiled / alone. GNU time also measures the
+//!   workload's own CPU time (user + system: the kernel's work at each switch is charged to
+//!   the thread that switches), which a busy shared machine disturbs far less than its wall
+//!   time.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -45,6 +48,29 @@ fn hop_seconds(stdout: &Path) -> Result<f64> {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .with_context(|| format!("no `N hops in S s` in {}: {text}", stdout.display()))
+}
+
+/// The user + system seconds GNU time wrote (`-f "%U %S"`): its last line.
+fn cpu_seconds(file: &Path) -> Result<f64> {
+    let text = std::fs::read_to_string(file)?;
+    let line = text.lines().last().unwrap_or_default();
+    let parts: Vec<f64> = line
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    match parts[..] {
+        [user, system] => Ok(user + system),
+        _ => bail!("no `user system` seconds in {}: {text}", file.display()),
+    }
+}
+
+/// Records jprof's summary says were lost (by the kernel or by its writer), from its stderr.
+fn jprof_lost(stderr: &Path) -> u64 {
+    let text = std::fs::read_to_string(stderr).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("lost: "))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// `jprof report --format collapsed --weight WEIGHT`: total ns under a frame.
@@ -215,14 +241,28 @@ pub(super) fn overhead(
         scratch: dir.to_path_buf(),
     };
     let mut seconds: [Vec<f64>; 4] = Default::default();
+    let mut cpu: [Vec<f64>; 4] = Default::default();
+    let mut lost: Vec<u64> = Vec::new();
+    let cpu_file = dir.join("pingpong-cpu.txt");
+    let timed = Path::new(super::measure::GNU_TIME).exists();
     // The workload pins its threads to CPUs 0 and 1: unpinned, the hand-off time depends on
     // where the scheduler puts the pair, which the profiler's own threads change.
-    let workload: Vec<OsString> = vec![
+    let mut workload: Vec<OsString> = Vec::new();
+    if timed {
+        workload.extend([
+            super::measure::GNU_TIME.into(),
+            "-f".into(),
+            "%U %S".into(),
+            "-o".into(),
+            cpu_file.clone().into(),
+        ]);
+    }
+    workload.extend::<[OsString; 4]>([
         waits.into(),
         "pingpong".into(),
         hops.to_string().into(),
         placement.into(),
-    ];
+    ]);
     interleaved(runs, 4, |variant| -> Result<Measurement> {
         let mut argv: Vec<OsString> = match variant {
             0 => Vec::new(),
@@ -265,6 +305,12 @@ pub(super) fn overhead(
         argv.extend(workload.iter().cloned());
         let m = meter.single(argv, &outs[variant])?;
         seconds[variant].push(hop_seconds(&outs[variant])?);
+        if timed {
+            cpu[variant].push(cpu_seconds(&cpu_file)?);
+        }
+        if variant == 1 {
+            lost.push(jprof_lost(&dir.join("stderr-0.txt")));
+        }
         Ok(m)
     })?;
     let load_after = super::peers::load_average();
@@ -274,6 +320,20 @@ pub(super) fn overhead(
         ratios.collect()
     };
     let slowdown = |v: usize| super::peers::spread(&paired(v), 2);
+    let cpu_slowdown = |v: usize| -> String {
+        if cpu[v].is_empty() {
+            return "n/a".into();
+        }
+        let ratios: Vec<f64> = cpu[v].iter().zip(&cpu[0]).map(|(a, b)| a / b).collect();
+        super::peers::spread(&ratios, 2)
+    };
+    let cpu_median = |v: usize| {
+        if cpu[v].is_empty() {
+            "n/a".into()
+        } else {
+            format!("{:.2}", median(cpu[v].clone()))
+        }
+    };
     let [alone, ours, perf, perf_stack] = seconds.clone().map(median);
     let switches = 2.0 * hops as f64;
     let per_switch = |p: &Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / switches);
@@ -289,26 +349,45 @@ pub(super) fn overhead(
         },
         switches / alone / 1e3
     );
-    table += "| variant | workload time (s) | slowdown | recording bytes per switch |\n|---|---:|---:|---:|\n";
-    let _ = writeln!(table, "| alone | {alone:.3} | 1.00× | |");
+    table += "| variant | workload time (s) | slowdown | workload CPU (s) | CPU slowdown | recording bytes per switch |\n|---|---:|---:|---:|---:|---:|\n";
     let _ = writeln!(
         table,
-        "| jprof record --off-cpu | {ours:.3} | **{}×** | {:.0} |",
+        "| alone | {alone:.3} | 1.00× | {} | 1.00× | |",
+        cpu_median(0)
+    );
+    let _ = writeln!(
+        table,
+        "| jprof record --off-cpu | {ours:.3} | **{}×** | {} | **{}×** | {:.0} |",
         slowdown(1),
+        cpu_median(1),
+        cpu_slowdown(1),
         per_switch(&jprof_data)
     );
     let _ = writeln!(
         table,
-        "| perf record -g --switch-events, cpu-clock + sched_switch -c 1 | {perf:.3} | {}× | {:.0} |",
+        "| perf record -g --switch-events, cpu-clock + sched_switch -c 1 | {perf:.3} | {}× | {} | {}× | {:.0} |",
         slowdown(2),
+        cpu_median(2),
+        cpu_slowdown(2),
         per_switch(&perf_data)
     );
     let _ = writeln!(
         table,
-        "| the same with `--call-graph dwarf,1024` (jprof's 1 KiB stack copy) | {perf_stack:.3} | {}× | {:.0} |",
+        "| the same with `--call-graph dwarf,1024` (jprof's 1 KiB stack copy) | {perf_stack:.3} | {}× | {} | {}× | {:.0} |",
         slowdown(3),
+        cpu_median(3),
+        cpu_slowdown(3),
         per_switch(&perf_stack_data)
     );
+    if lost.iter().any(|&n| n > 0) {
+        let _ = writeln!(
+            table,
+            "\njprof lost records in {} of {runs} runs (at most {}): fewer records written \
+             is less work, so those runs flatter it.",
+            lost.iter().filter(|&&n| n > 0).count(),
+            lost.iter().max().unwrap_or(&0)
+        );
+    }
     table += "\nGoal: jprof's slowdown ≤ perf's (same data: CPU samples at 999 Hz and every switch with its call chain).\n";
     Ok(table)
 }
