@@ -1,7 +1,7 @@
 //! fp mode's deep stack copy (a JVM's, `StackCopy::DEEP_FP`), cut down at record time to the
-//! words a report reads: the top of the stack whole (CFI of a frameless leaf), then along the
-//! frame-pointer chain only each frame's saved frame pointer, return address and the word three
-//! below the frame pointer (HotSpot's `Method*` slot of an interpreted frame). Every other word
+//! words a report reads: the top of the stack (CFI of a frameless leaf: see [`reduce`]), then
+//! along the frame-pointer chain only each frame's saved frame pointer, return address and the
+//! word three below the frame pointer (HotSpot's `Method*` slot of an interpreted frame). Every other word
 //! is zeroed and the copy ends after the deepest frame it holds, so a deep copy costs a few
 //! bytes once compressed. The record stays a perf SAMPLE (its stack copy only shorter); a
 //! zeroed `Method*` names nothing.
@@ -12,7 +12,8 @@ use super::deep_frames::Walked;
 use crate::format::perf::{RawRecord, Record, RecordKind, SampleLayout};
 use crate::symbolize::unwind::UserRegs;
 
-/// Bytes at the top of the copy kept whole.
+/// Bytes at the top of the copy kept whole, at most: only up to the innermost frame's links
+/// when the frame pointer register starts a chain there (see [`reduce`]).
 pub const TOP_BYTES: usize = 1024;
 /// Bytes below a frame pointer kept (the `Method*` slot).
 const BELOW_FP: u64 = 24;
@@ -32,11 +33,21 @@ pub struct Chain {
 }
 
 /// The record (header included) with its stack copy cut down (a copy of [`TOP_BYTES`] or less
-/// as it is), and what its frame chain did; None to keep it as it is (not a sample, no copy).
+/// keeps its length), and what its frame chain did; None to keep it as it is (not a sample, no
+/// copy).
+///
+/// Of the top [`TOP_BYTES`], the words above the innermost frame's links are zeroed when the
+/// frame pointer register starts a chain there (two frames in the copy, or one whose link goes
+/// on past it), except those that may be code or stack addresses ([`may_be_address`]);
+/// `whole_top` keeps them all, as before. Code without a frame pointer leaves the register
+/// alone, so a frameless leaf's or syscall wrapper's frames lie below that frame; above it the
+/// CFI of frameless code reads return addresses and saved frame pointers only. (The words that
+/// go are frames' locals, most of what a JVM's sample cost once compressed.)
 pub fn reduce(
     layout: &SampleLayout,
     raw: &RawRecord<'_>,
     header: &[u8],
+    whole_top: bool,
 ) -> Option<(Vec<u8>, Chain)> {
     let Ok(Record::Sample(s)) = layout.parse(raw) else {
         return None;
@@ -56,7 +67,6 @@ pub fn reduce(
         ))
     };
     let mut kept = vec![false; stack.len().div_ceil(8)];
-    kept.iter_mut().take(TOP_BYTES / 8).for_each(|k| *k = true);
     let mut end = TOP_BYTES.min(stack.len());
     let mut fp = regs.bp;
     let mut past_copy = false;
@@ -88,6 +98,15 @@ pub fn reduce(
         };
         fp = next;
     }
+    let leaf = match regs.bp.checked_sub(regs.sp) {
+        Some(off) if !whole_top && (frames >= 2 || past_copy) && off + 16 <= TOP_BYTES as u64 => {
+            off as usize + 16
+        }
+        _ => TOP_BYTES,
+    };
+    for (i, k) in kept.iter_mut().take(TOP_BYTES / 8).enumerate() {
+        *k |= i * 8 < leaf || word(i * 8).is_some_and(may_be_address);
+    }
     let chain = Chain {
         pid: s.pid,
         tid: s.tid,
@@ -101,6 +120,15 @@ pub fn reduce(
         let mut out = Vec::with_capacity(header.len() + raw.body.len());
         out.extend_from_slice(header);
         out.extend_from_slice(raw.body);
+        let copy_at = header.len() + data_at;
+        for (i, word) in out[copy_at..copy_at + stack.len()]
+            .chunks_mut(8)
+            .enumerate()
+        {
+            if !kept[i] {
+                word.fill(0);
+            }
+        }
         return Some((out, chain));
     }
     let mut out = Vec::with_capacity(header.len() + data_at + end + 8);
@@ -120,6 +148,16 @@ pub fn reduce(
     let total = u16::try_from(out.len()).ok()?;
     out[6..8].copy_from_slice(&total.to_le_bytes());
     Some((out, chain))
+}
+
+/// Whether a stack word may be a return address or a frame pointer that the CFI of frameless
+/// code above the innermost frame reads: a user-space address where programs, libraries, JIT
+/// code and thread stacks are mapped (a non-PIE program from 4 MiB up, the mmap area from
+/// 16 TiB up). What goes: small integers and Java heap pointers (from 4 GiB up to 16 TiB; a
+/// compressed-oops heap lies below 32 GiB), which no unwinder follows.
+fn may_be_address(word: u64) -> bool {
+    (0x40_0000..0x1_0000_0000).contains(&word)
+        || (0x1000_0000_0000..0x8000_0000_0000).contains(&word)
 }
 
 /// How far apart a sample's time and the program's record of it may be (they are taken in
@@ -283,7 +321,7 @@ mod tests {
 
     fn reduced(record: &[u8]) -> Option<Vec<u8>> {
         let raw = RecordIter::new(record).next().unwrap().unwrap();
-        reduce(&LAYOUT, &raw, &record[..8]).map(|(r, _)| r)
+        reduce(&LAYOUT, &raw, &record[..8], false).map(|(r, _)| r)
     }
 
     fn stack_of(record: &[u8]) -> Vec<u8> {
@@ -330,6 +368,67 @@ mod tests {
         }
     }
 
+    /// The frame pointer starts a chain inside the top KiB: the top is kept whole only up to
+    /// that frame's links; above them, the frames' links and `Method*` slots, and words that
+    /// may be code or stack addresses. With `whole_top`, or when the register starts no chain
+    /// (a frameless leaf using it for something else), the whole KiB stays. The same holds for
+    /// a 1 KiB copy, whose length stays.
+    #[test]
+    fn the_top_is_kept_up_to_the_innermost_frame_when_a_chain_starts_there() {
+        // Small integers, Java heap pointers, and every 16th word a library address.
+        let mut stack: Vec<u8> = (0..8 * 1024 / 8u64)
+            .map(|i| match i % 16 {
+                0 => 0x7f00_1234_0000 + i,
+                1..8 => i,
+                _ => 0x7_0000_0000 + i,
+            })
+            .flat_map(u64::to_le_bytes)
+            .collect();
+        let frames = [256usize, 512, 4096];
+        let put = |stack: &mut Vec<u8>, off: usize, v: u64| {
+            stack[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        for pair in frames.windows(2) {
+            put(&mut stack, pair[0], SP + pair[1] as u64);
+        }
+        put(&mut stack, frames[2], 1);
+        let kept = |stack: &[u8], size: usize, whole_top: bool| -> Vec<usize> {
+            // A copy of the top KiB alone is the kernel's whole copy (beside the BPF program).
+            let reserved = if size <= TOP_BYTES { size } else { 60000 };
+            let record = sample(SP + frames[0] as u64, &stack[..size], reserved);
+            let raw = RecordIter::new(&record).next().unwrap().unwrap();
+            let (small, _) = reduce(&LAYOUT, &raw, &record[..8], whole_top).unwrap();
+            let copy = stack_of(&small);
+            for o in (0..copy.len()).step_by(8) {
+                assert!(copy[o..o + 8] == [0; 8] || copy[o..o + 8] == stack[o..o + 8]);
+            }
+            (0..copy.len() / 8)
+                .map(|i| i * 8)
+                .filter(|&o| copy[o..o + 8] != [0; 8])
+                .collect()
+        };
+        let mut top: Vec<usize> = (0..(frames[0] + 16) / 8).map(|i| i * 8).collect();
+        top.extend((frames[0] + 16..TOP_BYTES).filter(|o| o % 128 == 0));
+        top.extend([frames[1] - 24, frames[1], frames[1] + 8]);
+        top.sort();
+        top.dedup();
+        let deep = [frames[2] - 24, frames[2], frames[2] + 8];
+        assert_eq!(kept(&stack, stack.len(), false), [&top[..], &deep].concat());
+        let whole: Vec<usize> = (0..TOP_BYTES / 8).map(|i| i * 8).collect();
+        assert_eq!(
+            kept(&stack, stack.len(), true),
+            [&whole[..], &deep].concat()
+        );
+        // A 1 KiB copy: the chain goes on past it.
+        assert_eq!(kept(&stack, TOP_BYTES, false), top);
+        assert_eq!(kept(&stack, TOP_BYTES, true), whole);
+        // A register pointing into the top whose "frame" links nowhere: no chain, the whole KiB.
+        let mut lone = stack.clone();
+        put(&mut lone, frames[0], 0);
+        let copy = stack_of(&reduced(&sample(SP + frames[0] as u64, &lone, 60000)).unwrap());
+        assert_eq!(copy, lone[..TOP_BYTES]);
+    }
+
     #[test]
     fn a_short_or_broken_chain_keeps_the_top_only() {
         // The frame pointer is below sp (no frame in the copy): only the top 1 KiB stays.
@@ -355,7 +454,7 @@ mod tests {
         stack[256..264].copy_from_slice(&(SP + 4096).to_le_bytes());
         let record = sample(SP + 256, &stack, 1024);
         let raw = RecordIter::new(&record).next().unwrap().unwrap();
-        let (kept, chain) = reduce(&LAYOUT, &raw, &record[..8]).unwrap();
+        let (kept, chain) = reduce(&LAYOUT, &raw, &record[..8], false).unwrap();
         assert_eq!(kept, record);
         assert!(chain.past_copy && chain.copied == 1024);
         let mut join = DeepJoin::default();

@@ -26,6 +26,10 @@ use crate::recording::{Meta, ProcessSamples, Summary};
 
 /// zstd level for perf records: level 1 is the fastest, and stack copies compress well at it.
 const RECORDS_ZSTD_LEVEL: i32 = 1;
+/// zstd level for perf records whose stack copies are cut down (a JVM's): level 3 stores them
+/// in a tenth fewer bytes than level 1 at about the same speed; on whole copies (native
+/// code's) it stored more (docs/performance.md).
+const CUT_RECORDS_ZSTD_LEVEL: i32 = 3;
 
 /// Appends chunks to the recording file.
 pub struct ChunkWriter {
@@ -68,10 +72,10 @@ impl ChunkWriter {
             .map_err(|e| Error::io(&self.path, e))
     }
 
-    /// Writes a batch of perf records compressed (zstd level 1: docs/dependencies.md), or as
+    /// Writes a batch of perf records compressed (zstd at `level`: docs/dependencies.md), or as
     /// it is if compressing fails.
-    pub fn write_records(&mut self, records: &[u8]) -> Result<(), Error> {
-        match zstd::bulk::compress(records, RECORDS_ZSTD_LEVEL) {
+    pub fn write_records(&mut self, records: &[u8], level: i32) -> Result<(), Error> {
+        match zstd::bulk::compress(records, level) {
             Ok(packed) => self.write_chunk(ChunkKind::PERF_RECORDS_ZSTD, &packed)?,
             Err(_) => self.write_chunk(ChunkKind::PERF_RECORDS, records)?,
         }
@@ -203,8 +207,11 @@ impl Counters {
     }
 }
 
-/// Records are written (compressed) once this many bytes are gathered...
-const RECORDS_CHUNK_BYTES: usize = 1 << 20;
+/// Records are written (compressed) once this many bytes are gathered (one frame over more
+/// samples finds more of each thread's previous stacks to refer to)...
+const RECORDS_CHUNK_BYTES: usize = 2 << 20;
+/// Side-file pieces likewise.
+const SIDE_CHUNK_BYTES: usize = 1 << 20;
 /// ...or this long after the last write.
 const RECORDS_FLUSH: Duration = Duration::from_millis(250);
 
@@ -250,6 +257,14 @@ pub fn run(
     let mut side_chunks = SideChunks::default();
     let mut deep = super::stack_words::DeepJoin::default();
     let mut build_ids = super::mapping_build_ids::MappingBuildIds::default();
+    // Keeps the top KiB of a JVM's stack copies whole, as jprof did before
+    // (docs/java.md): for comparing reports.
+    let whole_top = std::env::var_os("JPROF_WHOLE_STACK_TOP").is_some_and(|v| v == "1");
+    let level = if reduce_stacks {
+        CUT_RECORDS_ZSTD_LEVEL
+    } else {
+        RECORDS_ZSTD_LEVEL
+    };
     loop {
         let batch = match batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
@@ -260,7 +275,7 @@ pub fn run(
             build_ids.fill(&layout, &mut batch.records);
             if reduce_stacks {
                 deep.add(std::mem::take(&mut batch.deep));
-                batch.records = reduced(&layout, &batch.records, &mut deep);
+                batch.records = reduced(&layout, &batch.records, &mut deep, whole_top);
             }
             counters.observe(&layout, &batch.records, side);
             watermark = batch.complete_before.or(watermark);
@@ -275,7 +290,7 @@ pub fn run(
         if pending.len() >= RECORDS_CHUNK_BYTES
             || (!pending.is_empty() && last_flush.elapsed() >= RECORDS_FLUSH)
         {
-            out.write_records(&pending)?;
+            out.write_records(&pending, level)?;
             pending.clear();
             last_flush = Instant::now();
             if let Some(w) = watermark {
@@ -300,7 +315,7 @@ pub fn run(
         counters.summary.off_cpu = Some(counts);
     }
     if !pending.is_empty() {
-        out.write_records(&pending)?;
+        out.write_records(&pending, level)?;
     }
     counters.summary.notes.extend(deep.note());
     counters.summary.notes.extend(build_ids.note());
@@ -331,7 +346,7 @@ struct PendingSide {
     since: Instant,
 }
 
-/// Side-file pieces gathered like perf records (up to [`RECORDS_CHUNK_BYTES`] or
+/// Side-file pieces gathered like perf records (up to [`SIDE_CHUNK_BYTES`] or
 /// [`RECORDS_FLUSH`]), since one larger frame compresses far better than many small ones. A
 /// perf map's pieces are written as they come: when each was read is the only time its
 /// entries have.
@@ -393,7 +408,7 @@ impl SideChunks {
         let mut i = 0;
         while i < self.pending.len() {
             let p = &self.pending[i];
-            if all || p.stored.len() >= RECORDS_CHUNK_BYTES || p.since.elapsed() >= RECORDS_FLUSH {
+            if all || p.stored.len() >= SIDE_CHUNK_BYTES || p.since.elapsed() >= RECORDS_FLUSH {
                 let p = self.pending.swap_remove(i);
                 write_side(out, p)?;
             } else {
@@ -445,12 +460,14 @@ fn reduced(
     layout: &SampleLayout,
     records: &[u8],
     deep: &mut super::stack_words::DeepJoin,
+    whole_top: bool,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(records.len() / 4);
     let mut done = 0;
     for raw in RecordIter::new(records).map_while(Result::ok) {
         let end = raw.offset + 8 + raw.body.len();
-        match super::stack_words::reduce(layout, &raw, &records[raw.offset..raw.offset + 8]) {
+        let header = &records[raw.offset..raw.offset + 8];
+        match super::stack_words::reduce(layout, &raw, header, whole_top) {
             Some((small, chain)) => {
                 out.extend(deep.record_for(&chain).unwrap_or_default());
                 out.extend_from_slice(&small);

@@ -1341,3 +1341,205 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
     }
     out
 }
+
+/// A JVM's stack copies keep their top whole only up to the innermost frame's links
+/// (`record/stack_words.rs`): on the deep interpreted stack of `Deep` (800 frames, most past
+/// the copy), the stored records take under 75% of the bytes per sample (52% measured) they
+/// took with the top KiB whole (`JPROF_WHOLE_STACK_TOP=1`, what jprof wrote before), and the report
+/// never read the words that went: a recording with the top KiB whole reports byte for byte
+/// the same as that recording with those words zeroed afterwards, with the stacks unwound at
+/// record time (as written) and unwound again by the report (embedded symbols taken out).
+fn leaf_frame_top_run(jdk_name: &str) {
+    use jprof::format::recording::{encode_chunk, file_header, parse_chunks, ChunkKind};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    agent();
+    let java = jdk(jdk_name);
+    let classes = example_classes("examples/java/deep/Deep.java");
+    let work = tempfile::tempdir().expect("tempdir");
+    let record = |name: &str, whole_top: &str| {
+        let data = work.path().join(name);
+        let out = jprof()
+            .current_dir(work.path())
+            .env_remove("JPROF_AGENT")
+            .env("JPROF_WHOLE_STACK_TOP", whole_top)
+            .args(["record", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&java)
+            .args(["-Xint", "-cp"])
+            .arg(classes.path())
+            .args(["Deep", "800", "3"])
+            .output()
+            .expect("run jprof record");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        data
+    };
+    let whole = record("whole-top.data", "1");
+    let leaf = record("leaf-top.data", "0");
+    let records_per_sample = |path: &Path| {
+        let bytes = std::fs::read(path).unwrap();
+        let stored: usize = parse_chunks(&bytes)
+            .unwrap()
+            .chunks
+            .iter()
+            .filter(|c| c.kind == ChunkKind::PERF_RECORDS_ZSTD)
+            .map(|c| c.payload.len())
+            .sum();
+        let recording = jprof::recording::Recording::open(path).unwrap();
+        let samples = recording
+            .perf_records()
+            .filter_map(Result::ok)
+            .filter(|r| r.kind == jprof::format::perf::RecordKind::SAMPLE)
+            .count();
+        assert!(samples > 100, "{samples} samples in {}", path.display());
+        stored as f64 / samples as f64
+    };
+    let (before, after) = (records_per_sample(&whole), records_per_sample(&leaf));
+    eprintln!("stored bytes per sample: {before:.0} with the top KiB whole, {after:.0} now");
+    assert!(
+        after < before * 0.75,
+        "JDK {jdk_name}: {after:.0} stored bytes per sample, {before:.0} with the top KiB whole"
+    );
+
+    // The top KiB whole, then the same records with the top cut as the recorder cuts it.
+    let bytes = std::fs::read(&whole).unwrap();
+    let layout = jprof::recording::Recording::open(&whole).unwrap().layout();
+    assert_eq!(layout.regs_user_mask, 0x1c0, "BP, SP, IP");
+    let (mut cut, mut samples, mut changed) = (Vec::new(), 0, 0);
+    for c in parse_chunks(&bytes).unwrap().chunks {
+        let payload = if c.kind == ChunkKind::PERF_RECORDS_ZSTD {
+            let mut records = zstd::bulk::decompress(c.payload, 1 << 30).unwrap();
+            let zeroed = leaf_top_only(&layout, &mut records);
+            samples += zeroed.0;
+            changed += zeroed.1;
+            zstd::bulk::compress(&records, 1).unwrap()
+        } else {
+            c.payload.to_vec()
+        };
+        cut.push((c.kind, payload, c.payload.to_vec()));
+    }
+    eprintln!("{changed} of {samples} samples changed");
+    assert!(
+        changed * 10 >= samples * 9,
+        "{changed} of {samples} samples had words above their innermost frame"
+    );
+    let write = |name: &str, cut_top: bool, embedded: bool| {
+        let mut file = file_header().to_vec();
+        for (kind, cut_payload, payload) in &cut {
+            let dropped = [
+                ChunkKind::SYMBOLS,
+                ChunkKind::SYMBOLS_ZSTD,
+                ChunkKind::UNWOUND_STACKS,
+            ];
+            if !embedded && dropped.contains(kind) {
+                continue;
+            }
+            file.extend(encode_chunk(
+                *kind,
+                if cut_top { cut_payload } else { payload },
+            ));
+        }
+        let path = work.path().join(name);
+        std::fs::write(&path, file).unwrap();
+        path
+    };
+    let folded = |path: &Path| {
+        let out = jprof()
+            .args(["report", "-f", "collapsed", "-o", "-", "-i"])
+            .arg(path)
+            .output()
+            .expect("run jprof report");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stdout.is_empty());
+        out.stdout
+    };
+    for embedded in [true, false] {
+        let a = folded(&write("a.data", false, embedded));
+        let b = folded(&write("b.data", true, embedded));
+        assert!(
+            a == b,
+            "JDK {jdk_name} (embedded symbols: {embedded}): the report changed\n{}\nvs\n{}",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        );
+    }
+}
+
+/// Zeroes, in each sample of `records` whose frame pointer starts a chain of at least two
+/// frames inside the top KiB of its stack copy, the top's words above that frame's links that
+/// are no frame's links or `Method*` slot and no possible code or stack address: the
+/// recorder's cut, done again independently.
+/// Returns (samples with a stack copy, samples changed).
+fn leaf_top_only(layout: &jprof::format::perf::SampleLayout, records: &mut [u8]) -> (usize, usize) {
+    use jprof::format::perf::{Record, RecordIter};
+    let mut zero = Vec::new();
+    let (mut samples, mut changed) = (0, 0);
+    for raw in RecordIter::new(records).map_while(Result::ok) {
+        let Ok(Record::Sample(s)) = layout.parse(&raw) else {
+            continue;
+        };
+        let stack = s.stack_user;
+        let (Some(bp), Some(sp)) = (s.regs_user.get(0), s.regs_user.get(1)) else {
+            continue;
+        };
+        samples += 1;
+        let at = stack.as_ptr() as usize - records.as_ptr() as usize;
+        let word = |o: usize| u64::from_le_bytes(stack[o..o + 8].try_into().unwrap());
+        let Some(top) = bp
+            .checked_sub(sp)
+            .and_then(|o| usize::try_from(o).ok())
+            .filter(|o| o % 8 == 0 && o + 16 <= 1024)
+        else {
+            continue;
+        };
+        // The frame chain from the register, as the recorder follows it.
+        let mut links = std::collections::HashSet::new();
+        let (mut fp, mut frames, mut past_copy) = (top, 0, false);
+        loop {
+            if fp + 16 > stack.len() {
+                past_copy = frames > 0;
+                break;
+            }
+            frames += 1;
+            links.extend([fp.wrapping_sub(24), fp, fp + 8]);
+            let next = word(fp);
+            if next <= sp + fp as u64 || (next - sp) % 8 != 0 {
+                break;
+            }
+            fp = (next - sp) as usize;
+        }
+        if frames < 2 && !past_copy {
+            continue;
+        }
+        let before = zero.len();
+        zero.extend(
+            (top + 16..1024.min(stack.len()))
+                .step_by(8)
+                .filter(|o| {
+                    let w = word(*o);
+                    let address = (0x40_0000..0x1_0000_0000).contains(&w)
+                        || (0x1000_0000_0000..0x8000_0000_0000).contains(&w);
+                    !links.contains(o) && w != 0 && !address
+                })
+                .map(|o| at + o),
+        );
+        changed += usize::from(zero.len() > before);
+    }
+    for at in zero {
+        records[at..at + 8].fill(0);
+    }
+    (samples, changed)
+}
+
+#[test]
+fn jdk25_stack_copies_keep_the_top_up_to_the_innermost_frame_only() {
+    leaf_frame_top_run("25");
+}
