@@ -546,8 +546,10 @@ pub fn all_jit_debug(deferred: &crate::recording::DeferredDebug) -> Vec<Vec<u8>>
     jit_hits::jit_debug_chunks(deferred, None)
 }
 
-/// zstd level of SYMBOLS_ZSTD: written once, so a level that packs well.
-const SYMBOLS_ZSTD_LEVEL: i32 = 9;
+/// zstd level of SYMBOLS_ZSTD: the default level; the level 9 used before took several times
+/// longer (tens of milliseconds of the CPU time of a whole-host recording's end) to pack the
+/// names somewhat smaller.
+const SYMBOLS_ZSTD_LEVEL: i32 = 3;
 
 /// The embedding; `exiting`: the process exits next, so its caches are not freed one by one.
 fn embed(
