@@ -266,8 +266,17 @@ fn walk(
                 let mut methods = interpreted::methods(&stack.user, &walked, in_interpreter, read);
                 // In fp mode the frame-pointer chain the callchain was made of says which
                 // frame holds which slot, and only where it lines up with the stack; the walk
-                // of the copy is matched by address (recursion repeats addresses), so it only
-                // serves dwarf mode's stacks, which the chain does not make.
+                // of the copy is matched by address (recursion repeats addresses), so it
+                // serves dwarf mode's stacks, which the chain does not make, and in fp mode
+                // only the frames where the stack is the walk itself, entry for entry from the
+                // IP: a thread switched out in a system call of a libc without frame pointers
+                // has a callchain of its IP alone, and its stack is that walk.
+                let walk_is_stack = stack
+                    .user
+                    .iter()
+                    .zip(&walked)
+                    .take_while(|(&u, &(a, _))| u == a)
+                    .count();
                 let on_chain = interpreted::methods_on_chain(
                     &stack.user,
                     &full_callchain,
@@ -275,8 +284,12 @@ fn walk(
                     in_interpreter,
                     |a| words.read(a),
                 );
-                for (m, c) in methods.iter_mut().zip(on_chain) {
-                    *m = if dwarf { c.or(*m) } else { c };
+                for (i, (m, c)) in methods.iter_mut().zip(on_chain).enumerate() {
+                    *m = if dwarf || i < walk_is_stack {
+                        c.or(*m)
+                    } else {
+                        c
+                    };
                 }
                 // An interpreted frame the walk of the copy never reached stays unnamed.
                 copy_ended |= ran_off

@@ -698,6 +698,83 @@ fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
     );
 }
 
+/// `record --off-cpu` of Sleeper run interpreted only (`-Xint`): each switch-out happens in a
+/// futex call of libc, which keeps no frame pointer, so the kernel's callchain is the IP alone
+/// and the stack is the walk of the copy. The time the program measured around its 500 naps is
+/// under `frame`, interpreted and named, not under an anonymous `Interpreter`.
+fn off_cpu_time_under_an_interpreted_frame(jdk_name: &str, frame: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = example_classes("examples/offcpu/Sleeper.java");
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = record_only(
+        work.path(),
+        &["--off-cpu"],
+        &[
+            java.to_str().unwrap(),
+            "-Xint",
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "Sleeper",
+            "500",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let waited_ms: f64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("waited ")?.strip_suffix(" ms")?.parse().ok())
+        .unwrap_or_else(|| panic!("Sleeper did not say how long it waited: {stdout}"));
+    let report = jprof()
+        .args([
+            "report",
+            "-f",
+            "collapsed",
+            "--weight",
+            "off-cpu",
+            "--comm",
+            "java",
+            "-i",
+        ])
+        .arg(work.path().join("java.data"))
+        .output()
+        .expect("run jprof report");
+    assert!(report.status.success());
+    let folded = String::from_utf8_lossy(&report.stdout);
+    let stacks: Vec<(Vec<String>, u64)> = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(s, n)| {
+            (
+                s.split(';').map(str::to_string).collect(),
+                n.parse().unwrap(),
+            )
+        })
+        .collect();
+    let named = total(&stacks, |s| {
+        s.iter().any(|f| f == frame) && s.iter().any(|f| f.starts_with("JVM_Sleep"))
+    });
+    let waited_ns = waited_ms * 1e6;
+    assert!(
+        (0.9 * waited_ns..1.05 * waited_ns).contains(&(named as f64)),
+        "{named} ns off the CPU under {frame}, the program waited {waited_ms} ms: \
+         {folded}"
+    );
+}
+
+#[test]
+fn jdk17_off_cpu_time_under_an_interpreted_frame_is_named() {
+    off_cpu_time_under_an_interpreted_frame("17", "Sleeper.sleepLoop_[int]");
+}
+
+/// JDK 25's `Thread.sleep` goes through two more interpreted frames (`sleepNanos`,
+/// `sleepNanos0`): `sleepLoop` lies past the 1 KiB copy, where a switch-out's frames are not
+/// read (the BPF program follows the frame pointer, which libc's futex path does not keep), so
+/// the innermost of Sleeper's frames is the one checked.
+#[test]
+fn jdk25_off_cpu_time_under_an_interpreted_frame_is_named() {
+    off_cpu_time_under_an_interpreted_frame("25", "Sleeper.napOnce_[int]");
+}
+
 /// Overloads stay apart (examples/java/overloads): `Overloads.mix(int)` and `mix(long)` are two
 /// frames, while a method with no overload is shown short (`Overloads.main`); `--signatures`
 /// shows every parameter list.
