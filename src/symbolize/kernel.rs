@@ -152,8 +152,18 @@ mod tests {
 
     #[test]
     fn reading_in_blocks_gives_the_table_of_the_whole_text() {
-        let whole = KernelSymbols::from_kallsyms(&std::fs::read("/proc/kallsyms").unwrap());
-        let blocks = KernelSymbols::load();
+        // /proc/kallsyms changes while BPF programs load and unload (other tests load
+        // jprof's own): compare a block read taken between two identical whole reads.
+        let read_whole = || KernelSymbols::from_kallsyms(&std::fs::read("/proc/kallsyms").unwrap());
+        let (whole, blocks) = (0..50)
+            .find_map(|_| {
+                let before = read_whole();
+                let blocks = KernelSymbols::load();
+                let after = read_whole();
+                (before.symbols == after.symbols && before.names == after.names)
+                    .then_some((after, blocks))
+            })
+            .expect("/proc/kallsyms never stayed the same across one block read");
         assert!(
             whole.symbols.len() > 1000,
             "{} symbols",
