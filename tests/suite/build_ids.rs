@@ -5,6 +5,7 @@
 //! build-id table) and for a jprof recording without embedded symbols (MMAP2 build ids).
 
 use crate::cli_support;
+use crate::symbolize_support::{build_id, cc};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,37 +38,6 @@ const MAIN: &str = r#"
 unsigned long alpha_entry(unsigned long n);
 int main(void) { return (int)(alpha_entry(3) & 1); }
 "#;
-
-fn cc(dir: &Path, source: &str, name: &str, args: &[&str]) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-Wl,--build-id"])
-        .arg(&src)
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .current_dir(dir)
-        .status()
-        .expect("cc");
-    assert!(status.success(), "cc {name}");
-    out
-}
-
-fn build_id(path: &Path) -> String {
-    let out = Command::new("readelf")
-        .arg("-n")
-        .arg(path)
-        .output()
-        .expect("readelf");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        .expect("a build id")
-        .trim()
-        .to_string()
-}
 
 /// The names of the functions a binary defines (`nm`).
 fn functions(path: &Path) -> Vec<String> {

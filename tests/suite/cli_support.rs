@@ -2,7 +2,9 @@
 // Each test binary that includes this module uses part of it.
 #![allow(dead_code)]
 
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
 
 /// The path of the jprof binary cargo built for these tests.
 pub const JPROF: &str = env!("CARGO_BIN_EXE_jprof");
@@ -35,4 +37,26 @@ pub fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// `jprof record -a ARGS -o DATA`, returned once it says it records (the processes running
+/// then were described from /proc, any that starts after is new to it), with its stderr (the
+/// summary) still to read.
+pub fn start_all_cpus(data: &Path, args: &[&str]) -> (Child, BufReader<ChildStderr>) {
+    let mut run = jprof()
+        .args(["record", "-a"])
+        .args(args)
+        .arg("-o")
+        .arg(data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(run.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("jprof: recording every process on every CPU (-a)"),
+        "{line}"
+    );
+    (run, stderr)
 }

@@ -4,10 +4,11 @@
 //! recording, and when its binary is replaced on disk before the end, no frame is named from
 //! the new file (a note names both builds). Needs root (every CPU, `/proc/PID/map_files`).
 
-use crate::cli_support::jprof;
+use crate::cli_support::{jprof, start_all_cpus};
+use crate::symbolize_support::{build_id, cc};
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStderr, Command, Stdio};
 
 /// The build that runs: a hot `alpha_work`.
@@ -42,35 +43,6 @@ int main(void) {
 }
 "#;
 
-fn cc(dir: &Path, source: &str, name: &str) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-Wl,--build-id"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("cc");
-    assert!(status.success(), "cc {name}");
-    out
-}
-
-fn build_id(path: &Path) -> String {
-    let out = Command::new("readelf")
-        .arg("-n")
-        .arg(path)
-        .output()
-        .expect("readelf");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        .expect("a build id")
-        .trim()
-        .to_string()
-}
-
 /// A program the test started; killed when the test ends.
 struct Running(Child);
 
@@ -93,25 +65,6 @@ fn start_ready(program: &Path) -> Running {
         .unwrap();
     assert_eq!(line.trim(), "ready");
     Running(child)
-}
-
-/// `jprof record -a --duration S -o DATA`, returned once it says it records: whatever starts
-/// after is new to it.
-fn start_all_cpus(data: &Path, seconds: &str) -> (Child, BufReader<ChildStderr>) {
-    let mut run = jprof()
-        .args(["record", "-a", "--duration", seconds, "-o"])
-        .arg(data)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(run.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("jprof: recording every process on every CPU (-a)"),
-        "{line}"
-    );
-    (run, stderr)
 }
 
 /// Waits for the recording to end by its duration; its summary.
@@ -158,9 +111,9 @@ fn dumped_mappings(data: &Path, program: &Path) -> Vec<String> {
 fn a_program_started_during_all_cpus_has_its_build_id_recorded() {
     crate::jdk_support::whole_host_alone();
     let dir = tempfile::tempdir().unwrap();
-    let program = cc(dir.path(), V1, "idprobe");
+    let program = cc(dir.path(), V1, "idprobe", &[]);
     let data = dir.path().join("all.data");
-    let recording = start_all_cpus(&data, "2");
+    let recording = start_all_cpus(&data, &["--duration", "2"]);
     let running = start_ready(&program);
     let summary = finish(recording);
 
@@ -189,13 +142,13 @@ fn a_program_started_during_all_cpus_has_its_build_id_recorded() {
 fn a_binary_replaced_during_all_cpus_names_nothing_from_the_new_file() {
     crate::jdk_support::whole_host_alone();
     let dir = tempfile::tempdir().unwrap();
-    let program = cc(dir.path(), V1, "swapprobe");
+    let program = cc(dir.path(), V1, "swapprobe", &[]);
     let recorded = build_id(&program);
     let staging = dir.path().join("staging");
     std::fs::create_dir(&staging).unwrap();
-    let replacement = cc(&staging, V2, "swapprobe");
+    let replacement = cc(&staging, V2, "swapprobe", &[]);
     let data = dir.path().join("all.data");
-    let recording = start_all_cpus(&data, "3");
+    let recording = start_all_cpus(&data, &["--duration", "3"]);
     let running = start_ready(&program);
     // A package update: the new build renamed over the path the process runs from.
     std::fs::rename(&replacement, &program).unwrap();

@@ -1,7 +1,7 @@
 //! Recording more than one process (issue 28): `-p PID,PID`, `--tid`, and the whole host with
 //! `-a`, on real processes. Needs perf_event_open with kernel access (root in CI).
 
-use crate::cli_support::jprof;
+use crate::cli_support::{jprof, start_all_cpus};
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -328,28 +328,6 @@ fn all_cpus_records_old_and_new_processes() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(processes > 10, "{text}");
-}
-
-/// `jprof record -a ARGS -o DATA`, returned once it says it records (the processes running
-/// then were described from /proc, any that starts after is new to it); its stderr, the
-/// summary, is read by [`stop_recording`].
-fn start_all_cpus(data: &Path, args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut run = jprof()
-        .args(["record", "-a"])
-        .args(args)
-        .arg("-o")
-        .arg(data)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(run.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("jprof: recording every process on every CPU (-a)"),
-        "{line}"
-    );
-    (run, stderr)
 }
 
 /// Starts `jprof record ARGS -o DATA` and returns once it writes the recording (its events are

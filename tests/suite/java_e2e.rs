@@ -125,10 +125,17 @@ fn record_only(work: &Path, args: &[&str], command: &[&str]) -> Output {
 
 /// The folded stacks of `work/java.data`: (frames root first, weight).
 fn folded(work: &Path) -> Vec<(Vec<String>, u64)> {
+    folded_with(work, &[])
+}
+
+/// The same with more `report` options (`--weight off-cpu`, filters).
+fn folded_with(work: &Path, options: &[&str]) -> Vec<(Vec<String>, u64)> {
     let data = work.join("java.data");
     let folded = work.join("java.folded");
     let report = jprof()
-        .args(["report", "-f", "collapsed", "-i"])
+        .args(["report", "-f", "collapsed"])
+        .args(options)
+        .arg("-i")
         .arg(&data)
         .arg("-o")
         .arg(&folded)
@@ -658,31 +665,7 @@ fn jdk17_off_cpu_time_in_thread_sleep_is_under_its_java_frames() {
             "500",
         ],
     );
-    let report = jprof()
-        .args([
-            "report",
-            "-f",
-            "collapsed",
-            "--weight",
-            "off-cpu",
-            "--comm",
-            "java",
-            "-i",
-        ])
-        .arg(work.path().join("java.data"))
-        .output()
-        .expect("run jprof report");
-    assert!(report.status.success());
-    let stacks: Vec<(Vec<String>, u64)> = String::from_utf8_lossy(&report.stdout)
-        .lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .map(|(s, n)| {
-            (
-                s.split(';').map(str::to_string).collect(),
-                n.parse().unwrap(),
-            )
-        })
-        .collect();
+    let stacks = folded_with(work.path(), &["--weight", "off-cpu", "--comm", "java"]);
     let sleeping = total(&stacks, |s| s.iter().any(|f| f == "JVM_Sleep"));
     let named = total(&stacks, |s| {
         s.iter().any(|f| f == "Sleeper.napOnce_[j]") && s.iter().any(|f| f == "JVM_Sleep")
@@ -724,32 +707,7 @@ fn off_cpu_time_under_an_interpreted_frame(jdk_name: &str, frame: &str) {
         .lines()
         .find_map(|l| l.strip_prefix("waited ")?.strip_suffix(" ms")?.parse().ok())
         .unwrap_or_else(|| panic!("Sleeper did not say how long it waited: {stdout}"));
-    let report = jprof()
-        .args([
-            "report",
-            "-f",
-            "collapsed",
-            "--weight",
-            "off-cpu",
-            "--comm",
-            "java",
-            "-i",
-        ])
-        .arg(work.path().join("java.data"))
-        .output()
-        .expect("run jprof report");
-    assert!(report.status.success());
-    let folded = String::from_utf8_lossy(&report.stdout);
-    let stacks: Vec<(Vec<String>, u64)> = folded
-        .lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .map(|(s, n)| {
-            (
-                s.split(';').map(str::to_string).collect(),
-                n.parse().unwrap(),
-            )
-        })
-        .collect();
+    let stacks = folded_with(work.path(), &["--weight", "off-cpu", "--comm", "java"]);
     let named = total(&stacks, |s| {
         s.iter().any(|f| f == frame) && s.iter().any(|f| f.starts_with("JVM_Sleep"))
     });
@@ -757,7 +715,7 @@ fn off_cpu_time_under_an_interpreted_frame(jdk_name: &str, frame: &str) {
     assert!(
         (0.9 * waited_ns..1.05 * waited_ns).contains(&(named as f64)),
         "{named} ns off the CPU under {frame}, the program waited {waited_ms} ms: \
-         {folded}"
+         {stacks:?}"
     );
 }
 

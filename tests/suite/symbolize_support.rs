@@ -285,3 +285,36 @@ pub fn folded(profile: &jprof::profile::Profile) -> Vec<String> {
         })
         .collect()
 }
+
+/// Compiles `source` as `dir/name` with frame pointers and a GNU build id, `args` added.
+pub fn cc(dir: &Path, source: &str, name: &str, args: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(name);
+    let status = Command::new("cc")
+        .args(["-O1", "-fno-omit-frame-pointer", "-Wl,--build-id"])
+        .arg(&src)
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .current_dir(dir)
+        .status()
+        .expect("cc");
+    assert!(status.success(), "cc {name}");
+    out
+}
+
+/// The GNU build id of `path`, as readelf prints it.
+pub fn build_id(path: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-n")
+        .arg(path)
+        .output()
+        .expect("readelf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("a build id")
+        .trim()
+        .to_string()
+}

@@ -512,16 +512,10 @@ const CODE_LOAD_FIXED: usize = 40;
 /// record that is not whole, or a CODE_LOAD without a NUL-ended name, is kept as it is.
 pub fn without_code(records: &[u8], endian: Endian) -> Vec<u8> {
     let mut out = Vec::with_capacity(records.len() / 4);
-    let mut pos = 0;
-    while pos + PREFIX_LEN <= records.len() {
-        let word = |at: usize| endian.u32(records[at..at + 4].try_into().unwrap_or_default());
-        let (id, total_size) = (word(pos), word(pos + 4) as usize);
-        if total_size < PREFIX_LEN || pos + total_size > records.len() {
-            break;
-        }
-        let record = &records[pos..pos + total_size];
+    let (whole, rest) = split_records(records, endian);
+    for (id, record) in whole {
         let name_start = PREFIX_LEN + CODE_LOAD_FIXED;
-        let name_end = (RecordId(id) == RecordId::CODE_LOAD)
+        let name_end = (id == RecordId::CODE_LOAD)
             .then(|| record.get(name_start..)?.iter().position(|&b| b == 0))
             .flatten()
             .map(|nul| name_start + nul + 1);
@@ -533,9 +527,8 @@ pub fn without_code(records: &[u8], endian: Endian) -> Vec<u8> {
             }
             None => out.extend_from_slice(record),
         }
-        pos += total_size;
     }
-    out.extend_from_slice(&records[pos..]);
+    out.extend_from_slice(rest);
     out
 }
 
