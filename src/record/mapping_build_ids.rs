@@ -327,6 +327,22 @@ mod tests {
         );
         assert!(note.contains(replaced.to_str().unwrap()), "{note}");
 
+        // A FIFO planted at a mapped file's path is refused without blocking, and a link
+        // planted there to another file is not followed to it (another inode): both counted.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        let mut records = kernel_mmap2(gone, 0x1000, 0x2000, &fifo, 5);
+        ids.fill(&LAYOUT, &mut records);
+        assert_eq!(mmap2s(&records)[0].0, None);
+        let planted = dir.path().join("planted");
+        std::fs::copy(&exe, &planted).unwrap();
+        let mut records = kernel_mmap2(gone, 0x1000, 0x2000, &planted, 5);
+        std::fs::remove_file(&planted).unwrap();
+        std::os::unix::fs::symlink(&exe, &planted).unwrap();
+        ids.fill(&LAYOUT, &mut records);
+        assert_eq!(mmap2s(&records)[0].0, None, "followed a planted link");
+        assert!(ids.note().expect("a note").contains("3 file mappings"));
+
         // Data mappings and records with a build id already are left alone.
         let mut data = kernel_mmap2(gone, 0x1000, 0x2000, &exe, 3);
         let before = data.clone();
