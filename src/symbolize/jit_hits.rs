@@ -3,10 +3,11 @@
 //! sample hit, any sample (CPU or off-CPU, every frame of its stack), so a report of the
 //! recording names and places every frame as it would with all of them.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
-use super::jit_index::{CodeOrigin, JitCode};
-use crate::format::jitdump::{self, RecordBody, RecordId};
+use super::jit_index::{CodeOrigin, JitCode, JitDebug as BodyDebug, JitIndex};
+use crate::format::jitdump::{self, DebugInfo2, RecordBody, RecordId};
 use crate::format::jitdump_write;
 use crate::format::recording::{encode_jit_debug, encode_jit_debug_groups, JitDebug};
 use crate::format::Endian;
@@ -19,17 +20,19 @@ pub const AFTER_LAST_LOAD: u64 = u64::MAX;
 /// The code bodies and VM methods the samples hit.
 #[derive(Debug, Default)]
 pub struct JitHits {
-    code: HashSet<(u32, CodeOrigin)>,
+    /// Per body, the offsets in it that frames were looked up at.
+    code: HashMap<(u32, CodeOrigin), BTreeSet<u32>>,
     methods: HashSet<(u32, u64)>,
 }
 
 impl JitHits {
-    /// A frame of process `pid` is in `code`.
-    pub fn code(&mut self, pid: u32, code: &JitCode) {
+    /// A frame of process `pid` is in `code`, looked up at `probe` (as the report looks it up:
+    /// `JitIndex::code_frames`).
+    pub fn code(&mut self, pid: u32, code: &JitCode, probe: u64) {
         if let Some(origin) = &code.origin {
-            if !self.code.contains(&(pid, origin.clone())) {
-                self.code.insert((pid, origin.clone()));
-            }
+            let offset = probe.wrapping_sub(code.start) as u32;
+            let key = (pid, origin.clone());
+            self.code.entry(key).or_default().insert(offset);
         }
     }
 
@@ -57,8 +60,8 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
                 kept.push((ordinal, records.clone()));
                 continue;
             };
-            let code_hit =
-                ordinal == AFTER_LAST_LOAD || hits.code.contains(&(*pid, origin(ordinal)));
+            let offsets = hits.code.get(&(*pid, origin(ordinal)));
+            let code_hit = ordinal == AFTER_LAST_LOAD || offsets.is_some();
             let mut group = Vec::new();
             // Deferred records are the file's; jitdumps are little-endian on the machines jprof
             // records on. Records that do not read so are kept whole.
@@ -73,6 +76,8 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
                     group.extend(names_hit(record, *pid, hits, &mut named_one));
                 } else if id == RecordId::CODE_DEBUG_INFO && has_tree {
                     continue;
+                } else if let (RecordId::SAMPLY_DEBUG_INFO2, Some(offsets)) = (id, offsets) {
+                    group.extend(tree_for(record, offsets));
                 } else if code_hit || !jitdump::is_deferrable(id) {
                     group.extend_from_slice(record);
                 }
@@ -98,6 +103,125 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
     out
 }
 
+/// A DEBUG_INFO2 record (inline tree and line table) cut down to the rows the report reads at
+/// `offsets` of its body: the inline calls that cover one of them (with their callers), only
+/// their ranges that hold one, the functions those calls and the outer function name, and the
+/// line rows `code_frames` stops at. Kept whole when it does not parse, or when the cut-down
+/// tree would give any of those offsets other frames (never, by the rules above: checked all the
+/// same, since a report must read the same).
+fn tree_for(record: &[u8], offsets: &BTreeSet<u32>) -> Vec<u8> {
+    let batch = jitdump::parse_record_stream(record, 0, Endian::Little);
+    let [r] = &batch.records[..] else {
+        return record.to_vec();
+    };
+    let RecordBody::DebugInfo2(info) = &r.body else {
+        return record.to_vec();
+    };
+    let cut = trimmed(info, offsets);
+    let body = |info: &DebugInfo2| JitCode {
+        name: String::new(),
+        start: 0,
+        size: u64::from(u32::MAX),
+        from: 0,
+        until: None,
+        tier: None,
+        debug: Some(Arc::new(BodyDebug {
+            info2: Some(info.clone()),
+            ..Default::default()
+        })),
+        source: Arc::from(""),
+        from_jitdump: true,
+        unwind: None,
+        origin: None,
+    };
+    let (whole, small) = (body(info), body(&cut));
+    let same = offsets.iter().all(|&o| {
+        JitIndex::code_frames(&whole, u64::from(o)) == JitIndex::code_frames(&small, u64::from(o))
+    });
+    if !same {
+        return record.to_vec();
+    }
+    jitdump_write::debug_info2_of(r.timestamp, &cut)
+}
+
+/// `info` with only what `JitIndex::code_frames` reads at `offsets` (see [`tree_for`]).
+fn trimmed(info: &DebugInfo2, offsets: &BTreeSet<u32>) -> DebugInfo2 {
+    let holds = |&(start, len): &(u32, u32), o: u32| o >= start && o - start < len;
+    // code_frames's walk: a call covers an offset when its ranges and all its callers' do.
+    // Calls kept are closed under their callers, and a call left out takes its callees along,
+    // so each kept call's caller is still the nearest earlier kept call one level up.
+    let mut kept_calls = vec![false; info.inline_calls.len()];
+    for &o in offsets {
+        let mut path: Vec<bool> = Vec::new();
+        for (i, call) in info.inline_calls.iter().enumerate() {
+            let depth = call.depth as usize;
+            if depth > path.len() {
+                continue;
+            }
+            path.truncate(depth);
+            let covers = path.last().is_none_or(|&c| c) && call.ranges.iter().any(|r| holds(r, o));
+            path.push(covers);
+            kept_calls[i] |= covers;
+        }
+    }
+    // The outer function (callers' names and files at depth 0) and the called ones, renumbered.
+    let mut index = vec![None; info.functions.len()];
+    let mut functions = Vec::new();
+    let called = info
+        .inline_calls
+        .iter()
+        .zip(&kept_calls)
+        .filter(|(_, &k)| k)
+        .map(|(c, _)| c.function as usize);
+    for f in std::iter::once(0).chain(called) {
+        if let Some(slot @ None) = index.get_mut(f) {
+            *slot = Some(functions.len() as u32);
+            functions.push(f);
+        }
+    }
+    let inline_calls = info
+        .inline_calls
+        .iter()
+        .zip(&kept_calls)
+        .filter(|(_, &k)| k)
+        .map(|(c, _)| jitdump::InlineCall2 {
+            function: index[c.function as usize].unwrap_or(c.function),
+            ranges: c
+                .ranges
+                .iter()
+                .filter(|r| offsets.iter().any(|&o| holds(r, o)))
+                .copied()
+                .collect(),
+            ..c.clone()
+        })
+        .collect();
+    // code_frames takes the last row before the first one past the offset: both are kept, so
+    // the rows left out between kept ones change no lookup, sorted or not.
+    let mut kept_lines = BTreeSet::new();
+    for &o in offsets {
+        let stop = info
+            .lines
+            .iter()
+            .position(|l| l.code_offset > o)
+            .unwrap_or(info.lines.len());
+        kept_lines.extend(stop.checked_sub(1));
+        if stop < info.lines.len() {
+            kept_lines.insert(stop);
+        }
+    }
+    DebugInfo2 {
+        functions: functions
+            .into_iter()
+            .map(|f| info.functions[f].clone())
+            .collect(),
+        inline_calls,
+        lines: kept_lines
+            .into_iter()
+            .map(|i| info.lines[i].clone())
+            .collect(),
+    }
+}
+
 /// A METHOD_NAMES record cut down to the methods hit (and the first name of the file when
 /// `named_one` is not yet set); empty when nothing is left. A record that does not parse is
 /// kept as it is.
@@ -120,4 +244,81 @@ fn names_hit(record: &[u8], pid: u32, hits: &JitHits, named_one: &mut bool) -> V
     }
     *named_one = true;
     jitdump_write::method_names(r.timestamp, &kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::jitdump::{Function2, InlineCall2, LineRecord2};
+
+    fn call(depth: u32, function: u32, ranges: &[(u32, u32)]) -> InlineCall2 {
+        InlineCall2 {
+            depth,
+            function,
+            call_line: 100 + function,
+            call_column: 0,
+            ranges: ranges.to_vec(),
+        }
+    }
+
+    /// Only the rows read at the sampled offsets stay, and those offsets get the same frames.
+    #[test]
+    fn a_tree_keeps_the_rows_read_at_the_sampled_offsets() {
+        let functions = (0..5)
+            .map(|i| Function2 {
+                name: format!("f{i}"),
+                file: Some(format!("F{i}.java")),
+                start_line: i,
+                start_column: 0,
+                flags: 0,
+            })
+            .collect();
+        // f1 covers 0..40 (f2 inside it at 10..20, f3 at 30..40), f4 covers 50..60.
+        let info = DebugInfo2 {
+            functions,
+            inline_calls: vec![
+                call(0, 1, &[(0, 40), (70, 5)]),
+                call(1, 2, &[(10, 10)]),
+                call(1, 3, &[(30, 10)]),
+                call(0, 4, &[(50, 10)]),
+            ],
+            lines: (0..10)
+                .map(|i| LineRecord2 {
+                    code_offset: i * 8,
+                    file: None,
+                    line: i,
+                    column: 0,
+                })
+                .collect(),
+        };
+        let offsets: BTreeSet<u32> = [12, 33].into();
+        let cut = trimmed(&info, &offsets);
+        let names: Vec<&str> = cut.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["f0", "f1", "f2", "f3"]);
+        assert_eq!(
+            cut.inline_calls,
+            [
+                call(0, 1, &[(0, 40)]),
+                call(1, 2, &[(10, 10)]),
+                call(1, 3, &[(30, 10)])
+            ]
+        );
+        let rows: Vec<u32> = cut.lines.iter().map(|l| l.code_offset).collect();
+        assert_eq!(rows, [8, 16, 32, 40]);
+        let record = jitdump_write::debug_info2_of(5, &info);
+        let small = tree_for(&record, &offsets);
+        assert!(small.len() < record.len());
+        let read = |bytes: &[u8]| match &jitdump::parse_record_stream(bytes, 0, Endian::Little)
+            .records[0]
+            .body
+        {
+            RecordBody::DebugInfo2(info) => info.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(read(&small), cut);
+        // An offset no call covers keeps only its line rows.
+        let cut = trimmed(&info, &[45].into());
+        assert_eq!((cut.functions.len(), cut.inline_calls.len()), (1, 0));
+        assert_eq!(cut.lines.len(), 2);
+    }
 }

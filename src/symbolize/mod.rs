@@ -631,7 +631,7 @@ fn embed(
                 if !deferred.is_empty() {
                     let probe = if exact { addr } else { addr.wrapping_sub(1) };
                     if let Some(code) = jit.lookup(s.pid, probe, s.time) {
-                        hits.code(s.pid, code);
+                        hits.code(s.pid, code, probe);
                     }
                 }
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);

@@ -1174,8 +1174,8 @@ fn javac_stacks_reach_main_by_default() {
 }
 
 /// What a recording of javac stores of the agent's line tables, inline trees and method names
-/// is only what its samples hit (JIT_DEBUG), yet every report reads the same as with all of
-/// them: the recording is rewritten with the agent's whole jitdump (kept on disk) in place of
+/// is only what its samples hit (JIT_DEBUG; of each inline tree kept, only the rows read at
+/// the sampled addresses), yet every report reads the same as with all of them: the recording is rewritten with the agent's whole jitdump (kept on disk) in place of
 /// its pieces and no JIT_DEBUG, and both give the same stacks, with lines, over the whole run
 /// and a part of it, on-CPU and off-CPU.
 #[test]
@@ -1248,6 +1248,12 @@ fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
         trees_kept > 10 && trees_kept * 2 < trees_in_file,
         "{trees_kept} of {trees_in_file} inline trees kept"
     );
+    // And of the trees kept, only the rows the sampled addresses read (10% measured).
+    let (rows_kept, rows_whole) = (whole.rows_kept, whole.rows_of_kept_trees_in_files);
+    assert!(
+        rows_kept > 0 && rows_kept * 2 < rows_whole,
+        "{rows_kept} of the kept trees' {rows_whole} rows kept"
+    );
     let full_path = work.path().join("full.data");
     std::fs::write(&full_path, &full).unwrap();
     // The jitdump is not read from disk by the reports compared.
@@ -1291,6 +1297,19 @@ pub(crate) struct WholeJitdumps {
     /// Their DEBUG_INFO2 records (inline trees), and how many of them the recording kept.
     pub(crate) trees_in_files: usize,
     pub(crate) trees_kept: usize,
+    /// Rows (functions, inline calls, line rows) of the trees kept, as kept and as in the files.
+    pub(crate) rows_kept: usize,
+    pub(crate) rows_of_kept_trees_in_files: usize,
+}
+
+/// The rows of an inline tree: functions, inline calls and line rows.
+fn tree_rows(record: &jitdump::Record) -> Option<usize> {
+    match &record.body {
+        jitdump::RecordBody::DebugInfo2(info) => {
+            Some(info.functions.len() + info.inline_calls.len() + info.lines.len())
+        }
+        _ => None,
+    }
 }
 
 pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
@@ -1333,11 +1352,27 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
         dumps: Vec::new(),
         trees_in_files: 0,
         trees_kept: 0,
+        rows_kept: 0,
+        rows_of_kept_trees_in_files: 0,
     };
+    // Per file, the rows of the tree before each CODE_LOAD (by its ordinal).
+    let mut rows_before_load: BTreeMap<&str, BTreeMap<u64, usize>> = BTreeMap::new();
     for (path, file) in &files {
         if let Some(file) = file {
             let header = jitdump::parse_header(file).unwrap();
-            out.trees_in_files += count(&jitdump::parse_records(file, &header, 0).records);
+            let records = jitdump::parse_records(file, &header, 0).records;
+            out.trees_in_files += count(&records);
+            let rows = rows_before_load.entry(path).or_default();
+            let (mut loads, mut pending) = (0, None);
+            for r in &records {
+                if r.id == jitdump::RecordId::CODE_LOAD {
+                    if let Some(n) = pending.take() {
+                        rows.insert(loads, n);
+                    }
+                    loads += 1;
+                }
+                pending = tree_rows(r).or(pending);
+            }
             out.dumps.push(PathBuf::from(path));
         }
     }
@@ -1352,10 +1387,14 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
                 let bytes = zstd::stream::decode_all(d.data).unwrap();
                 let (groups, error) = parse_jit_debug_groups(&bytes, 0);
                 assert!(error.is_none(), "{error:?}");
-                for (_, records) in groups {
+                for (ordinal, records) in groups {
                     let batch =
                         jitdump::parse_record_stream(records, 0, jprof::format::Endian::Little);
                     out.trees_kept += count(&batch.records);
+                    if let Some(kept) = batch.records.iter().find_map(tree_rows) {
+                        out.rows_kept += kept;
+                        out.rows_of_kept_trees_in_files += rows_before_load[d.path][&ordinal];
+                    }
                 }
             }
             ChunkKind::SIDE_FILE_ZSTD => {

@@ -1,7 +1,7 @@
 //! Encoding jitdump files (little-endian), for jprof's own producers (the JVMTI agent, the
 //! example JIT) and for tests. The layouts are the ones `jitdump.rs` reads.
 
-use super::jitdump::{RecordId, TierKind, FLAG_ARCH_TIMESTAMP, HEADER_LEN, MAGIC};
+use super::jitdump::{DebugInfo2, RecordId, TierKind, FLAG_ARCH_TIMESTAMP, HEADER_LEN, MAGIC};
 
 /// The 40-byte header. `arch_timestamp`: record timestamps are raw TSC values.
 pub fn header(pid: u32, timestamp: u64, arch_timestamp: bool) -> Vec<u8> {
@@ -175,6 +175,75 @@ pub fn debug_info2(
     record(RecordId::SAMPLY_DEBUG_INFO2, timestamp, &b)
 }
 
+/// SAMPLY_JIT_CODE_DEBUG_INFO2 written from a parsed [`DebugInfo2`], every field kept (each
+/// name and file once in its list; a file that was missing stays missing).
+pub fn debug_info2_of(timestamp: u64, info: &DebugInfo2) -> Vec<u8> {
+    struct Strings<'a> {
+        list: Vec<&'a str>,
+        index: std::collections::HashMap<&'a str, u32>,
+    }
+    impl<'a> Strings<'a> {
+        fn of(&mut self, s: &'a str) -> u32 {
+            *self.index.entry(s).or_insert_with(|| {
+                self.list.push(s);
+                self.list.len() as u32 - 1
+            })
+        }
+        /// A missing file is an index past the list (`u32::MAX`), as the reader takes it.
+        fn of_file(&mut self, s: &'a Option<String>) -> u32 {
+            s.as_deref().map_or(u32::MAX, |s| self.of(s))
+        }
+    }
+    let new = || Strings {
+        list: Vec::new(),
+        index: std::collections::HashMap::new(),
+    };
+    let (mut files, mut names) = (new(), new());
+    let mut rows: Vec<u32> = Vec::new();
+    for f in &info.functions {
+        let name = names.of(&f.name);
+        let file = files.of_file(&f.file);
+        rows.extend([name, file, f.start_line, f.start_column, f.flags]);
+    }
+    for c in &info.inline_calls {
+        rows.extend([
+            c.depth,
+            c.ranges.len() as u32,
+            c.function,
+            c.call_line,
+            c.call_column,
+        ]);
+    }
+    for c in &info.inline_calls {
+        rows.extend(c.ranges.iter().flat_map(|&(start, len)| [start, len]));
+    }
+    for l in &info.lines {
+        let file = files.of_file(&l.file);
+        rows.extend([l.code_offset, file, l.line, l.column]);
+    }
+    let (file_list, name_list) = (string_list(&files.list), string_list(&names.list));
+    let mut b = Vec::new();
+    for v in [
+        files.list.len() as u32,
+        file_list.len() as u32,
+        names.list.len() as u32,
+        name_list.len() as u32,
+        info.functions.len() as u32,
+        info.inline_calls.len() as u32,
+        info.inline_calls
+            .iter()
+            .map(|c| c.ranges.len() as u32)
+            .sum(),
+        info.lines.len() as u32,
+    ] {
+        b.extend(v.to_le_bytes());
+    }
+    b.extend(file_list);
+    b.extend(name_list);
+    b.extend(rows.iter().flat_map(|v| v.to_le_bytes()));
+    record(RecordId::SAMPLY_DEBUG_INFO2, timestamp, &b)
+}
+
 /// UNWINDING_INFO for the next CODE_LOAD: `.eh_frame` then `.eh_frame_hdr` (perf's and V8's
 /// order); `mapped_size` = how many of those bytes the process has right after the code.
 pub fn unwinding_info(
@@ -252,4 +321,68 @@ pub fn method_names(timestamp: u64, methods: &[(u64, String)]) -> Vec<u8> {
 /// CODE_CLOSE: the file's last record.
 pub fn close(timestamp: u64) -> Vec<u8> {
     record(RecordId::CODE_CLOSE, timestamp, &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jitdump::{parse_record_stream, Function2, InlineCall2, LineRecord2, RecordBody};
+    use crate::Endian;
+
+    /// Every field of a parsed DEBUG_INFO2 reads back as it was, a missing file included.
+    #[test]
+    fn debug_info2_of_round_trips() {
+        let function = |name: &str, file: Option<&str>, flags| Function2 {
+            name: name.into(),
+            file: file.map(str::to_string),
+            start_line: 10,
+            start_column: 3,
+            flags,
+        };
+        let info = DebugInfo2 {
+            functions: vec![
+                function("outer", Some("A.java"), 0),
+                function("inner", Some("B.java"), 5),
+                function("lost", None, 1),
+            ],
+            inline_calls: vec![
+                InlineCall2 {
+                    depth: 0,
+                    function: 1,
+                    call_line: 7,
+                    call_column: 2,
+                    ranges: vec![(0, 4), (16, 8)],
+                },
+                InlineCall2 {
+                    depth: 1,
+                    function: 2,
+                    call_line: 9,
+                    call_column: 0,
+                    ranges: vec![(16, 2)],
+                },
+            ],
+            lines: vec![
+                LineRecord2 {
+                    code_offset: 0,
+                    file: Some("B.java".into()),
+                    line: 12,
+                    column: 1,
+                },
+                LineRecord2 {
+                    code_offset: 16,
+                    file: None,
+                    line: 3,
+                    column: 0,
+                },
+            ],
+        };
+        let bytes = debug_info2_of(42, &info);
+        let batch = parse_record_stream(&bytes, 0, Endian::Little);
+        assert!(batch.error.is_none(), "{:?}", batch.error);
+        let [r] = &batch.records[..] else {
+            panic!("one record: {:?}", batch.records);
+        };
+        assert_eq!(r.timestamp, 42);
+        assert_eq!(r.body, RecordBody::DebugInfo2(info));
+    }
 }
