@@ -21,6 +21,16 @@ const RING_PAGES_FP_DEEP: usize = 2048;
 const RING_PAGES_DWARF: usize = 2048;
 /// With the deep copy a sample is ~64 KiB: this ring holds a quarter second of them at 999 Hz.
 const RING_PAGES_DEEP: usize = 4096;
+/// How much the kernel writes into a ring before it wakes the reader.
+const WAKEUP_BYTES: u32 = 64 * 1024;
+/// `--off-cpu` writes a sample with its stack copy at every switch, hundreds of thousands a
+/// second on a switch-heavy program, and each reader wakeup costs that program's CPU time (a
+/// wake-up from the sample path, the reader's and writer's passes beside it): woken four
+/// times less often, from rings four times larger, so as much is left free after a wakeup
+/// (docs/performance.md#off-cpu).
+const WAKEUP_BYTES_OFF_CPU: u32 = 256 * 1024;
+/// At least 4 MiB per CPU with `--off-cpu`: 3.75 MiB free when the reader is woken.
+const RING_PAGES_OFF_CPU: usize = 1024;
 
 /// How user stacks are collected: the call graph META records, and how many bytes of the user
 /// stack each sample copies.
@@ -201,7 +211,7 @@ pub(crate) fn attr_for(
     attr.set_exclude_kernel(u64::from(!kernel));
     attr.set_exclude_callchain_kernel(u64::from(!kernel));
     attr.set_watermark(1);
-    attr.wakeup_watermark = 64 * 1024;
+    attr.wakeup_watermark = WAKEUP_BYTES;
     attr
 }
 
@@ -294,7 +304,7 @@ pub fn open(
     };
     let (probe, pid) = settings.open_first(tids, cpus[0], &mut notes)?;
     let attr = settings.attr();
-    let rings = open_rings(probe, pid, attr, &cpus, stacks.ring_pages())?;
+    let rings = open_rings(probe, pid, attr, &cpus, settings.ring_pages())?;
     let mut events = Events {
         rings,
         redirected: Vec::new(),
@@ -353,12 +363,24 @@ impl Settings {
         );
         attr.set_build_id(u64::from(self.build_ids));
         identify(&mut attr, self.off_cpu);
+        if self.off_cpu {
+            // The ring's owner sets the wakeup point for every event writing into it.
+            attr.wakeup_watermark = WAKEUP_BYTES_OFF_CPU;
+        }
         // A CPU-wide event sees every task already; inherit means nothing there.
         attr.set_inherit(u64::from(matches!(
             self.scope,
             Scope::Launched | Scope::Attached
         )));
         attr
+    }
+
+    /// Pages of each CPU's ring.
+    fn ring_pages(&self) -> usize {
+        match self.off_cpu {
+            true => self.stacks.ring_pages().max(RING_PAGES_OFF_CPU),
+            false => self.stacks.ring_pages(),
+        }
     }
 
     /// Opens the first event on `cpu`, for the first of `tids` that still exists (an attached
@@ -668,6 +690,32 @@ mod tests {
         assert!(hint(libc::EMFILE).contains("ulimit -n"));
         let mlock = mmap_hint(&io::Error::from_raw_os_error(libc::EPERM));
         assert!(mlock.contains("sysctl kernel.perf_event_mlock_kb="));
+    }
+
+    #[test]
+    fn off_cpu_wakes_the_reader_four_times_less_often_from_rings_four_times_larger() {
+        let settings = |off_cpu| Settings {
+            event: EventChoice::CpuClock,
+            kernel: true,
+            build_ids: true,
+            frequency_hz: 999,
+            stacks: StackCopy::of(CallGraph::FramePointers),
+            scope: Scope::Launched,
+            off_cpu,
+        };
+        let (on, off) = (settings(true), settings(false));
+        assert_eq!(on.attr().wakeup_watermark, 256 * 1024);
+        assert_eq!(on.ring_pages(), 4 * off.ring_pages());
+        assert_eq!(off.attr().wakeup_watermark, 64 * 1024);
+        assert_eq!(off.ring_pages(), RING_PAGES_FP);
+        // The switch events write into the same rings: the owner's watermark is theirs.
+        assert_eq!(switch_attr_for(&on.attr()).wakeup_watermark, 256 * 1024);
+        // A larger ring of another mode is kept.
+        let dwarf = Settings {
+            stacks: StackCopy::of(CallGraph::Dwarf),
+            ..settings(true)
+        };
+        assert_eq!(dwarf.ring_pages(), RING_PAGES_DWARF);
     }
 
     #[test]

@@ -418,3 +418,60 @@ fn node_waits_are_under_their_javascript_frames() {
         "off-CPU under JS waitInSleeper",
     );
 }
+
+/// The sizes of jprof's perf rings (its `anon_inode:[perf_event]` mappings) while it records
+/// `cat`, which waits on jprof's stdin until the test closes it.
+fn ring_sizes(extra: &[&str]) -> Vec<u64> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut recorder = Command::new(JPROF)
+        .args(["record", "-o"])
+        .arg(dir.path().join("rings.data"))
+        .args(extra)
+        .args(["--", "cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run jprof record");
+    let maps = format!("/proc/{}/maps", recorder.id());
+    let sizes = live_support::wait_for("jprof's rings mapped", Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(&maps).ok()?;
+        let sizes: Vec<u64> = text
+            .lines()
+            .filter(|l| l.ends_with("anon_inode:[perf_event]"))
+            .filter_map(|l| {
+                let (start, end) = l.split_whitespace().next()?.split_once('-')?;
+                let (start, end) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16));
+                Some(end.ok()? - start.ok()?)
+            })
+            .collect();
+        (!sizes.is_empty()).then_some(sizes)
+    });
+    drop(recorder.stdin.take());
+    let out = recorder.wait_with_output().expect("wait for jprof record");
+    ok(out, "jprof record");
+    sizes
+}
+
+/// `--off-cpu` writes a sample with its stack at every switch: jprof gives each CPU a 4 MiB
+/// ring (woken at 256 KiB, unit-tested in record::events) rather than the 1 MiB of CPU
+/// sampling, so its reader wakes four times less often beside a switch-heavy target with as
+/// much room left after a wakeup (docs/performance.md#off-cpu).
+#[test]
+fn off_cpu_records_into_larger_rings() {
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .expect("the page size") as u64;
+    let cpu_only = ring_sizes(&[]);
+    assert!(
+        cpu_only.iter().all(|&s| s == page + (1 << 20)),
+        "CPU sampling: a 1 MiB ring per CPU (and its header page), got {cpu_only:?}"
+    );
+    let off_cpu = ring_sizes(&["--off-cpu"]);
+    assert_eq!(off_cpu.len(), cpu_only.len(), "one ring per CPU either way");
+    assert!(
+        off_cpu.iter().all(|&s| s == page + (4 << 20)),
+        "--off-cpu: a 4 MiB ring per CPU (and its header page), got {off_cpu:?}"
+    );
+}
