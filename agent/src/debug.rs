@@ -6,21 +6,79 @@
 //! with `-XX:+DebugNonSafepoints` the end of most instructions), so descriptor `i` covers the
 //! code offsets `[pc[i-1], pc[i])`. jprof looks up a leaf at its IP and a caller at its return
 //! address minus one, both of which fall inside the right region. Each region becomes:
-//! - a line record at its start for the innermost method's line (DEBUG_INFO and DEBUG_INFO2);
+//! - a line record at its start for the innermost method's line;
 //! - a stretch of every inline call on its chain. Consecutive regions sharing a chain prefix
 //!   share those calls, so each call is one contiguous range, emitted in DFS (opening) order
 //!   with its depth, which is how `symbolize/jit_index.rs` walks them.
+//!
+//! This runs for every compiled method on the VM's service thread, so it allocates per method,
+//! not per PC descriptor (a C2 method with `-XX:+DebugNonSafepoints` has thousands).
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
 
 use jprof_format::jitdump_write::Inline;
 
-/// One PC descriptor: its code offset and the inline chain, innermost first (HotSpot's order).
+/// A hash for the method ids the agent's maps are keyed by: one multiply per word, where
+/// std's SipHash (made against keys chosen by an attacker) showed in the VM's CPU time; ids
+/// come from the VM.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` keyed by method ids, hashed with [`IdHasher`].
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// The PC descriptors of one compiled method: each one's code offset and inline chain,
+/// innermost first (HotSpot's order), the chains back to back in one vector.
 #[derive(Debug, Clone)]
-pub struct PcStack<M> {
-    pub pc_offset: u32,
-    pub frames: Vec<(M, i32)>,
+pub struct PcStacks<M> {
+    /// `(code offset, first frame in frames, frame count)` per descriptor.
+    pcs: Vec<(u32, u32, u32)>,
+    frames: Vec<(M, i32)>,
+}
+
+impl<M: Copy> PcStacks<M> {
+    pub fn with_capacity(pcs: usize) -> Self {
+        Self {
+            pcs: Vec::with_capacity(pcs),
+            frames: Vec::with_capacity(pcs * 2),
+        }
+    }
+
+    /// Adds the descriptor at `pc_offset` with its chain `(method, bci)`, innermost first.
+    pub fn push(&mut self, pc_offset: u32, chain: impl IntoIterator<Item = (M, i32)>) {
+        let first = self.frames.len();
+        self.frames.extend(chain);
+        self.pcs
+            .push((pc_offset, first as u32, (self.frames.len() - first) as u32));
+    }
+
+    /// The chain of descriptor `i`, innermost first.
+    fn chain(&self, i: usize) -> &[(M, i32)] {
+        let (_, first, n) = self.pcs[i];
+        &self.frames[first as usize..(first + n) as usize]
+    }
 }
 
 /// What the agent knows about a method.
@@ -60,73 +118,79 @@ impl MethodInfo {
 /// File index meaning "no file" (out of range for every reader).
 const NO_FILE: u32 = u32::MAX;
 
-/// The tables for DEBUG_INFO (`line_entries`, code offsets) and DEBUG_INFO2 (the rest).
+/// The tables of a DEBUG_INFO2 record. No DEBUG_INFO (a plain line table) is made: a body with
+/// an inline tree is named and placed from the tree alone (`symbolize/jit_index.rs`).
 #[derive(Default)]
 pub struct DebugTables {
-    pub line_entries: Vec<(u32, i32, String)>,
-    pub files: Vec<String>,
-    pub names: Vec<String>,
-    /// `(name index, file index, first line)`; index 0 is the compiled method itself.
+    /// `(name index, file index, first line)`; index 0 is the compiled method itself. A
+    /// function's name index is its own index.
     pub functions: Vec<(u32, u32, u32)>,
+    /// What the VM said of each function's method.
+    infos: Vec<Arc<MethodInfo>>,
+    /// For each file index, the function whose file it is.
+    file_owners: Vec<u32>,
     pub inlines: Vec<Inline>,
     /// `(code offset, file index, line)`.
     pub lines: Vec<(u32, u32, u32)>,
 }
 
-struct Interner {
-    strings: Vec<String>,
-    index: HashMap<String, u32>,
-}
-
-impl Interner {
-    fn new() -> Self {
-        Self {
-            strings: Vec::new(),
-            index: HashMap::new(),
-        }
+impl DebugTables {
+    /// The names, by name index.
+    pub fn names(&self) -> Vec<&str> {
+        self.infos.iter().map(|i| i.name.as_str()).collect()
     }
 
-    fn get(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
-        }
-        let i = self.strings.len() as u32;
-        self.strings.push(s.to_string());
-        self.index.insert(s.to_string(), i);
-        i
+    /// The files, by file index.
+    pub fn files(&self) -> Vec<&str> {
+        self.file_owners
+            .iter()
+            .map(|&f| self.infos[f as usize].file.as_deref().unwrap_or_default())
+            .collect()
     }
 }
 
 /// The function table being built: one entry per distinct method, asked about once.
 struct Functions<M, F> {
-    methods: HashMap<M, (u32, MethodInfo)>,
-    files: Interner,
-    names: Interner,
-    table: Vec<(u32, u32, u32)>,
+    index: IdMap<M, u32>,
+    tables: DebugTables,
     info: F,
 }
 
-impl<M: Copy + Eq + Hash, F: FnMut(M) -> Option<MethodInfo>> Functions<M, F> {
+impl<M: Copy + Eq + Hash, F: FnMut(M) -> Option<Arc<MethodInfo>>> Functions<M, F> {
     /// The function index of `m` and what is known about it.
     fn get(&mut self, m: M) -> (u32, &MethodInfo) {
         let Self {
-            methods,
-            files,
-            names,
-            table,
+            index,
+            tables,
             info,
         } = self;
-        let (index, method) = methods.entry(m).or_insert_with(|| {
-            let i = info(m).unwrap_or_else(|| MethodInfo {
-                name: "[unknown Java method]".to_string(),
-                ..MethodInfo::default()
+        let i = *index.entry(m).or_insert_with(|| {
+            let i = info(m).unwrap_or_else(|| {
+                Arc::new(MethodInfo {
+                    name: "[unknown Java method]".to_string(),
+                    ..MethodInfo::default()
+                })
             });
-            let name = names.get(&i.name);
-            let file = i.file.as_deref().map_or(NO_FILE, |f| files.get(f));
-            table.push((name, file, i.first_line()));
-            (table.len() as u32 - 1, i)
+            let function = tables.infos.len() as u32;
+            // Files are few per compiled method: a look through them beats hashing strings.
+            let file = i.file.as_deref().map_or(NO_FILE, |f| {
+                let known = tables
+                    .file_owners
+                    .iter()
+                    .position(|&o| tables.infos[o as usize].file.as_deref() == Some(f));
+                match known {
+                    Some(k) => k as u32,
+                    None => {
+                        tables.file_owners.push(function);
+                        tables.file_owners.len() as u32 - 1
+                    }
+                }
+            });
+            tables.functions.push((function, file, i.first_line()));
+            tables.infos.push(i);
+            function
         });
-        (*index, method)
+        (i, &tables.infos[i as usize])
     }
 }
 
@@ -135,83 +199,73 @@ impl<M: Copy + Eq + Hash, F: FnMut(M) -> Option<MethodInfo>> Functions<M, F> {
 pub fn build<M: Copy + Eq + Hash>(
     outer: M,
     code_size: u32,
-    pcs: &[PcStack<M>],
-    info: impl FnMut(M) -> Option<MethodInfo>,
+    pcs: &PcStacks<M>,
+    info: impl FnMut(M) -> Option<Arc<MethodInfo>>,
 ) -> DebugTables {
     let mut functions = Functions {
-        methods: HashMap::new(),
-        files: Interner::new(),
-        names: Interner::new(),
-        table: Vec::new(),
+        index: IdMap::default(),
+        tables: DebugTables::default(),
         info,
     };
     functions.get(outer);
 
-    let mut sorted: Vec<&PcStack<M>> = pcs
+    // (code offset, descriptor): the first descriptor at each offset, in offset order.
+    let mut sorted: Vec<(u32, u32)> = pcs
+        .pcs
         .iter()
-        .filter(|p| !p.frames.is_empty() && p.pc_offset <= code_size)
+        .enumerate()
+        .filter(|(_, p)| p.2 > 0 && p.0 <= code_size)
+        .map(|(i, p)| (p.0, i as u32))
         .collect();
-    sorted.sort_by_key(|p| p.pc_offset);
-    sorted.dedup_by_key(|p| p.pc_offset);
+    sorted.sort_unstable();
+    sorted.dedup_by_key(|p| p.0);
 
-    let mut tables = DebugTables::default();
     // The inline calls open over the previous region: (caller bci, callee, index in `inlines`).
     let mut open: Vec<((i32, M), usize)> = Vec::new();
     let mut start = 0u32;
-    for pc in sorted {
-        let end = pc.pc_offset;
+    for (end, i) in sorted {
         if end == start {
             continue;
         }
-        // Outermost first; element 0 is the compiled method itself.
-        let chain: Vec<(M, i32)> = pc.frames.iter().rev().copied().collect();
-        let path: Vec<(i32, M)> = chain.windows(2).map(|w| (w[0].1, w[1].0)).collect();
+        let frames = pcs.chain(i as usize);
+        // Call `d` (outermost first) is made by frame `n - 1 - d` at its bci, into frame
+        // `n - 2 - d`; frame `n - 1` is the compiled method itself.
+        let n = frames.len();
+        let call = |d: usize| (frames[n - 1 - d].1, frames[n - 2 - d].0);
         let shared = open
             .iter()
-            .zip(&path)
-            .take_while(|(o, p)| o.0 == **p)
+            .enumerate()
+            .take_while(|&(d, o)| d + 1 < n && o.0 == call(d))
             .count();
         open.truncate(shared);
         for &(_, i) in &open {
-            let call = &mut tables.inlines[i];
+            let call = &mut functions.tables.inlines[i];
             call.range.1 = end - call.range.0;
         }
-        for (depth, &(bci, callee)) in path.iter().enumerate().skip(shared) {
-            let call_line = functions.get(chain[depth].0).1.line_at(bci);
+        for depth in shared..n - 1 {
+            let (bci, callee) = call(depth);
+            let call_line = functions.get(frames[n - 1 - depth].0).1.line_at(bci);
             let function = functions.get(callee).0;
-            tables.inlines.push(Inline {
+            let inlines = &mut functions.tables.inlines;
+            inlines.push(Inline {
                 depth: depth as u32,
                 function,
                 call_line,
                 range: (start, end - start),
             });
-            open.push(((bci, callee), tables.inlines.len() - 1));
+            open.push(((bci, callee), inlines.len() - 1));
         }
-        let (leaf, leaf_bci) = pc.frames[0];
+        let (leaf, leaf_bci) = frames[0];
         let (index, leaf_info) = functions.get(leaf);
         let line = leaf_info.line_at(leaf_bci);
-        let file_name = leaf_info.file.clone().unwrap_or_default();
-        let file = functions.table[index as usize].1;
-        if tables
-            .lines
-            .last()
-            .is_none_or(|l| (l.1, l.2) != (file, line))
-        {
-            tables.lines.push((start, file, line));
-        }
-        if tables
-            .line_entries
-            .last()
-            .is_none_or(|e| (e.1, &e.2) != (line as i32, &file_name))
-        {
-            tables.line_entries.push((start, line as i32, file_name));
+        let file = functions.tables.functions[index as usize].1;
+        let lines = &mut functions.tables.lines;
+        if lines.last().is_none_or(|l| (l.1, l.2) != (file, line)) {
+            lines.push((start, file, line));
         }
         start = end;
     }
-    tables.files = functions.files.strings;
-    tables.names = functions.names.strings;
-    tables.functions = functions.table;
-    tables
+    functions.tables
 }
 
 #[cfg(test)]
@@ -226,20 +280,22 @@ mod tests {
         }
     }
 
-    fn info(m: u32) -> Option<MethodInfo> {
+    fn info(m: u32) -> Option<Arc<MethodInfo>> {
         match m {
             1 => Some(method("multiply", &[(0, 10), (5, 11), (20, 12)])),
             2 => Some(method("dot", &[(0, 30), (4, 31)])),
             3 => Some(method("mul", &[(0, 40)])),
             _ => None,
         }
+        .map(Arc::new)
     }
 
-    fn pc(offset: u32, frames: &[(u32, i32)]) -> PcStack<u32> {
-        PcStack {
-            pc_offset: offset,
-            frames: frames.to_vec(),
+    fn stacks(pcs: &[(u32, &[(u32, i32)])]) -> PcStacks<u32> {
+        let mut out = PcStacks::with_capacity(pcs.len());
+        for (offset, frames) in pcs {
+            out.push(*offset, frames.iter().copied());
         }
+        out
     }
 
     #[test]
@@ -255,19 +311,19 @@ mod tests {
     #[test]
     fn inline_calls_are_contiguous_dfs_ranges() {
         // multiply (1) inlines dot (2) at bci 6 (line 11), dot inlines mul (3) at bci 4 (line 31).
-        let pcs = [
-            pc(0x10, &[(1, 0)]),
-            pc(0x20, &[(2, 0), (1, 6)]),
-            pc(0x30, &[(3, 0), (2, 4), (1, 6)]),
-            pc(0x38, &[(2, 5), (1, 6)]),
-            pc(0x50, &[(1, 21)]),
-            pc(0x60, &[(2, 0), (1, 22)]),
-        ];
+        let pcs = stacks(&[
+            (0x10, &[(1, 0)]),
+            (0x20, &[(2, 0), (1, 6)]),
+            (0x30, &[(3, 0), (2, 4), (1, 6)]),
+            (0x38, &[(2, 5), (1, 6)]),
+            (0x50, &[(1, 21)]),
+            (0x60, &[(2, 0), (1, 22)]),
+        ]);
         let t = build(1u32, 0x100, &pcs, info);
         let names: Vec<&str> = t
             .functions
             .iter()
-            .map(|f| t.names[f.0 as usize].as_str())
+            .map(|f| t.names()[f.0 as usize])
             .collect();
         assert_eq!(names, ["multiply", "dot", "mul"]);
         let calls: Vec<(u32, u32, u32, (u32, u32))> = t
@@ -296,12 +352,11 @@ mod tests {
                 (0x50, dot_file, 30),
             ]
         );
-        assert_eq!(t.line_entries[1], (0x10, 30, "demo/dot.java".to_string()));
     }
 
     #[test]
     fn same_callee_from_two_call_sites_is_two_calls() {
-        let pcs = [pc(0x10, &[(2, 0), (1, 6)]), pc(0x20, &[(2, 0), (1, 21)])];
+        let pcs = stacks(&[(0x10, &[(2, 0), (1, 6)]), (0x20, &[(2, 0), (1, 21)])]);
         let t = build(1u32, 0x100, &pcs, info);
         assert_eq!(t.inlines.len(), 2);
         assert_eq!(t.inlines[0].range, (0, 0x10));
@@ -312,17 +367,20 @@ mod tests {
     #[test]
     fn odd_input_is_tolerated() {
         // Unsorted, duplicated, past the end, empty chains, unknown methods.
-        let pcs = [
-            pc(0x30, &[(9, 3), (1, 0)]),
-            pc(0x10, &[(1, 0)]),
-            pc(0x10, &[(1, 5)]),
-            pc(0x500, &[(1, 0)]),
-            pc(0x20, &[]),
-        ];
+        let pcs = stacks(&[
+            (0x30, &[(9, 3), (1, 0)]),
+            (0x10, &[(1, 0)]),
+            (0x10, &[(1, 5)]),
+            (0x500, &[(1, 0)]),
+            (0x20, &[]),
+        ]);
         let t = build(1u32, 0x100, &pcs, info);
         assert_eq!(t.inlines.len(), 1);
         assert_eq!(t.inlines[0].range, (0x10, 0x20));
-        assert_eq!(t.names[t.functions[1].0 as usize], "[unknown Java method]");
+        assert_eq!(
+            t.names()[t.functions[1].0 as usize],
+            "[unknown Java method]"
+        );
         assert_eq!(t.functions[1].1, NO_FILE);
     }
 }

@@ -7,6 +7,7 @@ use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
+use crate::debug::PcStacks;
 use crate::events::{self, Agent};
 use crate::ffi::{
     self, Callbacks, FunctionTable, JClass, JMethodId, Jint, MethodId, RawEnv,
@@ -34,11 +35,13 @@ extern "C" fn on_compiled_method_load(
     compile_info: *const c_void,
 ) {
     with_agent(|agent| {
-        let code = ffi::copy_code(code_addr, code_size);
         // OpenJ9's compile_info is its metadata, not jvmticmlr.h records.
         let (pcs, j9_metadata) = if agent.openj9 {
             let image = ffi::copy_openj9_metadata(compile_info, code_addr as u64);
-            (Vec::new(), image.map(|i| (compile_info as u64, i)))
+            (
+                PcStacks::with_capacity(0),
+                image.map(|i| (compile_info as u64, i)),
+            )
         } else {
             (ffi::pc_stacks(compile_info, code_addr as u64), None)
         };
@@ -46,7 +49,7 @@ extern "C" fn on_compiled_method_load(
             agent,
             MethodId::of_vm(method),
             code_addr as u64,
-            &code,
+            code_size.max(0) as u32,
             &pcs,
             j9_metadata,
         );
@@ -67,8 +70,7 @@ extern "C" fn on_dynamic_code_generated(
 ) {
     with_agent(|agent| {
         let name = ffi::vm_text(name).unwrap_or_else(|| "[HotSpot stub]".to_string());
-        let code = ffi::copy_code(address, length);
-        events::dynamic_code_generated(agent, &name, address as u64, &code);
+        events::dynamic_code_generated(agent, &name, address as u64, length.max(0) as u32);
     });
 }
 
@@ -89,9 +91,7 @@ extern "C" fn on_class_prepare(
     class: JClass,
 ) {
     with_agent(|agent| {
-        if events::names_methods(agent) {
-            events::class_prepared(agent, agent.jvmti.methods_of(class));
-        }
+        events::classes_prepared(agent, &[class]);
     });
 }
 

@@ -1,10 +1,14 @@
 //! JVMTI events → jitdump records. Everything here is safe Rust over data `ffi` already copied
 //! out of the VM.
 //!
-//! - CompiledMethodLoad: DEBUG_INFO (line per PC), SAMPLY DEBUG_INFO2 (inline tree), CODE_LOAD
-//!   named `pkg.Class.method`. No JIT_TIER: HotSpot does not say which compiler (C1 or C2) made
+//! - CompiledMethodLoad: SAMPLY DEBUG_INFO2 (inline tree and lines), CODE_LOAD named
+//!   `pkg.Class.method`. No JIT_TIER: HotSpot does not say which compiler (C1 or C2) made
 //!   an nmethod through JVMTI (docs/java.md).
 //! - DynamicCodeGenerated: JIT_TIER (interpreter or stub) + CODE_LOAD with the VM's name.
+//!
+//! CODE_LOADs carry the code's size but not its bytes (no reader looks at them), and the JVMTI
+//! answers about a method (name, file, line table) are kept for the next body that compiles or
+//! inlines it: what the agent costs the JVM is mostly per compiled method (docs/performance.md).
 //! - CompiledMethodUnload: jprof's CODE_UNLOAD, when the address still holds that method.
 
 use std::path::PathBuf;
@@ -14,9 +18,9 @@ use jprof_format::jitdump::TierKind;
 use jprof_format::jitdump_write::{self, CodeLoad};
 
 use crate::clock::Clock;
-use crate::debug::{self, PcStack};
+use crate::debug::{self, IdMap, MethodInfo, PcStacks};
 use crate::dump::Dump;
-use crate::ffi::{self, Jvmti, MethodId};
+use crate::ffi::{self, JClass, Jvmti, MethodId};
 use crate::j9;
 
 pub struct Agent {
@@ -29,7 +33,19 @@ pub struct Agent {
     /// A jmethodID's first word is the VM's method ([`ids_point_at_methods`]).
     ids_are_pointers: bool,
     j9_names: Mutex<j9::MethodNames<MethodId>>,
+    /// What JVMTI said of each method a compiled body named (HotSpot only: OpenJ9 reuses the
+    /// ids of unloaded classes), by [`MethodKey`].
+    method_infos: Mutex<IdMap<MethodKey, Arc<MethodInfo>>>,
 }
+
+/// A method as the cache of JVMTI answers knows it: the jmethodID, and where the VM's method
+/// is when ids are pointers (HotSpot may hand a freed id's slot to a redefined method; an
+/// opaque id of JDK 26+ is never reused).
+type MethodKey = (MethodId, u64);
+
+/// Methods remembered at most; the cache starts over past this, so a VM that loads ever more
+/// classes does not grow it without bound (javac over java.sql: about 9,000).
+const MAX_METHOD_INFOS: usize = 65_536;
 
 impl Agent {
     fn dump(&self) -> Arc<Dump> {
@@ -72,6 +88,7 @@ pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
         openj9,
         ids_are_pointers,
         j9_names: Mutex::default(),
+        method_infos: Mutex::default(),
     })
 }
 
@@ -115,37 +132,47 @@ fn tid() -> u32 {
     nix::unistd::gettid().as_raw() as u32
 }
 
+/// Name, file and line table of `method`, asked of JVMTI once per method (HotSpot).
+fn method_info(agent: &Agent, method: MethodId) -> Option<Arc<MethodInfo>> {
+    if agent.openj9 {
+        return agent.jvmti.method_info(method).map(Arc::new);
+    }
+    let key = (
+        method,
+        if agent.ids_are_pointers {
+            ffi::vm_method(method)
+        } else {
+            0
+        },
+    );
+    let mut infos = agent.method_infos.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(info) = infos.get(&key) {
+        return Some(info.clone());
+    }
+    let info = Arc::new(agent.jvmti.method_info(method)?);
+    if infos.len() >= MAX_METHOD_INFOS {
+        infos.clear();
+    }
+    infos.insert(key, info.clone());
+    Some(info)
+}
+
 pub fn compiled_method_load(
     agent: &Agent,
     method: MethodId,
     code_addr: u64,
-    code: &[u8],
-    pcs: &[PcStack<MethodId>],
+    code_size: u32,
+    pcs: &PcStacks<MethodId>,
     j9_metadata: Option<(u64, Vec<u8>)>,
 ) {
-    let code_size = code.len() as u32;
-    let tables = debug::build(method, code_size, pcs, |m| agent.jvmti.method_info(m));
-    let name = tables
-        .functions
-        .first()
-        .and_then(|f| tables.names.get(f.0 as usize))
-        .cloned()
-        .unwrap_or_default();
+    let tables = debug::build(method, code_size, pcs, |m| method_info(agent, m));
+    let names = tables.names();
+    let name = names.first().copied().unwrap_or_default();
     let mut records = Vec::new();
-    if !tables.line_entries.is_empty() {
-        let entries: Vec<(u64, i32, &str)> = tables
-            .line_entries
-            .iter()
-            .map(|(offset, line, file)| (code_addr + u64::from(*offset), *line, file.as_str()))
-            .collect();
-        records.extend(jitdump_write::debug_info(0, code_addr, &entries));
-    }
     if !tables.inlines.is_empty() || !tables.lines.is_empty() {
-        let files: Vec<&str> = tables.files.iter().map(String::as_str).collect();
-        let names: Vec<&str> = tables.names.iter().map(String::as_str).collect();
         records.extend(jitdump_write::debug_info2(
             0,
-            &files,
+            &tables.files(),
             &names,
             &tables.functions,
             &tables.inlines,
@@ -162,10 +189,14 @@ pub fn compiled_method_load(
         tid: tid(),
         code_addr,
         code_index,
-        name: &name,
-        code,
+        name,
+        code: &[],
     };
-    records.extend(jitdump_write::code_load(0, &load));
+    records.extend(jitdump_write::code_load_without_code(
+        0,
+        &load,
+        code_size.into(),
+    ));
     dump.write_load(code_addr, method.raw(), code_index, records);
 }
 
@@ -207,7 +238,7 @@ fn tier_of(name: &str) -> (TierKind, &'static str) {
     }
 }
 
-pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code: &[u8]) {
+pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code_size: u32) {
     let (kind, tier) = tier_of(name);
     let dump = agent.dump();
     let mut records = jitdump_write::jit_tier(0, address, kind, tier);
@@ -217,27 +248,32 @@ pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code: &[u
         code_addr: address,
         code_index: dump.next_index(),
         name,
-        code,
+        code: &[],
     };
-    records.extend(jitdump_write::code_load(0, &load));
+    records.extend(jitdump_write::code_load_without_code(
+        0,
+        &load,
+        code_size.into(),
+    ));
     dump.write(records);
 }
 
 /// Names per JPROF_METHOD_NAMES record.
 const NAMES_PER_RECORD: usize = 2048;
 
-/// (VM method address, id) for each id whose address can be read: none when jmethodIDs are
-/// not pointers (`readable` false: `read` is never called), and no null address.
+/// (VM method address, name) for each method whose address can be read: none when jmethodIDs
+/// are not pointers (`readable` false: `read` is never called), and no null address.
 fn method_addresses(
     readable: bool,
-    ids: Vec<MethodId>,
+    methods: Vec<(MethodId, String)>,
     read: impl Fn(MethodId) -> u64,
-) -> Vec<(u64, MethodId)> {
+) -> Vec<(u64, String)> {
     if !readable {
         return Vec::new();
     }
-    ids.into_iter()
-        .map(|id| (read(id), id))
+    methods
+        .into_iter()
+        .map(|(id, name)| (read(id), name))
         .filter(|(address, _)| *address != 0)
         .collect()
 }
@@ -248,18 +284,19 @@ pub fn names_methods(agent: &Agent) -> bool {
     !agent.openj9 && agent.ids_are_pointers
 }
 
-/// JPROF_METHOD_NAMES for a class's methods (HotSpot: `Method*` → name), so the report can
-/// name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md). Nothing on
-/// JDK 26+, where a jmethodID no longer leads to its `Method*` (interpreted frames stay
+/// JPROF_METHOD_NAMES for the methods of `classes` (HotSpot: `Method*` → name), so the report
+/// can name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md). Nothing
+/// on JDK 26+, where a jmethodID no longer leads to its `Method*` (interpreted frames stay
 /// `Interpreter` there).
-pub fn class_prepared(agent: &Agent, ids: Vec<MethodId>) {
-    if agent.openj9 {
+pub fn classes_prepared(agent: &Agent, classes: &[JClass]) {
+    if !names_methods(agent) {
         return;
     }
-    let named: Vec<(u64, String)> = method_addresses(agent.ids_are_pointers, ids, ffi::vm_method)
-        .into_iter()
-        .filter_map(|(address, id)| Some((address, agent.jvmti.method_name(id)?)))
+    let methods: Vec<(MethodId, String)> = classes
+        .iter()
+        .flat_map(|&class| agent.jvmti.named_methods(class))
         .collect();
+    let named = method_addresses(agent.ids_are_pointers, methods, ffi::vm_method);
     let dump = agent.dump();
     for chunk in named.chunks(NAMES_PER_RECORD) {
         dump.write(jitdump_write::method_names(0, chunk));
@@ -268,16 +305,9 @@ pub fn class_prepared(agent: &Agent, ids: Vec<MethodId>) {
 
 /// JPROF_METHOD_NAMES for every class loaded so far (at VM start, and when attached).
 pub fn all_loaded_classes(agent: &Agent) {
-    if agent.openj9 || !agent.ids_are_pointers {
-        return;
+    if names_methods(agent) {
+        classes_prepared(agent, &agent.jvmti.loaded_classes());
     }
-    let ids: Vec<MethodId> = agent
-        .jvmti
-        .loaded_classes()
-        .into_iter()
-        .flat_map(|class| agent.jvmti.methods_of(class))
-        .collect();
-    class_prepared(agent, ids);
 }
 
 pub fn flush(agent: &Agent) {
@@ -337,12 +367,14 @@ mod tests {
     /// The JDK 26+ path never touches an id's memory, and names nothing.
     #[test]
     fn opaque_ids_are_never_dereferenced() {
-        let ids = vec![MethodId::from_raw(8), MethodId::from_raw(16)];
-        let none = method_addresses(false, ids.clone(), |_| panic!("an opaque id was read"));
+        let methods = vec![
+            (MethodId::from_raw(8), "a.A.f()".to_string()),
+            (MethodId::from_raw(16), "a.A.g()".to_string()),
+        ];
+        let none = method_addresses(false, methods.clone(), |_| panic!("an opaque id was read"));
         assert!(none.is_empty());
-        let read = method_addresses(true, ids, |id| if id.raw() == 8 { 0 } else { 0x1000 });
-        assert_eq!(read.len(), 1);
-        assert_eq!((read[0].0, read[0].1.raw()), (0x1000, 16));
+        let read = method_addresses(true, methods, |id| if id.raw() == 8 { 0 } else { 0x1000 });
+        assert_eq!(read, [(0x1000, "a.A.g()".to_string())]);
     }
 
     #[test]

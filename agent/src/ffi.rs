@@ -1,6 +1,6 @@
 //! The agent's boundary with the VM, and every `unsafe` line of it: hand-written JVMTI bindings
 //! (only the functions called, at their 1-based numbers in jdk/include/jvmti.h; the slot in the
-//! table is number − 1), the VM's pointers decoded into owned Rust data (code bytes, inline
+//! table is number − 1), the VM's pointers decoded into owned Rust data (inline
 //! records, OpenJ9 metadata, strings), the jitdump marker mmap and rdtsc. It calls nothing
 //! above it: `entry` (the exported functions and event callbacks) hands what it decodes here
 //! to `events`.
@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
-use crate::debug::{MethodInfo, PcStack};
+use crate::debug::{MethodInfo, PcStacks};
 use crate::j9;
 use crate::names;
 
@@ -206,17 +206,14 @@ impl Jvmti {
         VmString { jvmti: self, ptr }
     }
 
-    /// The method's name, its signature when `with_signature`, its class and the class's
-    /// signature (`Lpkg/Class;`).
-    fn name_parts(
+    /// The method's name and, when `with_signature`, its descriptor.
+    fn name_and_descriptor(
         &self,
         method: MethodId,
         with_signature: bool,
-    ) -> Option<(String, Option<String>, JClass, String)> {
+    ) -> Option<(String, Option<String>)> {
         let id = method.0 as JMethodId;
         let get_name = table_fn!(self.env, 64, GetMethodNameFn)?;
-        let get_class = table_fn!(self.env, 65, GetMethodDeclaringClassFn)?;
-        let get_signature = table_fn!(self.env, 48, GetClassSignatureFn)?;
         let mut name = std::ptr::null_mut();
         let mut method_signature = std::ptr::null_mut();
         let signature_out = if with_signature {
@@ -232,24 +229,39 @@ impl Jvmti {
         if err != JVMTI_ERROR_NONE {
             return None;
         }
-        let mut class: JClass = std::ptr::null_mut();
-        // SAFETY: as above; the class is a JNI local reference freed with the event's frame.
-        if unsafe { get_class(self.env, id, &mut class) } != JVMTI_ERROR_NONE || class.is_null() {
-            return None;
-        }
+        Some((name.text()?, method_signature.text()))
+    }
+
+    /// The class's signature (`Lpkg/Class;`).
+    fn class_signature(&self, class: JClass) -> Option<String> {
+        let get_signature = table_fn!(self.env, 48, GetClassSignatureFn)?;
         let mut signature = std::ptr::null_mut();
-        // SAFETY: `class` is the live reference just returned.
+        // SAFETY: `class` is a live reference from the VM.
         let err = unsafe { get_signature(self.env, class, &mut signature, std::ptr::null_mut()) };
         let signature = self.vm_string(signature);
         if err != JVMTI_ERROR_NONE {
             return None;
         }
-        Some((
-            name.text()?,
-            method_signature.text(),
-            class,
-            signature.text()?,
-        ))
+        signature.text()
+    }
+
+    /// The method's name, its signature when `with_signature`, its class and the class's
+    /// signature (`Lpkg/Class;`).
+    fn name_parts(
+        &self,
+        method: MethodId,
+        with_signature: bool,
+    ) -> Option<(String, Option<String>, JClass, String)> {
+        let (name, descriptor) = self.name_and_descriptor(method, with_signature)?;
+        let get_class = table_fn!(self.env, 65, GetMethodDeclaringClassFn)?;
+        let mut class: JClass = std::ptr::null_mut();
+        // SAFETY: `method` came from the VM; the class is a JNI local reference freed with the
+        // event's frame.
+        let err = unsafe { get_class(self.env, method.0 as JMethodId, &mut class) };
+        if err != JVMTI_ERROR_NONE || class.is_null() {
+            return None;
+        }
+        Some((name, descriptor, class, self.class_signature(class)?))
     }
 
     /// OpenJ9's form of a method name, `pkg/Class.method(Sig)Ret` (JPROF_J9_METADATA).
@@ -324,13 +336,22 @@ impl Jvmti {
             .collect()
     }
 
-    /// `pkg.Class.method(int, java.lang.String)`, the name jprof's records use.
-    pub fn method_name(&self, method: MethodId) -> Option<String> {
-        let (name, descriptor, _, signature) = self.name_parts(method, true)?;
-        Some(match descriptor {
-            Some(descriptor) => names::method_name_with_signature(&signature, &name, &descriptor),
-            None => names::method_name(&signature, &name),
-        })
+    /// `class`'s methods, each with the name jprof's records use
+    /// (`pkg.Class.method(int, java.lang.String)`); the class's signature is asked once.
+    pub fn named_methods(&self, class: JClass) -> Vec<(MethodId, String)> {
+        let ids = self.methods_of(class);
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        let Some(signature) = self.class_signature(class) else {
+            return Vec::new();
+        };
+        ids.into_iter()
+            .filter_map(|id| {
+                let (name, descriptor) = self.name_and_descriptor(id, true)?;
+                Some((id, full_name(&signature, &name, descriptor.as_deref())))
+            })
+            .collect()
     }
 
     /// Name, source file and line table of `method`; `None` if the VM cannot tell (e.g. the
@@ -339,12 +360,7 @@ impl Jvmti {
         let id = method.0 as JMethodId;
         let (name, descriptor, class, signature) = self.name_parts(method, true)?;
         let mut info = MethodInfo {
-            name: match descriptor {
-                Some(descriptor) => {
-                    names::method_name_with_signature(&signature, &name, &descriptor)
-                }
-                None => names::method_name(&signature, &name),
-            },
+            name: full_name(&signature, &name, descriptor.as_deref()),
             ..MethodInfo::default()
         };
         if self.source_files {
@@ -390,14 +406,13 @@ impl Jvmti {
     }
 }
 
-/// Owned copy of `len` bytes of code at `addr`.
-pub(crate) fn copy_code(addr: *const c_void, len: Jint) -> Vec<u8> {
-    if addr.is_null() || len <= 0 {
-        return Vec::new();
+/// `pkg.Class.method(int, java.lang.String)`, or without the parameters when the VM gave no
+/// descriptor.
+fn full_name(class_signature: &str, name: &str, descriptor: Option<&str>) -> String {
+    match descriptor {
+        Some(descriptor) => names::method_name_with_signature(class_signature, name, descriptor),
+        None => names::method_name(class_signature, name),
     }
-    // SAFETY: the VM just told us `[addr, addr + len)` holds code it installed; the code cache
-    // stays mapped for the VM's lifetime, and the bytes are only copied.
-    unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len as usize) }.to_vec()
 }
 
 /// The VM's method behind a jmethodID: its first word (HotSpot before JDK 26: the `Method*`
@@ -433,8 +448,8 @@ pub fn copy_openj9_metadata(compile_info: *const c_void, code_addr: u64) -> Opti
 }
 
 /// The inline records of `compile_info` (a chain of jvmticmlr.h records), as owned data.
-pub(crate) fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcStack<MethodId>> {
-    let mut out = Vec::new();
+pub(crate) fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> PcStacks<MethodId> {
+    let mut out = PcStacks::with_capacity(0);
     let mut record = compile_info.cast::<CmlrHeader>();
     // A bound on the chain, so a corrupt `next` cannot loop forever.
     for _ in 0..64 {
@@ -451,25 +466,32 @@ pub(crate) fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> Vec<PcSt
                 // SAFETY: `pcinfo` points at `numpcs` PCStackInfo entries.
                 let pcs =
                     unsafe { std::slice::from_raw_parts(inline.pcinfo, inline.numpcs as usize) };
+                out = PcStacks::with_capacity(pcs.len());
                 for pc in pcs {
-                    let n = pc.numstackframes.max(0) as usize;
-                    let mut frames = Vec::with_capacity(n);
-                    if n > 0 && !pc.methods.is_null() && !pc.bcis.is_null() {
-                        // SAFETY: both arrays have `numstackframes` entries.
-                        let (methods, bcis) = unsafe {
-                            (
-                                std::slice::from_raw_parts(pc.methods, n),
-                                std::slice::from_raw_parts(pc.bcis, n),
-                            )
-                        };
-                        for (m, bci) in methods.iter().zip(bcis) {
-                            frames.push((MethodId(*m as usize), *bci));
-                        }
-                    }
                     let offset = (pc.pc as u64).wrapping_sub(code_addr);
-                    if let Ok(pc_offset) = u32::try_from(offset) {
-                        out.push(PcStack { pc_offset, frames });
-                    }
+                    let Ok(pc_offset) = u32::try_from(offset) else {
+                        continue;
+                    };
+                    let n = pc.numstackframes.max(0) as usize;
+                    let (methods, bcis): (&[JMethodId], &[Jint]) =
+                        if n > 0 && !pc.methods.is_null() && !pc.bcis.is_null() {
+                            // SAFETY: both arrays have `numstackframes` entries.
+                            unsafe {
+                                (
+                                    std::slice::from_raw_parts(pc.methods, n),
+                                    std::slice::from_raw_parts(pc.bcis, n),
+                                )
+                            }
+                        } else {
+                            (&[], &[])
+                        };
+                    out.push(
+                        pc_offset,
+                        methods
+                            .iter()
+                            .zip(bcis)
+                            .map(|(m, bci)| (MethodId(*m as usize), *bci)),
+                    );
                 }
             }
         }

@@ -288,6 +288,40 @@ fn demo_run(jdk_name: &str, keep_side_files: bool) {
         multiply_inlines_dot,
         "no multiply load with dot inlined at line 32"
     );
+    agent_writes_no_code_and_no_plain_line_tables(&bytes[header.records_start()..], &header);
+}
+
+/// The agent's CODE_LOADs give the code's size but not its bytes (the record ends with the
+/// name's padding), and it writes no plain line table (DEBUG_INFO) beside the inline tree that
+/// names and places a body: what the JVM would otherwise spend writing what no reader looks at.
+fn agent_writes_no_code_and_no_plain_line_tables(records: &[u8], header: &jitdump::Header) {
+    let (records, rest) = jitdump::split_records(records, header.endian);
+    assert!(
+        rest.is_empty(),
+        "{} bytes after the last whole record",
+        rest.len()
+    );
+    let mut loads = 0;
+    for (id, record) in records {
+        assert_ne!(
+            id,
+            jitdump::RecordId::CODE_DEBUG_INFO,
+            "a DEBUG_INFO record"
+        );
+        if id != jitdump::RecordId::CODE_LOAD {
+            continue;
+        }
+        loads += 1;
+        let code_size = u64::from_le_bytes(record[40..48].try_into().expect("8 bytes"));
+        let name_end = 56 + record[56..].iter().position(|&b| b == 0).expect("a NUL") + 1;
+        assert!(code_size > 0, "a CODE_LOAD of no code");
+        assert_eq!(
+            record.len(),
+            name_end.div_ceil(8) * 8,
+            "code bytes after the name"
+        );
+    }
+    assert!(loads > 100, "only {loads} CODE_LOADs");
 }
 
 #[test]

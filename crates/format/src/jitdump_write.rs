@@ -67,6 +67,23 @@ pub fn code_load(timestamp: u64, load: &CodeLoad<'_>) -> Vec<u8> {
     record(RecordId::CODE_LOAD, timestamp, &b)
 }
 
+/// CODE_LOAD of `code_size` bytes at `load.code_addr` without the machine code itself (the
+/// record ends after the name; `load.code` is not written): the form
+/// [`super::jitdump::without_code`] leaves, which every jprof reader takes. jprof's JVMTI agent
+/// writes this, since no reader looks at the code bytes.
+pub fn code_load_without_code(timestamp: u64, load: &CodeLoad<'_>, code_size: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(40 + load.name.len() + 1);
+    b.extend(load.pid.to_le_bytes());
+    b.extend(load.tid.to_le_bytes());
+    b.extend(load.code_addr.to_le_bytes()); // vma
+    b.extend(load.code_addr.to_le_bytes());
+    b.extend(code_size.to_le_bytes());
+    b.extend(load.code_index.to_le_bytes());
+    b.extend(load.name.as_bytes());
+    b.push(0);
+    record(RecordId::CODE_LOAD, timestamp, &b)
+}
+
 /// CODE_MOVE of the `size`-byte code loaded with id `index` from `old` to `new` (tid = pid).
 pub fn code_move(timestamp: u64, pid: u32, old: u64, new: u64, size: u64, index: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(48);
