@@ -36,6 +36,7 @@ pub use config::{RecordConfig, Target};
 pub use events::online_cpus;
 pub(crate) use events::{attr_for, read_sysctl, StackCopy};
 pub use runtimes::{find_agent, mono_log_profiler_installed, AGENT_FILE};
+pub use stack_words::{cut_stack_copies, Mapped};
 
 /// Whether the kernel refuses names planted in `/tmp` (so every runtime of a launched tree can
 /// be asked for its fixed `/tmp` names).

@@ -275,19 +275,16 @@ pub(super) fn start<'a>(
         side.list_leftovers(list);
     }
     let writer_failed = stop.writer_failed();
-    let reduce_stacks = stacks.trimmed();
+    let stack_cut = match stacks.trimmed() {
+        false => writer::StackCut::Whole,
+        // The kernel reports every mapping of a launched target.
+        true if !attached => writer::StackCut::EveryMappingSeen,
+        true => writer::StackCut::MayBeAddress,
+    };
     let thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
-            let result = writer::run(
-                out,
-                layout,
-                rx,
-                off_cpu,
-                &calibration,
-                &mut side,
-                reduce_stacks,
-            );
+            let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side, stack_cut);
             if result.is_err() {
                 writer_failed.store(true, std::sync::atomic::Ordering::SeqCst);
             }

@@ -6,10 +6,10 @@
 //! bytes once compressed. The record stays a perf SAMPLE (its stack copy only shorter); a
 //! zeroed `Method*` names nothing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::deep_frames::Walked;
-use crate::format::perf::{RawRecord, Record, RecordKind, SampleLayout};
+use crate::format::perf::{RawRecord, Record, RecordIter, RecordKind, SampleLayout};
 use crate::symbolize::unwind::UserRegs;
 
 /// Bytes at the top of the copy kept whole, at most: only up to the innermost frame's links
@@ -36,18 +36,22 @@ pub struct Chain {
 /// keeps its length), and what its frame chain did; None to keep it as it is (not a sample, no
 /// copy).
 ///
-/// Of the top [`TOP_BYTES`], the words above the innermost frame's links are zeroed when the
-/// frame pointer register starts a chain there (two frames in the copy, or one whose link goes
-/// on past it), except those that may be code or stack addresses ([`may_be_address`]);
-/// `whole_top` keeps them all, as before. Code without a frame pointer leaves the register
-/// alone, so a frameless leaf's or syscall wrapper's frames lie below that frame; above it the
-/// CFI of frameless code reads return addresses and saved frame pointers only. (The words that
-/// go are frames' locals, most of what a JVM's sample cost once compressed.)
+/// Of the top [`TOP_BYTES`], with `mapped` (every mapping the target made is in the
+/// recording: a launched target), a word stays only when a report's unwinder could take it for
+/// a return address or a frame pointer ([`stand_in`]); the rest, the frames' locals, get a
+/// stand-in that unwinds the same. Without it, the words above the innermost frame's links
+/// are zeroed when the frame pointer register starts a chain there (two frames in the copy, or
+/// one whose link goes on past it), except those that may be code or stack addresses
+/// ([`may_be_address`]). `whole_top` keeps the top whole, as jprof did before. Code without a
+/// frame pointer leaves the register alone, so a frameless leaf's or syscall wrapper's frames
+/// lie below that frame; the CFI of frameless code reads return addresses and saved frame
+/// pointers only.
 pub fn reduce(
     layout: &SampleLayout,
     raw: &RawRecord<'_>,
     header: &[u8],
     whole_top: bool,
+    mapped: Option<&Mapped>,
 ) -> Option<(Vec<u8>, Chain)> {
     let Ok(Record::Sample(s)) = layout.parse(raw) else {
         return None;
@@ -67,6 +71,22 @@ pub fn reduce(
         ))
     };
     let mut kept = vec![false; stack.len().div_ceil(8)];
+    // A frame's links and `Method*` slot, those of them in the copy (a frame just past it has
+    // its slot in it).
+    let keep_frame = |kept: &mut Vec<bool>, off: usize| {
+        for o in [
+            off.checked_sub(BELOW_FP as usize),
+            Some(off),
+            off.checked_add(8),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(k) = kept.get_mut(o / 8) {
+                *k = true;
+            }
+        }
+    };
     let mut end = TOP_BYTES.min(stack.len());
     let mut fp = regs.bp;
     let mut past_copy = false;
@@ -82,15 +102,11 @@ pub fn reduce(
             // A frame pointer that starts out past the copy is not one (a leaf using the
             // register for something else) or cannot be told from one: not counted.
             past_copy = frames > 0;
+            keep_frame(&mut kept, off);
             break;
         }
         frames += 1;
-        for o in [off.checked_sub(BELOW_FP as usize), Some(off), Some(off + 8)]
-            .into_iter()
-            .flatten()
-        {
-            kept[o / 8] = true;
-        }
+        keep_frame(&mut kept, off);
         end = end.max(off + 16);
         // The chain goes up the stack; anything else ends it.
         let Some(next) = word(off).filter(|&n| n > fp) else {
@@ -98,14 +114,44 @@ pub fn reduce(
         };
         fp = next;
     }
-    let leaf = match regs.bp.checked_sub(regs.sp) {
-        Some(off) if !whole_top && (frames >= 2 || past_copy) && off + 16 <= TOP_BYTES as u64 => {
-            off as usize + 16
+    let top = TOP_BYTES.min(stack.len()).div_ceil(8);
+    // Stand-ins for the words of the top not kept (beyond it, zeros).
+    let mut stand_ins: Vec<Option<u64>> = vec![None; top];
+    match mapped {
+        Some(mapped) if !whole_top => {
+            let stored = if whole { stack.len() } else { end };
+            for (i, slot) in stand_ins.iter_mut().enumerate() {
+                let w = word(i * 8).unwrap_or(0);
+                match stand_in(w, regs.sp, stored as u64, mapped) {
+                    None => {
+                        kept[i] = true;
+                        // A word that may be a frame pointer into the copy: that frame's links
+                        // and Method* slot, which the unwinder and the report then read.
+                        if let Some(off) = w
+                            .checked_sub(regs.sp)
+                            .and_then(|o| usize::try_from(o).ok())
+                            .filter(|o| o % 8 == 0)
+                        {
+                            keep_frame(&mut kept, off);
+                        }
+                    }
+                    stand => *slot = stand,
+                }
+            }
         }
-        _ => TOP_BYTES,
-    };
-    for (i, k) in kept.iter_mut().take(TOP_BYTES / 8).enumerate() {
-        *k |= i * 8 < leaf || word(i * 8).is_some_and(may_be_address);
+        _ => {
+            let leaf = match regs.bp.checked_sub(regs.sp) {
+                Some(off)
+                    if !whole_top && (frames >= 2 || past_copy) && off + 16 <= TOP_BYTES as u64 =>
+                {
+                    off as usize + 16
+                }
+                _ => TOP_BYTES,
+            };
+            for (i, k) in kept.iter_mut().take(top).enumerate() {
+                *k |= i * 8 < leaf || word(i * 8).is_some_and(may_be_address);
+            }
+        }
     }
     let chain = Chain {
         pid: s.pid,
@@ -116,31 +162,29 @@ pub fn reduce(
         copied: stack.len(),
         past_copy,
     };
+    let stored = |i: usize, original: &[u8]| -> Vec<u8> {
+        if kept[i] {
+            return original.to_vec();
+        }
+        let v = stand_ins.get(i).copied().flatten().unwrap_or(0);
+        v.to_le_bytes()[..original.len()].to_vec()
+    };
     if whole {
         let mut out = Vec::with_capacity(header.len() + raw.body.len());
         out.extend_from_slice(header);
-        out.extend_from_slice(raw.body);
-        let copy_at = header.len() + data_at;
-        for (i, word) in out[copy_at..copy_at + stack.len()]
-            .chunks_mut(8)
-            .enumerate()
-        {
-            if !kept[i] {
-                word.fill(0);
-            }
+        out.extend_from_slice(&raw.body[..data_at]);
+        for (i, w) in stack.chunks(8).enumerate() {
+            out.extend(stored(i, w));
         }
+        out.extend_from_slice(&raw.body[data_at + stack.len()..]);
         return Some((out, chain));
     }
     let mut out = Vec::with_capacity(header.len() + data_at + end + 8);
     out.extend_from_slice(header);
     out.extend_from_slice(&raw.body[..data_at - 8]);
     out.extend_from_slice(&(end as u64).to_le_bytes());
-    for (i, chunk) in stack[..end].chunks(8).enumerate() {
-        if kept[i] {
-            out.extend_from_slice(chunk);
-        } else {
-            out.extend(std::iter::repeat_n(0, chunk.len()));
-        }
+    for (i, w) in stack[..end].chunks(8).enumerate() {
+        out.extend(stored(i, w));
     }
     out.extend_from_slice(&(end as u64).to_le_bytes());
     // Anything after the stack copy (none in jprof's layout) is kept.
@@ -148,6 +192,123 @@ pub fn reduce(
     let total = u16::try_from(out.len()).ok()?;
     out[6..8].copy_from_slice(&total.to_le_bytes());
     Some((out, chain))
+}
+
+/// How far below the stack pointer a word is kept as a possible frame pointer: unwinding
+/// rules add small offsets to it, which may bring it into the copy.
+const BELOW_SP: u64 = 64 << 10;
+/// How far past the copy's end a word is kept: the report reads a frame's `Method*` 24 bytes
+/// below its frame pointer, and rules add small offsets.
+const PAST_COPY: u64 = 64;
+/// The stand-in of a word far above the copy: past any stack copy, so reading at it (or a
+/// little below or above) goes past the copy, as reading at the word did.
+const FAR_ABOVE: u64 = 1 << 62;
+/// Words this close to 2^64 are kept: adding a frame's offset to them overflows, which the
+/// unwinder treats otherwise than a read past the copy.
+const NEAR_TOP: u64 = u64::MAX - (4 << 30);
+
+/// None when a report may read stack word `w` (of a sample whose stack pointer is `sp` and
+/// whose stored copy holds `copied` bytes) as a return address, or as a frame pointer into
+/// the copy, so it stays: zero, a mapped address (code, as far as the recording can tell),
+/// near the copy, or close to 2^64. Else the word that stands in for it, which unwinds the
+/// same: framehop reads only return addresses (which must be mapped, or the walk stops) and
+/// saved frame pointers; a frame pointer far below the stack pointer ends the walk whether it
+/// is 0 or not, and reading at one far above goes past the copy whatever it is.
+fn stand_in(w: u64, sp: u64, copied: u64, mapped: &Mapped) -> Option<u64> {
+    let near_copy =
+        w >= sp.saturating_sub(BELOW_SP) && w < sp.saturating_add(copied).saturating_add(PAST_COPY);
+    if w == 0 || near_copy || w >= NEAR_TOP || mapped.contains(w) {
+        None
+    } else if w < sp {
+        Some(0)
+    } else {
+        Some(FAR_ABOVE)
+    }
+}
+
+/// Every address range the records so far mapped (MMAP and MMAP2, of any process): what a
+/// report's process model can take a return address in. A launched target's mappings are
+/// all in the recording, the kernel reporting each; code mapped before an attach that jprof
+/// does not synthesize (anonymous JIT code) is not, so attaching keeps [`may_be_address`].
+#[derive(Debug, Default)]
+pub struct Mapped {
+    /// Start → end, disjoint.
+    ranges: BTreeMap<u64, u64>,
+}
+
+impl Mapped {
+    /// Notes the mappings among `records` (whole perf records; before their samples are cut
+    /// down: the records of one batch are not in time order).
+    pub fn note(&mut self, layout: &SampleLayout, records: &[u8]) {
+        for raw in RecordIter::new(records).map_while(Result::ok) {
+            if !matches!(raw.kind, RecordKind::MMAP | RecordKind::MMAP2) {
+                continue;
+            }
+            match layout.parse(&raw) {
+                Ok(Record::Mmap2 { addr, len, .. }) | Ok(Record::Mmap { addr, len, .. }) => {
+                    self.add(addr, addr.saturating_add(len));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn add(&mut self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        let touching: Vec<u64> = self
+            .ranges
+            .range(..=end)
+            .rev()
+            .take_while(|(_, &oe)| oe >= start)
+            .map(|(&os, _)| os)
+            .collect();
+        for os in touching {
+            let oe = self.ranges.remove(&os).unwrap_or(os);
+            s = s.min(os);
+            e = e.max(oe);
+        }
+        self.ranges.insert(s, e);
+    }
+
+    fn contains(&self, w: u64) -> bool {
+        self.ranges
+            .range(..=w)
+            .next_back()
+            .is_some_and(|(_, &e)| w < e)
+    }
+}
+
+/// `records` (a records chunk's perf records) with each sample's stack copy cut down as the
+/// recorder cuts a JVM's (`reduce`): for a launched target when `mapped` is given (the
+/// mappings of the chunks before; this chunk's are added), else as for an attached one. The
+/// 1 KiB copies beside the BPF program keep their length, so a recording's records keep their
+/// numbers. For comparing the reports of a recording with its stacks whole
+/// (`JPROF_WHOLE_STACK_TOP=1`) and cut.
+pub fn cut_stack_copies(
+    layout: &SampleLayout,
+    records: &[u8],
+    mapped: Option<&mut Mapped>,
+) -> Vec<u8> {
+    let mapped = mapped.map(|m| {
+        m.note(layout, records);
+        &*m
+    });
+    let mut out = Vec::with_capacity(records.len());
+    let mut done = 0;
+    for raw in RecordIter::new(records).map_while(Result::ok) {
+        let end = raw.offset + 8 + raw.body.len();
+        let header = &records[raw.offset..raw.offset + 8];
+        match reduce(layout, &raw, header, false, mapped) {
+            Some((small, _)) => out.extend_from_slice(&small),
+            None => out.extend_from_slice(&records[raw.offset..end]),
+        }
+        done = end;
+    }
+    out.extend_from_slice(&records[done..]);
+    out
 }
 
 /// Whether a stack word may be a return address or a frame pointer that the CFI of frameless
@@ -321,7 +482,7 @@ mod tests {
 
     fn reduced(record: &[u8]) -> Option<Vec<u8>> {
         let raw = RecordIter::new(record).next().unwrap().unwrap();
-        reduce(&LAYOUT, &raw, &record[..8], false).map(|(r, _)| r)
+        reduce(&LAYOUT, &raw, &record[..8], false, None).map(|(r, _)| r)
     }
 
     fn stack_of(record: &[u8]) -> Vec<u8> {
@@ -397,7 +558,7 @@ mod tests {
             let reserved = if size <= TOP_BYTES { size } else { 60000 };
             let record = sample(SP + frames[0] as u64, &stack[..size], reserved);
             let raw = RecordIter::new(&record).next().unwrap().unwrap();
-            let (small, _) = reduce(&LAYOUT, &raw, &record[..8], whole_top).unwrap();
+            let (small, _) = reduce(&LAYOUT, &raw, &record[..8], whole_top, None).unwrap();
             let copy = stack_of(&small);
             for o in (0..copy.len()).step_by(8) {
                 assert!(copy[o..o + 8] == [0; 8] || copy[o..o + 8] == stack[o..o + 8]);
@@ -454,7 +615,7 @@ mod tests {
         stack[256..264].copy_from_slice(&(SP + 4096).to_le_bytes());
         let record = sample(SP + 256, &stack, 1024);
         let raw = RecordIter::new(&record).next().unwrap().unwrap();
-        let (kept, chain) = reduce(&LAYOUT, &raw, &record[..8], false).unwrap();
+        let (kept, chain) = reduce(&LAYOUT, &raw, &record[..8], false, None).unwrap();
         assert_eq!(kept, record);
         assert!(chain.past_copy && chain.copied == 1024);
         let mut join = DeepJoin::default();

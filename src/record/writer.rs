@@ -237,6 +237,19 @@ const SLOW_POLL: Duration = Duration::from_secs(1);
 /// Writer thread body: drains `batches` into PERF_RECORDS chunks until the channel closes,
 /// tails side files into SIDE_FILE chunks, and refreshes the CLOCK chunk now and then so a
 /// killed recorder still leaves a usable clock.
+/// How the writer stores samples' stack copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackCut {
+    /// As the kernel wrote them.
+    Whole,
+    /// A JVM's, cut down (`stack_words`); every mapping of the target is in the records (it
+    /// was launched), so words outside them are no return addresses.
+    EveryMappingSeen,
+    /// A JVM's, cut down keeping every word that may be an address (attached: code mapped
+    /// before has no record).
+    MayBeAddress,
+}
+
 pub fn run(
     mut out: ChunkWriter,
     layout: SampleLayout,
@@ -244,8 +257,9 @@ pub fn run(
     mut off_cpu: Option<SwitchPairing>,
     calibration: &Calibration,
     side: &mut SideFiles,
-    reduce_stacks: bool,
+    stack_cut: StackCut,
 ) -> Result<(ChunkWriter, Counters), Error> {
+    let reduce_stacks = stack_cut != StackCut::Whole;
     let mut counters = Counters::default();
     let mut last_slow = Instant::now();
     // Batches are gathered into larger chunks, which compress far better; a SIGKILL loses at
@@ -256,6 +270,10 @@ pub fn run(
     let mut watermark: Option<u64> = None;
     let mut side_chunks = SideChunks::default();
     let mut deep = super::stack_words::DeepJoin::default();
+    // What the records mapped, when they hold every mapping of the target: stack words
+    // outside them are no return addresses (`stack_words::reduce`).
+    let mut mapped =
+        (stack_cut == StackCut::EveryMappingSeen).then(super::stack_words::Mapped::default);
     let mut build_ids = super::mapping_build_ids::MappingBuildIds::default();
     // Keeps the top KiB of a JVM's stack copies whole, as jprof did before
     // (docs/java.md): for comparing reports.
@@ -275,7 +293,16 @@ pub fn run(
             build_ids.fill(&layout, &mut batch.records);
             if reduce_stacks {
                 deep.add(std::mem::take(&mut batch.deep));
-                batch.records = reduced(&layout, &batch.records, &mut deep, whole_top);
+                if let Some(mapped) = &mut mapped {
+                    mapped.note(&layout, &batch.records);
+                }
+                batch.records = reduced(
+                    &layout,
+                    &batch.records,
+                    &mut deep,
+                    whole_top,
+                    mapped.as_ref(),
+                );
             }
             counters.observe(&layout, &batch.records, side);
             watermark = batch.complete_before.or(watermark);
@@ -461,13 +488,14 @@ fn reduced(
     records: &[u8],
     deep: &mut super::stack_words::DeepJoin,
     whole_top: bool,
+    mapped: Option<&super::stack_words::Mapped>,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(records.len() / 4);
     let mut done = 0;
     for raw in RecordIter::new(records).map_while(Result::ok) {
         let end = raw.offset + 8 + raw.body.len();
         let header = &records[raw.offset..raw.offset + 8];
-        match super::stack_words::reduce(layout, &raw, header, whole_top) {
+        match super::stack_words::reduce(layout, &raw, header, whole_top, mapped) {
             Some((small, chain)) => {
                 out.extend(deep.record_for(&chain).unwrap_or_default());
                 out.extend_from_slice(&small);
