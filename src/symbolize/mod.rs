@@ -250,11 +250,7 @@ fn walk(
                 let (walked, ran_off) = unwinders.walk_copy(&model, binaries, jit, &at, MAX_WALK);
                 let in_interpreter = |i: usize| {
                     let addr = stack.user[i];
-                    let probe = if i == 0 && stack.user_first_exact {
-                        addr
-                    } else {
-                        addr.wrapping_sub(1)
-                    };
+                    let probe = if i == 0 { addr } else { addr.wrapping_sub(1) };
                     jit.lookup(s.pid, probe, s.time)
                         .is_some_and(|code| code.name == INTERPRETER)
                 };
@@ -627,7 +623,7 @@ fn embed(
                 hits.method(s.pid, method);
             }
             for (i, &addr) in s.stack.user.iter().enumerate() {
-                let exact = i == 0 && s.stack.user_first_exact;
+                let exact = i == 0;
                 if !deferred.is_empty() {
                     let probe = if exact { addr } else { addr.wrapping_sub(1) };
                     if let Some(code) = jit.lookup(s.pid, probe, s.time) {

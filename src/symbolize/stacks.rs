@@ -159,7 +159,7 @@ impl<'a> StackBuilder<'a> {
         stack: &mut Vec<FrameId>,
     ) {
         for (i, &addr) in s.stack.user.iter().enumerate().rev() {
-            let exact = i == 0 && s.stack.user_first_exact;
+            let exact = i == 0;
             // JIT code lives in anonymous memory; the index knows what was there when.
             let probe = if exact { addr } else { addr.wrapping_sub(1) };
             if let Some(code) = self.jit.lookup(s.pid, probe, s.time) {

@@ -154,18 +154,16 @@ pub struct UserState<'a> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddressStack {
     pub kernel: Vec<u64>,
+    /// `user[0]` is the user registers' instruction pointer, looked up as it is: where an
+    /// interrupt or fault stopped the thread, or just past its syscall instruction. Neither is
+    /// a return address (preemption can stop a thread on a function's first byte, which
+    /// `addr - 1` would give to the function before it); the frames after it are.
     pub user: Vec<u64>,
-    /// Whether `user[0]` is where the thread was (a user-mode sample) rather than where it
-    /// resumes after the kernel (a return-like address, looked up at `addr - 1`).
-    pub user_first_exact: bool,
 }
 
 /// Splits a callchain at its context markers; without a callchain the sample IP alone.
 pub fn split_callchain(sample: &Sample<'_>) -> AddressStack {
-    let mut out = AddressStack {
-        user_first_exact: sample.cpumode != misc::KERNEL,
-        ..Default::default()
-    };
+    let mut out = AddressStack::default();
     if sample.callchain.is_empty() {
         if sample.cpumode == misc::KERNEL || sample.ip >= KERNEL_START {
             out.kernel.push(sample.ip);
@@ -721,7 +719,6 @@ mod tests {
         let a = split_callchain(&s);
         assert_eq!(a.kernel, vec![0xffffffff81000010, 0xffffffff81000020]);
         assert_eq!(a.user, vec![0x401000, 0x402000]);
-        assert!(!a.user_first_exact);
         let g = split_callchain(&sample(vec![context::GUEST, 0x1, context::USER, 0x5], 2));
         assert_eq!(g.user, vec![0x5]);
         assert!(g.kernel.is_empty());

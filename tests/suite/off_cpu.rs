@@ -475,3 +475,103 @@ fn off_cpu_records_into_larger_rings() {
         "--off-cpu: a 4 MiB ring per CPU (and its header page), got {off_cpu:?}"
     );
 }
+
+/// A thread that goes off the CPU on the first byte of a function (a page fault there, held
+/// for 300 ms by a userfaultfd handler) is charged to that function: the first user address
+/// of a switch-out is where the thread stood, not a return address (at `addr - 1` it would
+/// be the one-byte function assembled just before).
+#[test]
+fn a_thread_stopped_on_a_functions_first_byte_is_charged_to_that_function() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("first_byte.c");
+    std::fs::write(
+        &src,
+        r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Two functions back to back: the load is the first byte of load_at_first_byte. */
+__asm__(".text\n"
+        ".globl before_first_byte\n.type before_first_byte,@function\n"
+        "before_first_byte:\n.cfi_startproc\nret\n.cfi_endproc\n"
+        ".size before_first_byte,.-before_first_byte\n"
+        ".globl load_at_first_byte\n.type load_at_first_byte,@function\n"
+        "load_at_first_byte:\n.cfi_startproc\nmovzbl (%rdi),%eax\nret\n.cfi_endproc\n"
+        ".size load_at_first_byte,.-load_at_first_byte\n");
+int load_at_first_byte(const char *p);
+
+static int uffd;
+static char *page;
+
+static void *resolve(void *unused) {
+    struct uffd_msg msg;
+    struct pollfd p = {.fd = uffd, .events = POLLIN};
+    poll(&p, 1, -1);
+    if (read(uffd, &msg, sizeof msg) != sizeof msg) exit(3);
+    usleep(300000);
+    static char src[4096] __attribute__((aligned(4096))) = {7};
+    struct uffdio_copy copy = {.dst = (unsigned long)page, .src = (unsigned long)src, .len = 4096};
+    if (ioctl(uffd, UFFDIO_COPY, &copy)) exit(4);
+    return unused;
+}
+
+int main(void) {
+    uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+    struct uffdio_api api = {.api = UFFD_API};
+    if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api)) { perror("userfaultfd"); return 2; }
+    page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct uffdio_register reg = {.range = {(unsigned long)page, 4096},
+                                  .mode = UFFDIO_REGISTER_MODE_MISSING};
+    if (ioctl(uffd, UFFDIO_REGISTER, &reg)) { perror("UFFDIO_REGISTER"); return 2; }
+    pthread_t t;
+    pthread_create(&t, NULL, resolve, NULL);
+    int v = load_at_first_byte(page);
+    pthread_join(t, NULL);
+    return v == 7 ? 0 : 5;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.path().join("first_byte");
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&bin)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed on {}", src.display());
+    let data = dir.path().join("off.data");
+    let out = jprof()
+        .args(["record", "--off-cpu", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(&bin)
+        .output()
+        .expect("run jprof record");
+    ok(out, "jprof record");
+
+    let off = folded(&data, &["--weight", "off-cpu"]);
+    let faulted = under(&off, "load_at_first_byte");
+    within(faulted, 0.3e9, 0.25, "off-CPU under load_at_first_byte");
+    assert!(
+        off.iter()
+            .any(|(s, _)| s.contains("main;load_at_first_byte;")),
+        "the faulting frame is not under main: {off:?}"
+    );
+    assert_eq!(
+        under(&off, "before_first_byte"),
+        0,
+        "charged to the function before: {off:?}"
+    );
+}
