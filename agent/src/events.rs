@@ -34,8 +34,8 @@ pub struct Agent {
     ids_are_pointers: bool,
     j9_names: Mutex<j9::MethodNames<MethodId>>,
     /// What JVMTI said of each method a compiled body named (HotSpot only: OpenJ9 reuses the
-    /// ids of unloaded classes), by [`MethodKey`].
-    method_infos: Mutex<IdMap<MethodKey, Arc<MethodInfo>>>,
+    /// ids of unloaded classes).
+    method_infos: Mutex<MethodInfos>,
 }
 
 /// A method as the cache of JVMTI answers knows it: the jmethodID, and where the VM's method
@@ -46,6 +46,40 @@ type MethodKey = (MethodId, u64);
 /// Methods remembered at most; the cache starts over past this, so a VM that loads ever more
 /// classes does not grow it without bound (javac over java.sql: 2,639).
 const MAX_METHOD_INFOS: usize = 65_536;
+
+/// JVMTI's answers about methods (name, file, line table), each asked once: a method is
+/// compiled several times (C1, C2, again after deoptimisation) and inlined into many others,
+/// and asking again for every body was a large part of what the agent cost the JVM.
+struct MethodInfos {
+    by_method: IdMap<MethodKey, Arc<MethodInfo>>,
+    limit: usize,
+}
+
+impl MethodInfos {
+    fn with_limit(limit: usize) -> Self {
+        Self {
+            by_method: IdMap::default(),
+            limit,
+        }
+    }
+
+    /// What is known of `key`, calling `ask` the first time (a `None` answer is not kept).
+    fn get(
+        &mut self,
+        key: MethodKey,
+        ask: impl FnOnce() -> Option<MethodInfo>,
+    ) -> Option<Arc<MethodInfo>> {
+        if let Some(info) = self.by_method.get(&key) {
+            return Some(info.clone());
+        }
+        let info = Arc::new(ask()?);
+        if self.by_method.len() >= self.limit {
+            self.by_method.clear();
+        }
+        self.by_method.insert(key, info.clone());
+        Some(info)
+    }
+}
 
 impl Agent {
     fn dump(&self) -> Arc<Dump> {
@@ -88,7 +122,7 @@ pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
         openj9,
         ids_are_pointers,
         j9_names: Mutex::default(),
-        method_infos: Mutex::default(),
+        method_infos: Mutex::new(MethodInfos::with_limit(MAX_METHOD_INFOS)),
     })
 }
 
@@ -145,16 +179,11 @@ fn method_info(agent: &Agent, method: MethodId) -> Option<Arc<MethodInfo>> {
             0
         },
     );
-    let mut infos = agent.method_infos.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(info) = infos.get(&key) {
-        return Some(info.clone());
-    }
-    let info = Arc::new(agent.jvmti.method_info(method)?);
-    if infos.len() >= MAX_METHOD_INFOS {
-        infos.clear();
-    }
-    infos.insert(key, info.clone());
-    Some(info)
+    agent
+        .method_infos
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(key, || agent.jvmti.method_info(method))
 }
 
 pub fn compiled_method_load(
@@ -375,6 +404,38 @@ mod tests {
         assert!(none.is_empty());
         let read = method_addresses(true, methods, |id| if id.raw() == 8 { 0 } else { 0x1000 });
         assert_eq!(read, [(0x1000, "a.A.g()".to_string())]);
+    }
+
+    /// JVMTI is asked once per method; the same id with another `Method*` behind it (a slot
+    /// reused) is asked again; an unanswered question is asked again; the cache is bounded.
+    #[test]
+    fn each_method_is_asked_about_once() {
+        let mut infos = MethodInfos::with_limit(3);
+        let asked = std::cell::Cell::new(0);
+        let mut get = |id: usize, method: u64, answer: bool| {
+            infos
+                .get((MethodId::from_raw(id), method), || {
+                    asked.set(asked.get() + 1);
+                    answer.then(|| MethodInfo {
+                        name: format!("m{id}"),
+                        ..MethodInfo::default()
+                    })
+                })
+                .map(|i| i.name.clone())
+        };
+        assert_eq!(get(8, 0x100, true).as_deref(), Some("m8"));
+        assert_eq!(get(8, 0x100, true).as_deref(), Some("m8"));
+        assert_eq!(asked.get(), 1);
+        assert_eq!(get(8, 0x200, true).as_deref(), Some("m8"));
+        assert_eq!(asked.get(), 2);
+        assert_eq!(get(16, 0x300, false), None);
+        assert_eq!(get(16, 0x300, true).as_deref(), Some("m16"));
+        assert_eq!(asked.get(), 4);
+        // Full (3 kept): the next new method starts the cache over.
+        get(24, 0x400, true);
+        assert_eq!(asked.get(), 5);
+        get(8, 0x100, true);
+        assert_eq!(asked.get(), 6);
     }
 
     #[test]
