@@ -19,6 +19,7 @@ pub mod native;
 pub(crate) mod process;
 pub mod records;
 mod stacks;
+mod symbol_table;
 pub(crate) mod unwind;
 mod unwound;
 

@@ -19,6 +19,7 @@ use crate::format::procfs;
 use crate::sys::shared_bytes::SharedBytes;
 
 use super::build_id::{self, hex};
+use super::symbol_table::{Symbol, SymbolTable};
 
 /// Why a binary could not be loaded.
 #[derive(Debug, Error)]
@@ -38,18 +39,6 @@ pub struct NativeFrame {
     pub(crate) name: String,
     pub(crate) file: Option<String>,
     pub(crate) line: Option<u32>,
-}
-
-#[derive(Clone, Debug)]
-struct Symbol {
-    addr: u64,
-    size: u64,
-    /// Where the name starts in the image, or in the separate debug file's image, up to the
-    /// end of its string table: the name ends at the first NUL (found when it is shown).
-    name: Range<usize>,
-    in_debug_file: bool,
-    /// Which alias wins at one address: 0 global, 1 weak, 2 local.
-    rank: u8,
 }
 
 /// A loaded-segment's file range and its address in the ELF (PT_LOAD p_offset → p_vaddr).
@@ -136,8 +125,7 @@ fn inflate_section(compressed: object::CompressedData<'_>) -> Option<Cow<'_, [u8
 pub struct Binary {
     pub(crate) build_id: Option<Vec<u8>>,
     segments: Vec<Segment>,
-    /// Sorted by address, one per address.
-    symbols: Vec<Symbol>,
+    symbols: SymbolTable,
     image: Image,
     /// The separate debug file, for symbol names (see [`Binary::parse`]).
     debug_image: Option<Image>,
@@ -200,11 +188,10 @@ impl Binary {
             }
         }
         let debug_dwarf = debug_files && debug_image.is_some();
-        finish_symbols(&mut symbols, |s| name_in(&image, debug_image.as_ref(), s));
         Ok(Self {
             build_id,
             segments,
-            symbols,
+            symbols: SymbolTable::new(symbols),
             image,
             debug_image,
             debug_dwarf,
@@ -321,7 +308,7 @@ impl Binary {
     pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
         let symbol = self
             .symbol_at(svma)
-            .map(|s| self.name(s))
+            .map(|s| self.name(&s))
             .filter(|n| !n.is_empty())
             .map(|n| self.demangle(&n));
         let mut frames = Vec::new();
@@ -392,18 +379,9 @@ impl Binary {
         String::from_utf8_lossy(name_in(&self.image, self.debug_image.as_ref(), symbol))
     }
 
-    fn symbol_at(&self, svma: u64) -> Option<&Symbol> {
-        let idx = self.symbols.partition_point(|s| s.addr <= svma);
-        let nearest = self.symbols.get(idx.checked_sub(1)?)?;
-        // Sized symbols must contain the address; nested or overlapping sized symbols are
-        // rare, so a short look back suffices.
-        for s in self.symbols[..idx].iter().rev().take(8) {
-            if s.size > 0 && svma < s.addr.saturating_add(s.size) {
-                return Some(s);
-            }
-        }
-        // Size-0 symbols (hand-written assembly) extend to the next symbol.
-        (nearest.size == 0).then_some(nearest)
+    fn symbol_at(&self, svma: u64) -> Option<Symbol> {
+        self.symbols
+            .at(svma, |s| name_in(&self.image, self.debug_image.as_ref(), s))
     }
 }
 
@@ -413,7 +391,9 @@ fn name_in<'a>(image: &'a [u8], debug_image: Option<&'a Image>, symbol: &Symbol)
         Some(debug) if symbol.in_debug_file => &**debug,
         _ => image,
     };
-    let rest = bytes.get(symbol.name.clone()).unwrap_or(&[]);
+    let rest = bytes
+        .get(symbol.name_start..symbol.strings_end)
+        .unwrap_or(&[]);
     // A name without its NUL is unreadable (as `object` reads names): none.
     rest.iter()
         .position(|&b| b == 0)
@@ -491,37 +471,13 @@ fn collect_elf_symbols<Elf: FileHeader>(
             out.push(Symbol {
                 addr: address,
                 size: sym.st_size(endian).into(),
-                name: start + name..end,
+                name_start: start + name,
+                strings_end: end,
                 in_debug_file,
                 rank,
             });
         }
     }
-}
-
-/// Sorts by address and keeps one symbol per address: the best rank (see `collect_symbols`),
-/// then the smallest name.
-fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a [u8]) {
-    symbols.sort_unstable_by_key(|s| (s.addr, s.rank));
-    // Within one address the first has the best rank; names are compared only among those
-    // of that rank (most are the same name from .symtab and .dynsym).
-    let mut kept = 0;
-    let mut i = 0;
-    while i < symbols.len() {
-        let (addr, rank) = (symbols[i].addr, symbols[i].rank);
-        let mut best = i;
-        let mut j = i + 1;
-        while j < symbols.len() && symbols[j].addr == addr {
-            if symbols[j].rank == rank && name(&symbols[j]) < name(&symbols[best]) {
-                best = j;
-            }
-            j += 1;
-        }
-        symbols.swap(kept, best);
-        kept += 1;
-        i = j;
-    }
-    symbols.truncate(kept);
 }
 
 fn load_dwarf(image: &Image) -> Option<Dwarf> {
@@ -610,11 +566,8 @@ impl Binary {
             }
             self.debug_image = Some(debug);
             self.debug_dwarf = debug_files;
-            symbols.append(&mut self.symbols);
-            finish_symbols(&mut symbols, |s| {
-                name_in(&self.image, self.debug_image.as_ref(), s)
-            });
-            self.symbols = symbols;
+            symbols.extend_from_slice(self.symbols.all());
+            self.symbols = SymbolTable::new(symbols);
             break;
         }
         self
@@ -869,12 +822,11 @@ mod tests {
     fn vdso_of_this_process_has_symbols() {
         let image = own_vdso().expect("vdso readable");
         let b = Binary::parse(&image, false).unwrap();
+        let all = b.symbols.all();
         assert!(
-            b.symbols
-                .iter()
-                .any(|s| b.name(s).contains("clock_gettime")),
+            all.iter().any(|s| b.name(s).contains("clock_gettime")),
             "vdso symbols: {:?}",
-            b.symbols.iter().map(|s| b.name(s)).collect::<Vec<_>>()
+            all.iter().map(|s| b.name(s)).collect::<Vec<_>>()
         );
     }
 
@@ -896,6 +848,7 @@ mod tests {
         let frames = binary.frames(
             binary
                 .symbols
+                .all()
                 .iter()
                 .find(|s| binary.name(s).contains("sections_are_read_in_place"))
                 .expect("this test's symbol")
@@ -911,6 +864,7 @@ mod tests {
     /// whichever build they are.
     #[test]
     fn symbols_read_without_their_names_name_like_object_does() {
+        use super::super::symbol_table::finish_symbols;
         use object::{ObjectSymbol, SymbolKind};
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
@@ -961,6 +915,51 @@ mod tests {
         }
     }
 
+    /// At every address probed (each symbol's start, the bytes around it, its middle and its
+    /// end), the bucketed table names the symbol the whole table sorted at once names (how
+    /// every address was named before). On this test binary and the C library it runs with
+    /// (with its separate debug file's symbols when installed), whichever builds they are.
+    #[test]
+    fn lookups_match_the_whole_sorted_table() {
+        use super::super::symbol_table::{finish_symbols, whole_table_at};
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
+            .map(std::path::PathBuf::from);
+        for path in std::iter::once(exe).chain(libc) {
+            let binary = Binary::open(&path, false).unwrap();
+            let name = |s: &Symbol| name_in(&binary.image, binary.debug_image.as_ref(), s);
+            let mut sorted = binary.symbols.all().to_vec();
+            finish_symbols(&mut sorted, name);
+            assert!(sorted.len() > 100, "{}: {}", path.display(), sorted.len());
+            let mut named = 0;
+            for s in &sorted {
+                for addr in [
+                    s.addr,
+                    s.addr - 1,
+                    s.addr + 1,
+                    s.addr + s.size / 2,
+                    s.addr + s.size,
+                ] {
+                    // The same name may be read from the binary or its debug file.
+                    let shown = |s: Option<Symbol>| s.map(|s| (s.addr, s.size, s.rank, name(&s)));
+                    let expected = shown(whole_table_at(&sorted, addr));
+                    named += usize::from(expected.is_some());
+                    assert_eq!(
+                        shown(binary.symbol_at(addr)),
+                        expected,
+                        "{} at {addr:#x}",
+                        path.display()
+                    );
+                }
+            }
+            assert!(named > sorted.len(), "{}: {named}", path.display());
+        }
+    }
+
     /// The text mapping of this test binary: its page-aligned file offset shares a page with
     /// the end of the read-only segment before it, and the address of a function in it must
     /// come out as that function's symbol address.
@@ -989,7 +988,7 @@ mod tests {
             .expect("the mapping of this test's code");
         let binary = Binary::open(&exe, false).unwrap();
         let svma = binary.svma_of_mapping(pgoff).unwrap() + (here - start);
-        let symbol = binary.symbol_at(svma).map(|s| demangle(&binary.name(s)));
+        let symbol = binary.symbol_at(svma).map(|s| demangle(&binary.name(&s)));
         assert!(
             symbol.as_deref().is_some_and(|n| n.contains("marker")),
             "{symbol:?} at svma {svma:#x}"

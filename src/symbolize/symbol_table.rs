@@ -1,0 +1,261 @@
+//! A binary's function symbols by address, sorted only where addresses are looked up. A large
+//! binary (`node`, `libLLVM`) has a few hundred thousand symbols, most of them listed twice
+//! (.symtab and .dynsym), while a recording hits a few hundred of its addresses: sorting the
+//! whole table and comparing the names of every alias (which reads most of its tens of MiB of
+//! string tables) cost more than all the naming. The symbols are instead put in buckets of
+//! addresses in one pass (a counting sort, no comparisons), and a bucket is sorted, and the
+//! aliases in it chosen between, the first time an address in it is looked up. The answers
+//! are those of the whole table sorted (`tests::lookups_match_the_whole_sorted_table`).
+
+use std::sync::OnceLock;
+
+/// One function symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Symbol {
+    pub(super) addr: u64,
+    pub(super) size: u64,
+    /// Where the name starts in the image (or the separate debug file's image), and where its
+    /// string table ends: the name ends at the first NUL (found when it is shown).
+    pub(super) name_start: usize,
+    pub(super) strings_end: usize,
+    pub(super) in_debug_file: bool,
+    /// Which alias wins at one address: 0 global, 1 weak, 2 local.
+    pub(super) rank: u8,
+}
+
+/// Symbols per bucket, on average: small enough that sorting the buckets of the addresses
+/// hit costs nothing, large enough that the bucket index stays a fraction of the table.
+const PER_BUCKET: usize = 8;
+
+/// How many symbols back a lookup looks for a sized symbol containing the address (nested or
+/// overlapping sized symbols are rare).
+const LOOK_BACK: usize = 8;
+
+/// The symbols, grouped by address bucket.
+#[derive(Debug, Default)]
+pub(super) struct SymbolTable {
+    /// Bucket `b` holds `symbols[starts[b]..starts[b + 1]]`, in no order.
+    symbols: Vec<Symbol>,
+    starts: Vec<usize>,
+    /// The lowest address; bucket of `addr`: `(addr - base) >> shift`.
+    base: u64,
+    shift: u32,
+    /// Each bucket sorted by address, one symbol per address, made on first use.
+    sorted: Vec<OnceLock<Box<[Symbol]>>>,
+}
+
+impl SymbolTable {
+    /// The table of `symbols` (any order, aliases included).
+    pub(super) fn new(symbols: Vec<Symbol>) -> Self {
+        let (Some(low), Some(high)) = (
+            symbols.iter().map(|s| s.addr).min(),
+            symbols.iter().map(|s| s.addr).max(),
+        ) else {
+            return Self::default();
+        };
+        let wanted = (symbols.len() / PER_BUCKET).max(1) as u64;
+        let span = high - low;
+        // The smallest shift giving at most `wanted` buckets.
+        let mut shift = 0;
+        while (span >> shift) >= wanted {
+            shift += 1;
+        }
+        let buckets = (span >> shift) as usize + 1;
+        let bucket = |s: &Symbol| ((s.addr - low) >> shift) as usize;
+        let mut starts = vec![0usize; buckets + 1];
+        for s in &symbols {
+            starts[bucket(s) + 1] += 1;
+        }
+        for b in 0..buckets {
+            starts[b + 1] += starts[b];
+        }
+        let mut next = starts.clone();
+        let mut placed = vec![
+            Symbol {
+                addr: 0,
+                size: 0,
+                name_start: 0,
+                strings_end: 0,
+                in_debug_file: false,
+                rank: 0,
+            };
+            symbols.len()
+        ];
+        for s in symbols {
+            let b = bucket(&s);
+            placed[next[b]] = s;
+            next[b] += 1;
+        }
+        Self {
+            symbols: placed,
+            starts,
+            base: low,
+            shift,
+            sorted: (0..buckets).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Every symbol as given (aliases included, in no order).
+    pub(super) fn all(&self) -> &[Symbol] {
+        &self.symbols
+    }
+
+    /// Bucket `b` sorted by address with one symbol per address (see [`finish_symbols`]).
+    fn bucket<'a>(&self, b: usize, name: &impl Fn(&Symbol) -> &'a [u8]) -> &[Symbol] {
+        self.sorted[b].get_or_init(|| {
+            let mut symbols = self.symbols[self.starts[b]..self.starts[b + 1]].to_vec();
+            finish_symbols(&mut symbols, name);
+            symbols.into_boxed_slice()
+        })
+    }
+
+    /// The symbol naming `addr`: among the few nearest symbols at or below it, the nearest
+    /// sized one containing it; else the nearest when it has no size (hand-written assembly
+    /// extends to the next symbol). `name` reads a symbol's name (to choose between aliases).
+    pub(super) fn at<'a>(&self, addr: u64, name: impl Fn(&Symbol) -> &'a [u8]) -> Option<Symbol> {
+        let first = usize::try_from(addr.checked_sub(self.base)? >> self.shift)
+            .unwrap_or(usize::MAX)
+            .min(self.sorted.len().checked_sub(1)?);
+        // The nearest symbols at or below `addr`, nearest first, across buckets.
+        let mut nearest = (0..=first).rev().flat_map(|b| {
+            let sorted = self.bucket(b, &name);
+            let below = sorted.partition_point(|s| s.addr <= addr);
+            sorted[..below].iter().rev()
+        });
+        let closest = *nearest.next()?;
+        if closest.size > 0 && addr < closest.addr.saturating_add(closest.size) {
+            return Some(closest);
+        }
+        for s in nearest.take(LOOK_BACK - 1) {
+            if s.size > 0 && addr < s.addr.saturating_add(s.size) {
+                return Some(*s);
+            }
+        }
+        (closest.size == 0).then_some(closest)
+    }
+}
+
+/// Sorts by address and keeps one symbol per address: the best rank, then the smallest name,
+/// then the largest size (the same name listed twice with different sizes; which one won
+/// was left to the sort's order before).
+pub(super) fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a [u8]) {
+    symbols.sort_unstable_by_key(|s| (s.addr, s.rank));
+    // Within one address the first has the best rank; names are compared only among those
+    // of that rank (most are the same name from .symtab and .dynsym).
+    let mut kept = 0;
+    let mut i = 0;
+    while i < symbols.len() {
+        let (addr, rank) = (symbols[i].addr, symbols[i].rank);
+        let mut best = i;
+        let mut j = i + 1;
+        while j < symbols.len() && symbols[j].addr == addr {
+            let (this, that) = (&symbols[j], &symbols[best]);
+            if this.rank == rank
+                && (name(this), std::cmp::Reverse(this.size))
+                    < (name(that), std::cmp::Reverse(that.size))
+            {
+                best = j;
+            }
+            j += 1;
+        }
+        symbols.swap(kept, best);
+        kept += 1;
+        i = j;
+    }
+    symbols.truncate(kept);
+}
+
+/// The lookup over the whole table sorted at once by [`finish_symbols`] (how every lookup was
+/// answered before the buckets), for the tests.
+#[cfg(test)]
+pub(super) fn whole_table_at(sorted: &[Symbol], addr: u64) -> Option<Symbol> {
+    let idx = sorted.partition_point(|s| s.addr <= addr);
+    let nearest = sorted.get(idx.checked_sub(1)?)?;
+    for s in sorted[..idx].iter().rev().take(LOOK_BACK) {
+        if s.size > 0 && addr < s.addr.saturating_add(s.size) {
+            return Some(*s);
+        }
+    }
+    (nearest.size == 0).then_some(*nearest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn symbol(addr: u64, size: u64, name_start: usize, rank: u8) -> Symbol {
+        Symbol {
+            addr,
+            size,
+            name_start,
+            strings_end: 0,
+            in_debug_file: false,
+            rank,
+        }
+    }
+
+    /// Every address at, inside, just past and between the symbols of a table with aliases
+    /// (same address: ranks and names to choose between), nested and overlapping sizes, size-0
+    /// symbols, runs of symbols in one bucket and gaps of empty buckets, named as the whole
+    /// table sorted names them. The symbols of real binaries are compared in
+    /// `native::tests::lookups_match_the_whole_sorted_table`.
+    #[test]
+    fn lookups_match_the_whole_sorted_table() {
+        // Names are their `name_start` as bytes (so which name is smaller is known).
+        let names: Vec<[u8; 8]> = (0..100usize).map(usize::to_be_bytes).collect();
+        let name = |s: &Symbol| &names[s.name_start][..];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for round in 0..40 {
+            let count = 1 + random(600) as usize;
+            let spread = [64, 4096, 1 << 20, 1 << 40][round % 4];
+            let mut symbols = Vec::new();
+            for i in 0..count {
+                let addr = 0x1000 + random(spread);
+                let size = match random(4) {
+                    0 => 0,
+                    1 => random(64) + 1,
+                    2 => random(spread / 8 + 1),
+                    _ => random(4096) + 1,
+                };
+                symbols.push(symbol(addr, size, random(50) as usize + i % 3, random(3) as u8));
+                // Aliases: another name or rank at the same address.
+                if random(3) == 0 {
+                    symbols.push(symbol(addr, random(128), random(50) as usize, random(3) as u8));
+                }
+            }
+            let mut sorted = symbols.clone();
+            finish_symbols(&mut sorted, name);
+            let table = SymbolTable::new(symbols);
+            let mut probes = vec![0, 0xfff, u64::MAX];
+            for s in &sorted {
+                probes.extend([
+                    s.addr,
+                    s.addr.saturating_sub(1),
+                    s.addr + 1,
+                    s.addr.saturating_add(s.size),
+                    s.addr.saturating_add(s.size / 2),
+                ]);
+            }
+            probes.extend((0..200).map(|_| 0x1000 + random(spread + 4096)));
+            for addr in probes {
+                assert_eq!(
+                    table.at(addr, name),
+                    whole_table_at(&sorted, addr),
+                    "round {round}, address {addr:#x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_table_names_nothing() {
+        let table = SymbolTable::new(Vec::new());
+        assert_eq!(table.at(0x1000, |_| &[][..]), None);
+    }
+}
