@@ -223,10 +223,20 @@ mod tests {
                     2 => random(spread / 8 + 1),
                     _ => random(4096) + 1,
                 };
-                symbols.push(symbol(addr, size, random(50) as usize + i % 3, random(3) as u8));
+                symbols.push(symbol(
+                    addr,
+                    size,
+                    random(50) as usize + i % 3,
+                    random(3) as u8,
+                ));
                 // Aliases: another name or rank at the same address.
                 if random(3) == 0 {
-                    symbols.push(symbol(addr, random(128), random(50) as usize, random(3) as u8));
+                    symbols.push(symbol(
+                        addr,
+                        random(128),
+                        random(50) as usize,
+                        random(3) as u8,
+                    ));
                 }
             }
             let mut sorted = symbols.clone();
