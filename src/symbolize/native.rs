@@ -188,6 +188,11 @@ impl Binary {
             }
         }
         let debug_dwarf = debug_files && debug_image.is_some();
+        // The symbol tables were read through once; lookups read only the names hit.
+        image.release_pages();
+        if let Some(debug) = &debug_image {
+            debug.release_pages();
+        }
         Ok(Self {
             build_id,
             segments,
@@ -239,7 +244,10 @@ impl Binary {
                     Some(debug) if self.debug_dwarf => debug,
                     _ => &self.image,
                 };
-                load_dwarf(image)
+                let dwarf = load_dwarf(image);
+                // Every unit's header was read; lookups read only the units hit.
+                image.release_pages();
+                dwarf
             })
             .as_ref()
     }
@@ -509,7 +517,10 @@ fn load_dwarf(image: &Image) -> Option<Dwarf> {
                 );
             Ok(EndianReader::new(data, endian))
         };
-    let dwarf = gimli::Dwarf::load(load).ok()?;
+    let mut dwarf = gimli::Dwarf::load(load).ok()?;
+    // addr2line parses every unit up front, each with its abbreviations; in libc's debug file
+    // (dwz: 4126 units, 2063 abbreviation tables) two units share each table, parsed once so.
+    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
     addr2line::Context::from_dwarf(dwarf).ok()
 }
 
@@ -564,6 +575,7 @@ impl Binary {
                 }
                 collect_symbols(&dobj, &debug, true, &mut symbols);
             }
+            debug.release_pages();
             self.debug_image = Some(debug);
             self.debug_dwarf = debug_files;
             symbols.extend_from_slice(self.symbols.all());

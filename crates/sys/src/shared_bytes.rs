@@ -60,6 +60,16 @@ impl SharedBytes {
         })
     }
 
+    /// Lets the kernel drop these bytes' pages from this process when they are a file's
+    /// mapping (see [`MappedFile::release`]): a reader that went through much of them once
+    /// (a symbol table, every DWARF unit's header) and from now on reads only a few places
+    /// keeps only those few pages resident. Owned bytes stay as they are.
+    pub fn release_pages(&self) {
+        if let Source::Mapped(file) = &*self.source {
+            file.release(self.range.start, self.range.len());
+        }
+    }
+
     /// Where `part` (a slice of these bytes) starts in them; `None` for bytes from elsewhere.
     pub fn offset_of(&self, part: &[u8]) -> Option<usize> {
         let start = (part.as_ptr() as usize).checked_sub(self.as_ptr() as usize)?;
@@ -117,5 +127,24 @@ mod tests {
         assert!(part.slice(5..11).is_none());
         assert!(all.slice(101..101).is_none());
         assert_eq!(inner.as_ptr(), inner.clone().as_ptr());
+    }
+
+    /// Released pages of a mapping read back as the file's bytes (faulted in again), and a
+    /// slice releases only its own range (with what is around it) without changing any byte.
+    #[test]
+    fn released_pages_read_back_the_same() {
+        let path = std::env::current_exe().unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let all = SharedBytes::mapped(MappedFile::map(&file).unwrap());
+        assert_eq!(&all[..], &on_disk[..]);
+        let middle = all.slice(on_disk.len() / 3..on_disk.len() / 2).unwrap();
+        middle.release_pages();
+        assert_eq!(&middle[..], &on_disk[on_disk.len() / 3..on_disk.len() / 2]);
+        all.release_pages();
+        assert_eq!(&all[..], &on_disk[..]);
+        let owned = SharedBytes::owned(on_disk.clone());
+        owned.release_pages();
+        assert_eq!(&owned[..], &on_disk[..]);
     }
 }
