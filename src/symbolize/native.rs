@@ -869,6 +869,18 @@ mod tests {
         assert!(frames.iter().any(|f| f.line.is_some()), "{frames:?}");
     }
 
+    /// This test binary and the C library it runs with, whichever builds they are.
+    fn this_binary_and_its_libc() -> Vec<std::path::PathBuf> {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
+            .map(std::path::PathBuf::from);
+        std::iter::once(exe).chain(libc).collect()
+    }
+
     /// The symbol table, read without its names, names every function exactly as reading every
     /// symbol through `object` (its generic symbols, the way they were read before) does: the
     /// same addresses, and at each the same name (best rank, then the smallest name). Checked
@@ -878,14 +890,7 @@ mod tests {
     fn symbols_read_without_their_names_name_like_object_does() {
         use super::super::symbol_table::finish_symbols;
         use object::{ObjectSymbol, SymbolKind};
-        let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let libc = maps
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(5))
-            .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
-            .map(std::path::PathBuf::from);
-        for path in std::iter::once(exe).chain(libc) {
+        for path in this_binary_and_its_libc() {
             let bytes = std::fs::read(&path).unwrap();
             let obj = object::File::parse(&*bytes).unwrap();
             // (address, rank, name) of each text symbol, as object's generic API gives them.
@@ -934,14 +939,7 @@ mod tests {
     #[test]
     fn lookups_match_the_whole_sorted_table() {
         use super::super::symbol_table::{finish_symbols, whole_table_at};
-        let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let libc = maps
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(5))
-            .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
-            .map(std::path::PathBuf::from);
-        for path in std::iter::once(exe).chain(libc) {
+        for path in this_binary_and_its_libc() {
             let binary = Binary::open(&path, false).unwrap();
             let name = |s: &Symbol| name_in(&binary.image, binary.debug_image.as_ref(), s);
             let mut sorted = binary.symbols.all().to_vec();

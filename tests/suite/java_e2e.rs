@@ -1281,7 +1281,7 @@ fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
 /// address.
 #[test]
 fn javac_stack_copies_keep_only_the_words_reports_read() {
-    use jprof::format::recording::{encode_chunk, file_header, parse_chunks, ChunkKind};
+    use jprof::format::recording::{parse_chunks, ChunkKind};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     agent();
     let work = tempfile::tempdir().expect("tempdir");
@@ -1326,20 +1326,11 @@ fn javac_stack_copies_keep_only_the_words_reports_read() {
         "{cut_bytes} bytes of records cut, {attached_bytes} with every possible address kept"
     );
     let write = |name: &str, cut: bool, embedded: bool| {
-        let mut file = file_header().to_vec();
-        for (kind, payload, cut_payload) in &chunks {
-            let unwound_at_record_time = [
-                ChunkKind::SYMBOLS,
-                ChunkKind::SYMBOLS_ZSTD,
-                ChunkKind::UNWOUND_STACKS,
-            ];
-            if !embedded && unwound_at_record_time.contains(kind) {
-                continue;
-            }
-            file.extend(encode_chunk(*kind, if cut { cut_payload } else { payload }));
-        }
         let path = work.path().join(name);
-        std::fs::write(&path, file).unwrap();
+        let payloads = chunks
+            .iter()
+            .map(|(kind, payload, cut_payload)| (*kind, if cut { cut_payload } else { payload }));
+        write_chunks(&path, payloads, embedded);
         path
     };
     let report = |path: &Path, args: &[&str]| {
@@ -1553,6 +1544,29 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
     out
 }
 
+/// Writes a recording of `chunks` to `path`; without `embedded`, leaves out what the recorder
+/// named and unwound at record time (embedded symbols, unwound stacks), so a report unwinds
+/// and names the samples again.
+fn write_chunks<'a>(
+    path: &Path,
+    chunks: impl Iterator<Item = (jprof::format::recording::ChunkKind, &'a Vec<u8>)>,
+    embedded: bool,
+) {
+    use jprof::format::recording::{encode_chunk, file_header, ChunkKind};
+    let unwound_at_record_time = [
+        ChunkKind::SYMBOLS,
+        ChunkKind::SYMBOLS_ZSTD,
+        ChunkKind::UNWOUND_STACKS,
+    ];
+    let mut file = file_header().to_vec();
+    for (kind, payload) in chunks {
+        if embedded || !unwound_at_record_time.contains(&kind) {
+            file.extend(encode_chunk(kind, payload));
+        }
+    }
+    std::fs::write(path, file).unwrap();
+}
+
 /// A JVM's stack copies keep their top whole only up to the innermost frame's links
 /// (`record/stack_words.rs`): on the deep interpreted stack of `Deep` (800 frames, most past
 /// the copy), the records of a run with the top KiB whole take under 75% of their bytes once
@@ -1562,7 +1576,7 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
 /// the same as that recording with those words zeroed afterwards, with the stacks unwound at
 /// record time (as written) and unwound again by the report (embedded symbols taken out).
 fn leaf_frame_top_run(jdk_name: &str) {
-    use jprof::format::recording::{encode_chunk, file_header, parse_chunks, ChunkKind};
+    use jprof::format::recording::{parse_chunks, ChunkKind};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     agent();
     let java = jdk(jdk_name);
@@ -1657,23 +1671,11 @@ fn leaf_frame_top_run(jdk_name: &str) {
         "{changed} of {samples} samples had words above their innermost frame"
     );
     let write = |name: &str, cut_top: bool, embedded: bool| {
-        let mut file = file_header().to_vec();
-        for (kind, cut_payload, payload) in &cut {
-            let dropped = [
-                ChunkKind::SYMBOLS,
-                ChunkKind::SYMBOLS_ZSTD,
-                ChunkKind::UNWOUND_STACKS,
-            ];
-            if !embedded && dropped.contains(kind) {
-                continue;
-            }
-            file.extend(encode_chunk(
-                *kind,
-                if cut_top { cut_payload } else { payload },
-            ));
-        }
         let path = work.path().join(name);
-        std::fs::write(&path, file).unwrap();
+        let payloads = cut.iter().map(|(kind, cut_payload, payload)| {
+            (*kind, if cut_top { cut_payload } else { payload })
+        });
+        write_chunks(&path, payloads, embedded);
         path
     };
     let folded = |path: &Path| {
