@@ -1,7 +1,7 @@
 //! The ring reader loop: poll the rings, hand batches to the writer, and decide when to stop
 //! (the target's tree exited, `--duration`, a signal to jprof). It never touches the disk.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use nix::poll::{poll, PollFd, PollFlags};
 use super::{attach, events, jvm_starts, tree, writer};
 use crate::error::{Error, Result};
 use crate::sys::child::{self, ChildExit};
+use crate::sys::perf_event::PerfMmap;
 
 /// How long the reader sleeps in poll when no ring reached its watermark.
 const POLL_INTERVAL_MS: u16 = 20;
@@ -128,23 +129,14 @@ pub(super) fn read_until_stopped(
         Profiled::Child(child) => child::exit_notifier(child.pid),
         _ => None,
     };
+    let mut waited = Waited::new(events.rings.len());
     let exit = loop {
-        let mut fds: Vec<PollFd> = events
-            .rings
-            .iter()
-            .map(|r| PollFd::new(r.fd().as_fd(), PollFlags::POLLIN))
-            .collect();
-        fds.extend(
-            exit_notifier
-                .as_ref()
-                .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-        );
         let interval = match &launched {
             Some(launched) => launched.poll_interval(exit_notifier.is_some()),
             None => POLL_INTERVAL_MS,
         };
-        let _ = poll(&mut fds, until_duration(interval, started, duration));
-        drop(fds);
+        let timeout = until_duration(interval, started, duration);
+        let _ = waited.poll(&events.rings, exit_notifier.as_ref(), timeout);
         let batch = drain_all(events);
         if let Some(starts) = &mut jvm_starts {
             starts.look(&batch.records);
@@ -184,6 +176,45 @@ pub(super) fn read_until_stopped(
         tree_notes,
         jvm_watch,
         jvm_starts,
+    }
+}
+
+/// The rings the reader sleeps on. A ring whose events have all ended (the task it was opened
+/// on and every task that inherited it exited: a launched target's whole tree, before jprof
+/// reaps it) reports POLLHUP from then on, so a poll on it returns at once: the reader would
+/// spin until the exit is reaped (tens of milliseconds of a CPU while the target's exit tears
+/// its memory down beside it). Such a ring is left out of the poll; every pass still drains it
+/// (`drain_all`), as an attached process's other threads may write into it.
+struct Waited {
+    hung_up: Vec<bool>,
+}
+
+impl Waited {
+    fn new(rings: usize) -> Self {
+        Self {
+            hung_up: vec![false; rings],
+        }
+    }
+
+    /// Sleeps until a ring reaches its watermark, `notifier` is readable or `timeout_ms` passed;
+    /// how many of them woke it.
+    fn poll(&mut self, rings: &[PerfMmap], notifier: Option<&OwnedFd>, timeout_ms: u16) -> usize {
+        let waited: Vec<usize> = (0..rings.len()).filter(|&i| !self.hung_up[i]).collect();
+        let mut fds: Vec<PollFd> = waited
+            .iter()
+            .map(|&i| PollFd::new(rings[i].fd().as_fd(), PollFlags::POLLIN))
+            .chain(notifier.map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)))
+            .collect();
+        let Ok(ready) = poll(&mut fds, timeout_ms) else {
+            return 0;
+        };
+        let ended = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+        for (&i, fd) in waited.iter().zip(&fds) {
+            if fd.revents().is_some_and(|r| r.intersects(ended)) {
+                self.hung_up[i] = true;
+            }
+        }
+        usize::try_from(ready).unwrap_or(0)
     }
 }
 
@@ -449,6 +480,58 @@ mod tests {
             target.try_wait().unwrap().is_some(),
             "woken before the exit"
         );
+    }
+
+    /// A ring whose task exited (not yet reaped) reports POLLHUP at every poll: the reader
+    /// leaves it out of its poll from then on and sleeps instead of spinning.
+    #[test]
+    fn a_ring_whose_task_exited_is_not_waited_on() {
+        let mut target = std::process::Command::new("sh")
+            .args(["-c", "read line"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut attr = crate::sys::perf_event::new_attr();
+        attr.type_ = crate::sys::perf_event::abi::PERF_TYPE_SOFTWARE;
+        attr.config = crate::sys::perf_event::abi::PERF_COUNT_SW_CPU_CLOCK as u64;
+        attr.sample_period = 1_000_000;
+        let event = match crate::sys::perf_event::open(&mut attr, target.id() as i32, -1) {
+            Ok(fd) => fd,
+            Err(e) => {
+                drop(target.stdin.take());
+                target.wait().unwrap();
+                eprintln!("skipped: the kernel refuses perf events to this user: {e}");
+                return;
+            }
+        };
+        let rings = vec![PerfMmap::new(event, 1).unwrap()];
+        let Some(exited) = child::exit_notifier(target.id() as i32) else {
+            drop(target.stdin.take());
+            target.wait().unwrap();
+            eprintln!("skipped: this kernel has no pidfd_open (Linux < 5.3)");
+            return;
+        };
+        let mut waited = Waited::new(rings.len());
+        assert_eq!(waited.poll(&rings, None, 0), 0, "quiet while the task runs");
+        // The target exits when its stdin closes; it stays a zombie (not reaped) meanwhile.
+        drop(target.stdin.take());
+        let mut fds = [PollFd::new(exited.as_fd(), PollFlags::POLLIN)];
+        assert_eq!(poll(&mut fds, 10_000u16).unwrap(), 1);
+        let mut raw = [PollFd::new(rings[0].fd().as_fd(), PollFlags::POLLIN)];
+        assert_eq!(poll(&mut raw, 10_000u16).unwrap(), 1);
+        assert!(
+            raw[0].revents().unwrap().contains(PollFlags::POLLHUP),
+            "the kernel hangs the ring up: a poll on it returns at once"
+        );
+        assert_eq!(
+            waited.poll(&rings, None, 10_000),
+            1,
+            "the hang-up is seen once"
+        );
+        let slept = Instant::now();
+        assert_eq!(waited.poll(&rings, None, 30), 0, "then the poll times out");
+        assert!(slept.elapsed() >= Duration::from_millis(30));
+        target.wait().unwrap();
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct Tree {
     kill_at: Option<Instant>,
     /// Polls in a row that found nothing left to follow.
     empty_polls: u32,
+    /// The last reap found no child of jprof left: as the tree's subreaper jprof is the
+    /// parent of every orphan of it, so the tree is empty, daemons included.
+    childless: bool,
 }
 
 /// (parent pid, session id) of a process, from `/proc/PID/stat`.
@@ -71,11 +74,15 @@ impl Tree {
             stop_signals: 0,
             kill_at: None,
             empty_polls: 0,
+            childless: false,
         }
     }
 
     /// jprof's descendants in its own session: the processes the recording follows.
     pub fn followed(&self) -> Vec<i32> {
+        if self.childless {
+            return Vec::new();
+        }
         let me = std::process::id() as i32;
         let session = parent_and_session(me).map_or(0, |p| p.1);
         descendants_of(me)
@@ -87,6 +94,9 @@ impl Tree {
 
     /// Descendants that left jprof's session (daemons): not followed.
     pub fn detached(&self) -> Vec<i32> {
+        if self.childless {
+            return Vec::new();
+        }
         let me = std::process::id() as i32;
         let session = parent_and_session(me).map_or(0, |p| p.1);
         descendants_of(me)
@@ -98,11 +108,13 @@ impl Tree {
 
     /// Reaps exited children; notes the target's exit.
     pub fn reap(&mut self) -> std::io::Result<()> {
-        for (pid, exit) in child::reap_exited()? {
+        let reaped = child::reap_exited()?;
+        for (pid, exit) in reaped.exited {
             if pid == self.target {
                 self.target_exit = Some(exit);
             }
         }
+        self.childless = reaped.none_left;
         Ok(())
     }
 
@@ -113,7 +125,13 @@ impl Tree {
 
     /// `finished`, seen on two polls in a row: one scan of /proc is not atomic, and a child
     /// caught while the kernel moves it from its exiting parent to jprof can be missed once.
+    /// At once when jprof has no child left: the kernel moves orphans under the same lock its
+    /// wait takes, so no descendant is in flight then (and none is left to scan /proc for).
     pub fn settled(&mut self) -> bool {
+        if self.target_exit.is_some() && self.childless {
+            self.empty_polls = 2;
+            return true;
+        }
         if self.finished() {
             self.empty_polls += 1;
         } else {
@@ -162,6 +180,27 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With no child left the tree is settled at the first pass, without looking in /proc.
+    #[test]
+    fn a_childless_tree_settles_at_once() {
+        let me = std::process::id() as i32;
+        let mut tree = Tree {
+            target: me,
+            target_exit: Some(ChildExit::Code(0)),
+            stop_signals: 0,
+            kill_at: None,
+            empty_polls: 0,
+            childless: true,
+        };
+        assert!(tree.settled(), "settled at the first pass");
+        assert!(tree.followed().is_empty() && tree.detached().is_empty());
+        assert!(tree.finished() && !tree.others_were_running());
+        // Children left: it takes two passes that find the tree empty, as before.
+        tree.childless = false;
+        tree.empty_polls = 0;
+        assert!(!tree.settled(), "not at the first pass");
+    }
 
     #[test]
     fn stat_fields_after_a_name_with_spaces_and_parentheses() {

@@ -193,17 +193,32 @@ pub fn become_subreaper() -> io::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
 }
 
+/// What [`reap_exited`] found.
+#[derive(Debug, Default)]
+pub struct Reaped {
+    /// The children that had exited, now reaped.
+    pub exited: Vec<(i32, ChildExit)>,
+    /// No child is left, running or not (the kernel said ECHILD).
+    pub none_left: bool,
+}
+
 /// Reaps every child that has exited (the target, or orphans reparented to jprof), without
 /// blocking.
-pub fn reap_exited() -> io::Result<Vec<(i32, ChildExit)>> {
-    let mut out = Vec::new();
+pub fn reap_exited() -> io::Result<Reaped> {
+    let mut out = Reaped::default();
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => out.push((pid.as_raw(), ChildExit::Code(code))),
-            Ok(WaitStatus::Signaled(pid, sig, _)) => {
-                out.push((pid.as_raw(), ChildExit::Signal(sig as i32)))
+            Ok(WaitStatus::Exited(pid, code)) => {
+                out.exited.push((pid.as_raw(), ChildExit::Code(code)))
             }
-            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(out),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => out
+                .exited
+                .push((pid.as_raw(), ChildExit::Signal(sig as i32))),
+            Ok(WaitStatus::StillAlive) => return Ok(out),
+            Err(nix::errno::Errno::ECHILD) => {
+                out.none_left = true;
+                return Ok(out);
+            }
             Ok(_) => {}
             Err(e) => return Err(e.into()),
         }
