@@ -843,6 +843,13 @@ impl AtomicOutput {
         }
     }
 
+    /// Removes the temporary file (a copy of it was committed instead).
+    pub fn discard(mut self) {
+        if let Some(c) = self.created.take() {
+            self.remove_partial(&c);
+        }
+    }
+
     /// Flushes the file and renames it over the destination (replacing a link there, never
     /// following it), in the directory resolved when it was created.
     pub fn commit(mut self) -> Result<(), Error> {

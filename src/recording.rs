@@ -699,6 +699,17 @@ impl Recording {
         })
     }
 
+    /// Every intact chunk in file order: its kind, its payload's file offset, the payload (as
+    /// stored: compressed records stay compressed), and for perf records the offset their
+    /// records are numbered from.
+    pub(crate) fn chunks_in_order(
+        &self,
+    ) -> impl Iterator<Item = (ChunkKind, usize, &[u8], usize)> + '_ {
+        self.chunks
+            .iter()
+            .map(|c| (c.kind, c.offset, self.file_bytes(c), c.base))
+    }
+
     /// How to decode the recording's samples.
     pub fn layout(&self) -> SampleLayout {
         self.meta.event.layout()

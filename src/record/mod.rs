@@ -4,6 +4,7 @@
 
 mod attach;
 mod call_graph;
+mod compact;
 mod config;
 mod deep_frames;
 mod embed;
@@ -31,6 +32,7 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 
 pub use crate::recording::CallGraph;
+pub use compact::compact_recording;
 pub(crate) use config::EventChoice;
 pub use config::{RecordConfig, Target};
 pub use events::online_cpus;

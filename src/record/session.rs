@@ -10,12 +10,13 @@
 //! was released and kept readable after (`AtomicOutput`), and the writer thread is stopped and
 //! joined ([`Writer`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::call_graph::{stacks_for, DeepStacks};
+use super::compact;
 use super::config::{RecordConfig, Target};
 use super::reader::Profiled;
 use super::writer::{self, Batch, ChunkWriter, Counters};
@@ -81,6 +82,9 @@ pub(super) struct Session<'a> {
     profiled: Profiled,
     setup: runtimes::RuntimeSetup,
     xray: Option<xray_logs::XraySetup>,
+    /// The writer cuts the samples' stack copies down (a JVM's): once the symbols are
+    /// embedded, the recording is written again without them (`compact`).
+    copies_cut: bool,
 }
 
 /// What only the reading needs; it ends with the reading, so the rings' memory is free before
@@ -388,6 +392,7 @@ pub(super) fn start<'a>(
         profiled,
         setup,
         xray,
+        copies_cut: stack_cut != writer::StackCut::Whole,
     };
     let reading = Reading {
         wall_start,
@@ -576,10 +581,33 @@ impl Session<'_> {
             .try_clone()
             .map_err(|e| Error::io(&self.partial, e))?;
         ChunkWriter::append(file, &self.partial).write_chunk(ChunkKind::END, &[])?;
-        self.output.commit()?;
+        let output = if self.copies_cut && config.embed_symbols {
+            compacted(self.output, &config.output, &mut summary.notes)
+        } else {
+            self.output
+        };
+        output.commit()?;
 
         summary::print(&config.output, meta, &summary, &clock);
         Ok(exit.map_or(0, child::ChildExit::shell_code))
+    }
+}
+
+/// The output to commit: a JVM's recording written again without the stack copies its
+/// embedding made redundant (`compact`), else `output`, the one written while recording.
+fn compacted(output: AtomicOutput, dest: &Path, notes: &mut Vec<String>) -> AtomicOutput {
+    match compact::rewrite(dest, output.partial_path()) {
+        Ok(Some(compacted)) => {
+            output.discard();
+            compacted
+        }
+        Ok(None) => output,
+        Err(e) => {
+            notes.push(format!(
+                "the recording keeps its stack copies (writing it without them failed: {e})"
+            ));
+            output
+        }
     }
 }
 

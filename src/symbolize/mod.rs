@@ -10,6 +10,7 @@ pub(crate) mod depth;
 pub(crate) mod embedded;
 pub(crate) mod frame_cache;
 mod interpreted;
+pub(crate) mod interpreted_frames;
 pub(crate) mod jit_hits;
 pub mod jit_index;
 pub mod jit_unwind;
@@ -21,7 +22,7 @@ pub mod records;
 mod stacks;
 mod symbol_table;
 pub(crate) mod unwind;
-mod unwound;
+pub(crate) mod unwound;
 
 use std::collections::BTreeMap;
 
@@ -162,6 +163,22 @@ fn walk(
             |offset, len| recording.release(offset, len),
         )
     });
+    // What the embedding read from the copies (interpreted frames, cuts): the copies are then
+    // not read again (a finished JVM recording stores none).
+    let mut from_copies = unwound
+        .as_ref()
+        .filter(|_| {
+            recording
+                .payloads(ChunkKind::INTERPRETED_FRAMES)
+                .next()
+                .is_some()
+        })
+        .map(|_| {
+            interpreted_frames::Reader::new(
+                recording.payloads(ChunkKind::INTERPRETED_FRAMES),
+                |offset, len| recording.release(offset, len),
+            )
+        });
     // The frames read past a sample's copy (a JVM's deep stacks), written just before it.
     let mut deep_frames: rustc_hash::FxHashMap<(u32, u64), Vec<u64>> = Default::default();
     let mut errors = in_time_order(recording, |timed| {
@@ -194,7 +211,7 @@ fn walk(
         match embedded.filter(|e| e.unwound) {
             Some(e) => {
                 let found = match &mut unwound {
-                    Some(reader) => reader.take(s.time, offset, &stack.user),
+                    Some(reader) => reader.take(offset, &stack.user),
                     None => e.stacks.get(&offset).cloned(),
                 };
                 // The callchain's own user part is kept aside, not copied, when replaced.
@@ -226,7 +243,28 @@ fn walk(
                 }
             }
         }
+        if let Some(reader) = &mut from_copies {
+            let found = reader.take(offset).unwrap_or_default();
+            let sample = SampleStack {
+                offset,
+                pid: s.pid,
+                tid: s.tid,
+                time: s.time,
+                cpu: s.cpu,
+                period: s.period,
+                off_cpu: s.id.is_some_and(|id| off_cpu_ids.contains(&id)),
+                interpreted: found.per_frame(stack.user.len()),
+                callchain_user,
+                stack,
+                cut: found.cut,
+                cut_when_embedded: found.cut,
+            };
+            visit(&model, binaries, &sample);
+            return;
+        }
         let mut at_limit = at_limit;
+        // Stack words an interpreted frame needed lay past the copy.
+        let mut interpreted_ran_off = false;
         let interpreted = match UserRegs::from_sample(s.regs_user, regs_mask) {
             Some(regs) if jit.has_method_names(s.pid) => {
                 let words = interpreted::StackWords::new(regs.sp, s.stack_user, &deep);
@@ -289,17 +327,21 @@ fn walk(
                     };
                 }
                 // An interpreted frame the walk of the copy never reached stays unnamed.
-                copy_ended |= ran_off
+                interpreted_ran_off = ran_off
                     && (0..stack.user.len()).any(|i| methods[i].is_none() && in_interpreter(i));
                 methods
             }
             _ => Vec::new(),
         };
-        let cut = if at_limit {
-            Some(depth::Cut::KernelLimit)
-        } else {
-            copy_ended.then_some(depth::Cut::StackCopy)
+        let cut_of = |copy_ended: bool| {
+            if at_limit {
+                Some(depth::Cut::KernelLimit)
+            } else {
+                copy_ended.then_some(depth::Cut::StackCopy)
+            }
         };
+        let cut = cut_of(copy_ended || interpreted_ran_off);
+        let cut_when_embedded = cut_of(interpreted_ran_off);
         let sample = SampleStack {
             offset,
             pid: s.pid,
@@ -312,10 +354,12 @@ fn walk(
             callchain_user,
             stack,
             cut,
+            cut_when_embedded,
         };
         visit(&model, binaries, &sample);
     });
     errors.extend(unwound.and_then(|r| r.error));
+    errors.extend(from_copies.and_then(|r| r.error));
     (model, errors)
 }
 
@@ -580,6 +624,7 @@ fn embed(
         ..Default::default()
     };
     let mut stacks = unwound::StackWriter::default();
+    let mut from_copies = interpreted_frames::Writer::default();
     let mut stored = Ok(());
     let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
         BTreeMap::new();
@@ -598,6 +643,13 @@ fn embed(
                     if stored.is_ok() {
                         stored = store(ChunkKind::UNWOUND_STACKS, &chunk);
                     }
+                }
+            }
+            if let Some(chunk) =
+                from_copies.push(s.time, s.offset, s.cut_when_embedded, &s.interpreted)
+            {
+                if stored.is_ok() {
+                    stored = store(ChunkKind::INTERPRETED_FRAMES, &chunk);
                 }
             }
             // Coverage counts CPU samples, like the report's default view.
@@ -689,6 +741,9 @@ fn embed(
     stored?;
     if let Some(chunk) = stacks.finish() {
         store(ChunkKind::UNWOUND_STACKS, &chunk)?;
+    }
+    if let Some(chunk) = from_copies.finish() {
+        store(ChunkKind::INTERPRETED_FRAMES, &chunk)?;
     }
     for payload in jit_hits::jit_debug_chunks(deferred, Some(&hits)) {
         store(ChunkKind::JIT_DEBUG, &payload)?;

@@ -36,6 +36,9 @@ pub(super) struct SampleStack {
     pub stack: AddressStack,
     /// Where the recording says the stack may have been cut short (it may still be whole).
     pub cut: Option<depth::Cut>,
+    /// The cut a report of the recording with its stacks embedded finds (the unwinding's own
+    /// end of copy is then not known): what the embedding stores.
+    pub cut_when_embedded: Option<depth::Cut>,
 }
 
 pub(super) struct StackBuilder<'a> {

@@ -52,7 +52,11 @@ impl StackWriter {
             .zip(callchain.iter().rev())
             .take_while(|(a, b)| a == b)
             .count();
-        let head = &stack[..stack.len() - keep];
+        self.push_entry(time, offset, keep, &stack[..stack.len() - keep])
+    }
+
+    /// Adds one entry as stored: `keep` outermost frames of the callchain after `head`.
+    fn push_entry(&mut self, time: u64, offset: u64, keep: usize, head: &[u64]) -> Option<Vec<u8>> {
         put_delta(&mut self.buf, time.wrapping_sub(self.previous.time));
         put_delta(&mut self.buf, offset.wrapping_sub(self.previous.offset));
         put_count(&mut self.buf, keep);
@@ -107,7 +111,7 @@ pub struct StackReader<'a> {
     chunk_at: usize,
     pos: usize,
     previous: Previous,
-    front: Option<Entry>,
+    ahead: Lookahead<Entry>,
     /// The first damaged chunk; its entries from the damage on are not used.
     pub error: Option<ParseError>,
 }
@@ -126,37 +130,23 @@ impl<'a> StackReader<'a> {
             chunk_at: 0,
             pos: 0,
             previous: Previous::default(),
-            front: None,
+            ahead: Lookahead::default(),
             error: None,
         }
     }
 
-    /// The unwound user stack of the sample at `offset`/`time`, given its callchain's user
-    /// part; None when unwinding left it as the callchain said. Samples must be asked for in
-    /// the order the stacks were written; an entry whose sample is passed by is dropped.
-    pub fn take(&mut self, time: u64, offset: u64, callchain: &[u64]) -> Option<Vec<u64>> {
-        loop {
-            let front = self.peek()?;
-            if front.offset == offset {
-                let e = self.front.take()?;
-                let kept = callchain.len().saturating_sub(e.keep);
-                let mut stack = e.head;
-                stack.extend_from_slice(&callchain[kept..]);
-                return Some(stack);
-            }
-            if front.time >= time {
-                return None;
-            }
-            // Its sample was not visited (a damaged record): never asked for.
-            self.front = None;
-        }
-    }
-
-    fn peek(&mut self) -> Option<&Entry> {
-        if self.front.is_none() {
-            self.front = self.next_entry();
-        }
-        self.front.as_ref()
+    /// The unwound user stack of the sample at `offset`, given its callchain's user part;
+    /// None when unwinding left it as the callchain said. Samples must be asked for in the
+    /// order the stacks were written (see [`Lookahead`]).
+    pub fn take(&mut self, offset: u64, callchain: &[u64]) -> Option<Vec<u64>> {
+        let mut ahead = std::mem::take(&mut self.ahead);
+        let e = ahead.take(offset, |e| e.offset, || self.next_entry());
+        self.ahead = ahead;
+        let e = e?;
+        let kept = callchain.len().saturating_sub(e.keep);
+        let mut stack = e.head;
+        stack.extend_from_slice(&callchain[kept..]);
+        Some(stack)
     }
 
     fn next_entry(&mut self) -> Option<Entry> {
@@ -222,6 +212,83 @@ impl<'a> StackReader<'a> {
     }
 }
 
+/// How many entries a reader decodes ahead of the walk.
+const LOOKAHEAD: usize = 1024;
+
+/// The entries a reader decoded ahead of the walk that reads them, and their samples' record
+/// offsets. The walk visits samples in the order their entries were written, but not in
+/// time order (an off-CPU switch-out is stored when its thread runs again, and a late one is
+/// taken with a later window of records), and not every sample has an entry: a sample's
+/// entry is the first one with its offset among those read ahead, and the entries before it
+/// were for samples the walk never visits (damaged records). A sample without an entry
+/// finds none and leaves them in place.
+pub(crate) struct Lookahead<E> {
+    queue: std::collections::VecDeque<E>,
+    offsets: rustc_hash::FxHashSet<u64>,
+}
+
+impl<E> Default for Lookahead<E> {
+    fn default() -> Self {
+        Self {
+            queue: Default::default(),
+            offsets: Default::default(),
+        }
+    }
+}
+
+impl<E> Lookahead<E> {
+    /// The entry of the sample at `offset` (`key` gives an entry's offset; `next` decodes
+    /// the next entry, None at the end).
+    pub(crate) fn take(
+        &mut self,
+        offset: u64,
+        key: impl Fn(&E) -> u64,
+        mut next: impl FnMut() -> Option<E>,
+    ) -> Option<E> {
+        while self.queue.len() < LOOKAHEAD {
+            let Some(e) = next() else { break };
+            self.offsets.insert(key(&e));
+            self.queue.push_back(e);
+        }
+        if !self.offsets.contains(&offset) {
+            return None;
+        }
+        while let Some(e) = self.queue.pop_front() {
+            self.offsets.remove(&key(&e));
+            if key(&e) == offset {
+                return Some(e);
+            }
+        }
+        None
+    }
+}
+
+/// The UNWOUND_STACKS `chunks` (file offset, payload) rewritten with every sample's record
+/// offset mapped through `new_offset` (a recording whose records were rewritten); an error
+/// when one is damaged or names a sample `new_offset` does not know.
+pub fn renumbered<'a>(
+    chunks: impl Iterator<Item = (usize, &'a [u8])> + 'a,
+    new_offset: impl Fn(u64) -> Option<u64>,
+) -> Result<Vec<Vec<u8>>, ParseError> {
+    let mut reader = StackReader::new(chunks, |_, _| {});
+    let mut w = StackWriter::default();
+    let mut out = Vec::new();
+    while let Some(e) = reader.next_entry() {
+        let offset = new_offset(e.offset).ok_or_else(|| {
+            ParseError::new(
+                0,
+                format!("the sample record at {:#x} of an unwound stack", e.offset),
+            )
+        })?;
+        out.extend(w.push_entry(e.time, offset, e.keep, &e.head));
+    }
+    if let Some(e) = reader.error {
+        return Err(e);
+    }
+    out.extend(w.finish());
+    Ok(out)
+}
+
 /// Appends a difference of two u64 (wrapping) as a signed LEB128 number: small either way.
 fn put_delta(out: &mut Vec<u8>, delta: u64) {
     // Writing to a Vec cannot fail.
@@ -279,12 +346,52 @@ mod tests {
         assert_eq!(chunks.len(), 2);
         let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])), |_, _| {});
         // A sample without an entry before each one with.
-        for (time, offset, stack, chain) in &entries {
-            assert_eq!(r.take(*time, offset + 1, chain), None);
-            assert_eq!(r.take(*time, *offset, chain).as_ref(), Some(stack));
+        for (_, offset, stack, chain) in &entries {
+            assert_eq!(r.take(offset + 1, chain), None);
+            assert_eq!(r.take(*offset, chain).as_ref(), Some(stack));
         }
-        assert_eq!(r.take(400, 8, &[]), None);
+        assert_eq!(r.take(8, &[]), None);
         assert!(r.error.is_none());
+    }
+
+    #[test]
+    fn renumbered_stacks_read_the_same_under_their_new_offsets() {
+        let entries = vec![
+            (10, 100, vec![0x1, 0x2], vec![0x2]),
+            (20, 200, vec![0x3, 0x4, 0x9], vec![0x4]),
+            (30, 300, vec![0x5], vec![0x6, 0x7]),
+        ];
+        let chunks = write(&entries, 2);
+        let moved = renumbered(chunks.iter().map(|c| (0, &c[..])), |o| Some(o / 10)).unwrap();
+        let mut r = StackReader::new(moved.iter().map(|c| (0, &c[..])), |_, _| {});
+        for (_, offset, stack, chain) in &entries {
+            assert_eq!(r.take(offset / 10, chain).as_ref(), Some(stack));
+        }
+        assert!(r.error.is_none());
+        // A sample the new numbering lacks, or a damaged chunk: an error.
+        assert!(renumbered(chunks.iter().map(|c| (0, &c[..])), |o| (o < 300)
+            .then_some(o))
+        .is_err());
+        let err = renumbered([(512, &b"junk"[..])].into_iter(), Some).unwrap_err();
+        assert_eq!(err.offset, 512);
+    }
+
+    /// An off-CPU switch-out is stored when its thread runs again: the walk meets it after
+    /// later samples (with or without entries of their own), and its entry is still found.
+    #[test]
+    fn a_late_samples_entry_is_found_after_later_samples() {
+        let entries = vec![
+            (300, 1, vec![0x1, 0x2], vec![0x2]),
+            (100, 2, vec![0x3, 0x4], vec![0x4]),
+            (400, 3, vec![0x5, 0x6], vec![0x6]),
+        ];
+        let chunks = write(&entries, 10);
+        let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])), |_, _| {});
+        assert_eq!(r.take(1, &[0x2]), Some(vec![0x1, 0x2]));
+        // A sample at 350 without an entry, then the one of 100 taken late.
+        assert_eq!(r.take(9, &[0x8]), None);
+        assert_eq!(r.take(2, &[0x4]), Some(vec![0x3, 0x4]));
+        assert_eq!(r.take(3, &[0x6]), Some(vec![0x5, 0x6]));
     }
 
     #[test]
@@ -295,7 +402,7 @@ mod tests {
         ];
         let chunks = write(&entries, 10);
         let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])), |_, _| {});
-        assert_eq!(r.take(20, 2, &[0x4]), Some(vec![0x3, 0x4]));
+        assert_eq!(r.take(2, &[0x4]), Some(vec![0x3, 0x4]));
     }
 
     #[test]
@@ -310,7 +417,7 @@ mod tests {
             [(4096, &chunk[..]), (8192, &b"junk"[..])].into_iter(),
             |_, _| {},
         );
-        assert_eq!(r.take(0, 1, &[]), None);
+        assert_eq!(r.take(1, &[]), None);
         assert_eq!(r.error.as_ref().map(|e| e.offset), Some(4096));
     }
 }

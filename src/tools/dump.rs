@@ -348,6 +348,7 @@ fn chunk_name(kind: ChunkKind) -> String {
         ChunkKind::SYMBOLS => "SYMBOLS".into(),
         ChunkKind::SYMBOLS_ZSTD => "SYMBOLS_ZSTD".into(),
         ChunkKind::JIT_DEBUG => "JIT_DEBUG".into(),
+        ChunkKind::INTERPRETED_FRAMES => "INTERPRETED_FRAMES".into(),
         ChunkKind::END => "END".into(),
         ChunkKind::JIT_EVENTS => "JIT_EVENTS".into(),
         ChunkKind::SIDE_FILE => "SIDE_FILE".into(),

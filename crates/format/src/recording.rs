@@ -53,6 +53,10 @@ impl ChunkKind {
     /// (`PackedSide::debug_deferred`), kept at the end of recording for the code and methods
     /// samples hit (see [`encode_jit_debug`]).
     pub const JIT_DEBUG: Self = Self(11);
+    /// Per sample, in the embedding walk's order, the `Method*` of each interpreted frame and
+    /// where the stack may have been cut short, as the embedding found them from the stack
+    /// copies; a zstd frame of varint entries (`symbolize::interpreted_frames`).
+    pub const INTERPRETED_FRAMES: Self = Self(12);
 }
 
 /// The 16-byte file header.
