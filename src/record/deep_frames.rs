@@ -24,9 +24,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::sys::bpf;
 
-/// Frames followed inside the copy before giving up (a frame takes at least 16 bytes; a
-/// HotSpot interpreter frame ~100).
-const MAX_SKIP: i32 = 2048;
+/// Frames the walk may follow below the stack pointer before it reaches the copy (see
+/// [`max_skip`]).
+const SKIP_BELOW_SP: i32 = 64;
 /// Frames sent per sample at most (the per-CPU scratch record must stay within 32 KiB).
 pub const MAX_FRAMES: i32 = 1000;
 /// Bytes before the frames in a ring buffer record: pid and tid, time, sp, bp, frame count.
@@ -181,6 +181,16 @@ mod asm {
     }
 }
 
+/// Frames followed inside a copy of `skip_bytes` before giving up. The chain climbs (each saved
+/// frame pointer lies above the last and is 8-aligned), so from the stack pointer up it leaves
+/// the copy within `skip_bytes / 8` frames; [`SKIP_BELOW_SP`] more let a chain that starts
+/// below the stack pointer climb to it. The verifier follows the loop once per frame it
+/// allows, at every start of a recording: with a fixed 2048 (as before) loading the program
+/// took 79 ms of the kernel's CPU, with 192 (a 1 KiB copy) 42 ms (docs/performance.md).
+fn max_skip(skip_bytes: i32) -> i32 {
+    skip_bytes / 8 + SKIP_BELOW_SP
+}
+
 /// The walk. Every check is written "if fine, go on; else leave": the verifier explores the
 /// branch not taken first and keeps the other pending, so leaving on the fall-through keeps its
 /// pending states few while it follows the bounded loops frame by frame.
@@ -218,7 +228,7 @@ fn program(scratch_fd: i32, ring_fd: i32, skip_bytes: i32) -> Vec<u64> {
     a.add_imm(R6, skip_bytes);
     a.mov_imm(R9, 0);
     a.label("skip");
-    a.jump_imm(Cond::Lt, R9, MAX_SKIP, "skip_more");
+    a.jump_imm(Cond::Lt, R9, max_skip(skip_bytes), "skip_more");
     a.goto("exit");
     a.label("skip_more");
     // A frame pointer is 8-aligned.
@@ -425,6 +435,21 @@ mod tests {
                 assert!(target < n, "jump at {i} leaves the program");
             }
         }
+    }
+
+    /// The walk inside the copy is bounded by what a climbing chain can take in it (and a
+    /// margin below the stack pointer), not by a fixed 2048 the verifier would follow.
+    #[test]
+    fn the_walk_inside_the_copy_is_bounded_by_the_copy() {
+        assert_eq!(max_skip(1024), 128 + SKIP_BELOW_SP);
+        // `r9 < bound`: a conditional jump on r9 against an immediate (BPF_JMP | BPF_JLT |
+        // BPF_K, 0xa5), the skip loop's head.
+        let bounds: Vec<i32> = program(3, 4, 1024)
+            .iter()
+            .filter(|&&insn| insn & 0xff == 0xa5 && (insn >> 8) & 0xf == 9)
+            .map(|&insn| (insn >> 32) as i32)
+            .collect();
+        assert_eq!(bounds, vec![max_skip(1024), MAX_FRAMES], "{bounds:?}");
     }
 
     #[test]
