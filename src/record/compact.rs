@@ -59,9 +59,16 @@ pub(super) fn rewrite(dest: &Path, partial: &Path) -> Result<Option<AtomicOutput
     Ok(Some(output))
 }
 
-/// [`rewrite`] of the recording at `input` into `output` (for comparing both forms).
+/// [`rewrite`] of the recording at `input` into `output` (for comparing both forms); an
+/// error for a recording it does not apply to.
 pub fn compact_recording(input: &Path, output: &Path) -> Result<()> {
     let recording = Recording::open(input)?;
+    if !applies(&recording) {
+        return Err(Error::Other(format!(
+            "{}: not a finished, intact frame-pointer recording whose embedded symbols              say what its stack copies held (or JPROF_KEEP_STACK_COPIES=1 is set)",
+            input.display()
+        )));
+    }
     let mut bytes = file_header().to_vec();
     compact(&recording, &mut |kind, payload| {
         bytes.extend(crate::format::recording::encode_chunk(kind, payload));
@@ -206,4 +213,167 @@ fn copy_span(body: &[u8], stack: &[u8]) -> Option<std::ops::Range<usize>> {
         .checked_add(usize::try_from(size).ok()?)?
         .checked_add(8)?;
     (size > 0 && end <= body.len()).then_some(start..end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::recording::encode_chunk;
+
+    /// A jprof sample record (IP, TID, TIME, CPU, PERIOD, CALLCHAIN, REGS_USER, STACK_USER)
+    /// with a user callchain of `chain` and a stack copy of `copy`.
+    fn sample(time: u64, chain: &[u64], copy: &[u8]) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend(chain[0].to_le_bytes());
+        body.extend(7u32.to_le_bytes());
+        body.extend(8u32.to_le_bytes());
+        body.extend(time.to_le_bytes());
+        body.extend(0u64.to_le_bytes());
+        body.extend(1_000_000u64.to_le_bytes());
+        body.extend((chain.len() as u64).to_le_bytes());
+        chain.iter().for_each(|a| body.extend(a.to_le_bytes()));
+        body.extend(2u64.to_le_bytes());
+        [0x7ff0u64, 0x7f00, chain[0]]
+            .iter()
+            .for_each(|r| body.extend(r.to_le_bytes()));
+        body.extend((copy.len() as u64).to_le_bytes());
+        body.extend(copy);
+        if !copy.is_empty() {
+            body.extend((copy.len() as u64).to_le_bytes());
+        }
+        let mut r = RecordKind::SAMPLE.0.to_le_bytes().to_vec();
+        r.extend(2u16.to_le_bytes());
+        r.extend(((8 + body.len()) as u16).to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    fn deep_frames(time: u64) -> Vec<u8> {
+        let mut r = RecordKind::JPROF_DEEP_FRAMES.0.to_le_bytes().to_vec();
+        r.extend(0u16.to_le_bytes());
+        r.extend(56u16.to_le_bytes());
+        r.extend(7u32.to_le_bytes());
+        r.extend(8u32.to_le_bytes());
+        r.extend(time.to_le_bytes());
+        [0x7f10u64, 0x7f20, 0x401000, 0x9000]
+            .iter()
+            .for_each(|w| r.extend(w.to_le_bytes()));
+        r
+    }
+
+    /// A finished recording of two samples (the second with frames past its copy) whose
+    /// embedding stored an unwound stack for the second and an interpreted frame for the
+    /// first; `unwound_at`: the record offset the unwound stack names.
+    fn recording(unwound_at: Option<u64>, end: bool) -> (Vec<u8>, usize) {
+        let a = sample(10, &[0x401000, 0x402000], &[0xaa; 64]);
+        let b = sample(20, &[0x403000], &[0xbb; 32]);
+        let mut records = a.clone();
+        records.extend(deep_frames(20));
+        records.extend(&b);
+        let meta = crate::recording::default_meta(&records).expect("jprof's own layout");
+        let (a_at, b_at) = (INFLATED_BASE as u64, (INFLATED_BASE + a.len() + 56) as u64);
+        let mut stacks = unwound::StackWriter::default();
+        let unwound_at = unwound_at.unwrap_or(b_at);
+        let mut chunks: Vec<Vec<u8>> = Vec::new();
+        chunks.extend(stacks.push(20, unwound_at, &[0x403000, 0x404000], &[0x403000]));
+        let mut frames = interpreted_frames::Writer::default();
+        chunks.extend(frames.push(10, a_at, None, &[None, Some(0x7000_1000)]));
+        let mut file = file_header().to_vec();
+        file.extend(encode_chunk(
+            ChunkKind::META,
+            &serde_json::to_vec(&meta).unwrap(),
+        ));
+        file.extend(encode_chunk(
+            ChunkKind::PERF_RECORDS_ZSTD,
+            &zstd::bulk::compress(&records, 1).unwrap(),
+        ));
+        file.extend(encode_chunk(ChunkKind::RECORDS_ORDER, &30u64.to_le_bytes()));
+        file.extend(encode_chunk(
+            ChunkKind::UNWOUND_STACKS,
+            &stacks.finish().unwrap(),
+        ));
+        file.extend(encode_chunk(
+            ChunkKind::INTERPRETED_FRAMES,
+            &frames.finish().unwrap(),
+        ));
+        file.extend(encode_chunk(ChunkKind::SYMBOLS_ZSTD, b"names"));
+        if end {
+            file.extend(encode_chunk(ChunkKind::END, &[]));
+        }
+        (file, a.len() + b.len())
+    }
+
+    fn compacted(file: Vec<u8>) -> Result<Vec<u8>> {
+        let recording = Recording::from_bytes("test.data".into(), file)?;
+        let mut out = file_header().to_vec();
+        compact(&recording, &mut |kind, payload| {
+            out.extend(encode_chunk(kind, payload));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn samples_lose_their_copies_and_entries_follow_their_new_offsets() {
+        let (file, samples_len) = recording(None, true);
+        assert!(applies(
+            &Recording::from_bytes("t".into(), file.clone()).unwrap()
+        ));
+        let out = Recording::from_bytes("out".into(), compacted(file).unwrap()).unwrap();
+        assert!(out.finished && out.stopped.is_none());
+        let layout = out.layout();
+        let mut offsets = Vec::new();
+        for (kind, _, payload, base) in out.chunks_in_order() {
+            if kind != ChunkKind::PERF_RECORDS_ZSTD {
+                continue;
+            }
+            let records = crate::recording::inflate(payload, 0).unwrap();
+            for raw in RecordIter::new(&records).map(|r| r.unwrap()) {
+                assert_eq!(raw.kind, RecordKind::SAMPLE, "deep frames left out");
+                let Ok(Record::Sample(s)) = layout.parse(&raw) else {
+                    panic!("a sample that parses");
+                };
+                assert!(s.stack_user.is_empty());
+                assert_eq!(s.regs_user.iter().count(), 3);
+                offsets.push((s.time, (base + raw.offset) as u64));
+            }
+            // Each copy went with its dynamic size; the size field stays, 0.
+            assert_eq!(records.len(), samples_len - (64 + 8) - (32 + 8));
+        }
+        assert_eq!(offsets.len(), 2);
+        let (a_at, b_at) = (offsets[0].1, offsets[1].1);
+        assert_eq!(a_at, INFLATED_BASE as u64);
+        let mut stacks =
+            unwound::StackReader::new(out.payloads(ChunkKind::UNWOUND_STACKS), |_, _| {});
+        assert_eq!(
+            stacks.take(b_at, &[0x403000]),
+            Some(vec![0x403000, 0x404000])
+        );
+        let mut frames =
+            interpreted_frames::Reader::new(out.payloads(ChunkKind::INTERPRETED_FRAMES), |_, _| {});
+        let entry = frames.take(a_at).expect("the first sample's entry");
+        assert_eq!(entry.per_frame(2), [None, Some(0x7000_1000)]);
+        assert_eq!(
+            out.payloads(ChunkKind::SYMBOLS_ZSTD).next().map(|(_, p)| p),
+            Some(&b"names"[..])
+        );
+    }
+
+    #[test]
+    fn what_does_not_apply_or_does_not_line_up_is_an_error() {
+        // A recorder killed before its end: not rewritten.
+        let (file, _) = recording(None, false);
+        assert!(!applies(&Recording::from_bytes("t".into(), file).unwrap()));
+        let dir = tempfile::tempdir().unwrap();
+        let (input, output) = (dir.path().join("in.data"), dir.path().join("out.data"));
+        std::fs::write(&input, recording(None, false).0).unwrap();
+        let err = compact_recording(&input, &output).unwrap_err().to_string();
+        assert!(err.contains("not a finished"), "{err}");
+        assert!(!output.exists());
+        // An unwound stack naming no sample record.
+        let err = compacted(recording(Some(12345), true).0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unwound stack"), "{err}");
+    }
 }
