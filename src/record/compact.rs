@@ -34,7 +34,12 @@ fn applies(recording: &Recording) -> bool {
         && [ChunkKind::INTERPRETED_FRAMES, ChunkKind::SYMBOLS_ZSTD]
             .iter()
             .all(|&kind| recording.payloads(kind).next().is_some())
-        && std::env::var_os("JPROF_KEEP_STACK_COPIES").is_none_or(|v| v != "1")
+        && !keeps_copies()
+}
+
+/// `JPROF_KEEP_STACK_COPIES=1`: finished recordings keep their stack copies.
+pub(super) fn keeps_copies() -> bool {
+    std::env::var_os("JPROF_KEEP_STACK_COPIES").is_some_and(|v| v == "1")
 }
 
 /// Writes the recording at `partial` again without its stack copies, beside `dest`, when

@@ -82,9 +82,9 @@ pub(super) struct Session<'a> {
     profiled: Profiled,
     setup: runtimes::RuntimeSetup,
     xray: Option<xray_logs::XraySetup>,
-    /// The writer cuts the samples' stack copies down (a JVM's): once the symbols are
-    /// embedded, the recording is written again without them (`compact`).
-    copies_cut: bool,
+    /// The writer cuts the samples' stack copies down (a JVM's) and the symbols are
+    /// embedded: the recording is then written again without them (`compact`).
+    rewritten_at_end: bool,
 }
 
 /// What only the reading needs; it ends with the reading, so the rings' memory is free before
@@ -285,10 +285,23 @@ pub(super) fn start<'a>(
         true if !attached => writer::StackCut::EveryMappingSeen,
         true => writer::StackCut::MayBeAddress,
     };
+    let rewritten_at_end =
+        stack_cut != writer::StackCut::Whole && config.embed_symbols && !compact::keeps_copies();
     let thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
-            let result = writer::run(out, layout, rx, off_cpu, &calibration, &mut side, stack_cut);
+            let result = writer::run(
+                out,
+                layout,
+                rx,
+                off_cpu,
+                &calibration,
+                &mut side,
+                writer::StoredStacks {
+                    cut: stack_cut,
+                    rewritten_at_end,
+                },
+            );
             if result.is_err() {
                 writer_failed.store(true, std::sync::atomic::Ordering::SeqCst);
             }
@@ -392,7 +405,7 @@ pub(super) fn start<'a>(
         profiled,
         setup,
         xray,
-        copies_cut: stack_cut != writer::StackCut::Whole,
+        rewritten_at_end,
     };
     let reading = Reading {
         wall_start,
@@ -581,7 +594,7 @@ impl Session<'_> {
             .try_clone()
             .map_err(|e| Error::io(&self.partial, e))?;
         ChunkWriter::append(file, &self.partial).write_chunk(ChunkKind::END, &[])?;
-        let output = if self.copies_cut && config.embed_symbols {
+        let output = if self.rewritten_at_end {
             compacted(self.output, &config.output, &mut summary.notes)
         } else {
             self.output

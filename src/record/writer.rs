@@ -250,6 +250,16 @@ pub enum StackCut {
     MayBeAddress,
 }
 
+/// How the writer stores samples' stack copies, and whether the end writes the recording
+/// again without them (`compact`).
+#[derive(Clone, Copy, Debug)]
+pub struct StoredStacks {
+    /// How the copies are cut.
+    pub cut: StackCut,
+    /// The finished recording is written again without the copies.
+    pub rewritten_at_end: bool,
+}
+
 pub fn run(
     mut out: ChunkWriter,
     layout: SampleLayout,
@@ -257,8 +267,12 @@ pub fn run(
     mut off_cpu: Option<SwitchPairing>,
     calibration: &Calibration,
     side: &mut SideFiles,
-    stack_cut: StackCut,
+    stacks: StoredStacks,
 ) -> Result<(ChunkWriter, Counters), Error> {
+    let StoredStacks {
+        cut: stack_cut,
+        rewritten_at_end,
+    } = stacks;
     let reduce_stacks = stack_cut != StackCut::Whole;
     let mut counters = Counters::default();
     let mut last_slow = Instant::now();
@@ -278,7 +292,9 @@ pub fn run(
     // Keeps the top KiB of a JVM's stack copies whole, as jprof did before
     // (docs/java.md): for comparing reports.
     let whole_top = std::env::var_os("JPROF_WHOLE_STACK_TOP").is_some_and(|v| v == "1");
-    let level = if reduce_stacks {
+    // Records the end writes again without their copies (`compact`) are kept at the cheaper
+    // level until then: only a killed recorder's file keeps them.
+    let level = if reduce_stacks && !rewritten_at_end {
         CUT_RECORDS_ZSTD_LEVEL
     } else {
         RECORDS_ZSTD_LEVEL
