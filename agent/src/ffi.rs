@@ -5,6 +5,7 @@
 //! above it: `entry` (the exported functions and event callbacks) hands what it decodes here
 //! to `events`.
 
+use std::borrow::Cow;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -173,15 +174,17 @@ struct VmString<'a> {
 
 impl VmString<'_> {
     fn text(&self) -> Option<String> {
+        self.borrowed().map(Cow::into_owned)
+    }
+
+    /// The text without copying it when it is valid UTF-8 (nearly always).
+    fn borrowed(&self) -> Option<Cow<'_, str>> {
         if self.ptr.is_null() {
             return None;
         }
-        // SAFETY: JVMTI returns NUL-terminated modified-UTF-8 strings, alive until Deallocate.
-        Some(
-            unsafe { CStr::from_ptr(self.ptr) }
-                .to_string_lossy()
-                .into_owned(),
-        )
+        // SAFETY: JVMTI returns NUL-terminated modified-UTF-8 strings, alive until Deallocate
+        // (when `self` is dropped; the borrow ends before that).
+        Some(unsafe { CStr::from_ptr(self.ptr) }.to_string_lossy())
     }
 }
 
@@ -212,6 +215,19 @@ impl Jvmti {
         method: MethodId,
         with_signature: bool,
     ) -> Option<(String, Option<String>)> {
+        self.with_name_and_descriptor(method, with_signature, |name, descriptor| {
+            (name.to_string(), descriptor.map(str::to_string))
+        })
+    }
+
+    /// `f` of the method's name and, when `with_signature`, its descriptor, borrowed from the
+    /// VM's strings (no copy); `None` when the VM cannot tell.
+    fn with_name_and_descriptor<T>(
+        &self,
+        method: MethodId,
+        with_signature: bool,
+        f: impl FnOnce(&str, Option<&str>) -> T,
+    ) -> Option<T> {
         let id = method.0 as JMethodId;
         let get_name = table_fn!(self.env, 64, GetMethodNameFn)?;
         let mut name = std::ptr::null_mut();
@@ -229,7 +245,8 @@ impl Jvmti {
         if err != JVMTI_ERROR_NONE {
             return None;
         }
-        Some((name.text()?, method_signature.text()))
+        let descriptor = method_signature.borrowed();
+        Some(f(&name.borrowed()?, descriptor.as_deref()))
     }
 
     /// The class's signature (`Lpkg/Class;`).
@@ -337,7 +354,9 @@ impl Jvmti {
     }
 
     /// `class`'s methods, each with the name jprof's records use
-    /// (`pkg.Class.method(int, java.lang.String)`); the class's signature is asked once.
+    /// (`pkg.Class.method(int, java.lang.String)`); the class's signature is asked and made
+    /// readable once, and each name is written straight from the VM's strings: this runs on the
+    /// thread that loads the class, for every method of every class.
     pub fn named_methods(&self, class: JClass) -> Vec<(MethodId, String)> {
         let ids = self.methods_of(class);
         if ids.is_empty() {
@@ -346,10 +365,17 @@ impl Jvmti {
         let Some(signature) = self.class_signature(class) else {
             return Vec::new();
         };
+        let class = names::class_name(&signature);
         ids.into_iter()
             .filter_map(|id| {
-                let (name, descriptor) = self.name_and_descriptor(id, true)?;
-                Some((id, full_name(&signature, &name, descriptor.as_deref())))
+                let full = self.with_name_and_descriptor(id, true, |name, descriptor| {
+                    let mut full = String::with_capacity(
+                        class.len() + name.len() + 2 + descriptor.map_or(0, |d| 2 * d.len()),
+                    );
+                    names::push_method_name(&mut full, &class, name, descriptor);
+                    full
+                })?;
+                Some((id, full))
             })
             .collect()
     }
