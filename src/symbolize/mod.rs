@@ -628,8 +628,9 @@ fn embed(
     let mut stored = Ok(());
     let mut hit: BTreeMap<(String, Option<String>), BTreeMap<u64, Vec<EmbeddedFrame>>> =
         BTreeMap::new();
-    // Unwinding through JIT code needs the JIT bodies' unwind tables.
-    let jit = jit_index::JitIndex::with_deferred(recording, deferred);
+    // Unwinding through JIT code needs the JIT bodies' unwind tables; of the records set
+    // aside, the walk reads only the VM method names.
+    let jit = jit_index::JitIndex::with_deferred(recording, &jit_hits::method_names_only(deferred));
     let mut hits = jit_hits::JitHits::default();
     walk(
         recording,
