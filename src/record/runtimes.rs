@@ -187,21 +187,22 @@ fn python_version_in(name: &str) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, rest[..digits].parse().ok()?))
 }
 
-/// Whether the launched command runs CPython 3.12 or later (seen through launchers as
-/// [`program_run_by`] sees them): a python whose name, or else the name of the file it
+/// Whether the launched command's tree runs CPython 3.12 or later (seen through launchers,
+/// also those that fork it: `time`, `timeout`, a shell's last command): a python whose name, or else the name of the file it
 /// resolves to, says 3.12 or later. A name that says no version and resolves to none (pyenv's
 /// `python3` shim, a script) counts: every python jprof can name is 3.12 or later.
 pub fn launches_cpython_3_12(argv: &[String]) -> bool {
-    let Some(name) = program_run_by(argv) else {
+    let Some(words) = launched_words(argv, Seen::InTheTree) else {
         return false;
     };
+    let name = name_of(&words[0]);
     if runtime_of_command(&name).map(|r| r.name) != Some("python") {
         return false;
     }
     if let Some(version) = python_version_in(&name) {
         return version >= (3, 12);
     }
-    match resolved_program(argv, &name)
+    match resolved_program(&words[0])
         .as_deref()
         .and_then(Path::file_name)
         .and_then(|n| python_version_in(&n.to_string_lossy()))
@@ -211,32 +212,31 @@ pub fn launches_cpython_3_12(argv: &[String]) -> bool {
     }
 }
 
-/// The file the launched program `name` (from [`program_run_by`]) is, links resolved: the
-/// command's own path when it names one, else the first in `PATH`.
-fn resolved_program(argv: &[String], name: &str) -> Option<PathBuf> {
-    let given = argv
-        .first()
-        .filter(|a| a.contains('/') && a.rsplit('/').next() == Some(name))
-        .map(PathBuf::from);
-    let path = given.or_else(|| {
+/// The file the program `word` (the first of [`launched_words`]) is, links resolved: the
+/// path when it names one, else the first in `PATH`.
+fn resolved_program(word: &str) -> Option<PathBuf> {
+    let path = if word.contains('/') {
+        PathBuf::from(word)
+    } else {
         std::env::split_paths(&std::env::var_os("PATH")?)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })?;
+            .map(|d| d.join(word))
+            .find(|p| p.is_file())?
+    };
     std::fs::canonicalize(path).ok()
 }
 
 /// Whether the launched command starts a HotSpot JVM: `java`, or any other launcher of a JDK
 /// (`javac`, `jshell`, `jar`: a program in a JDK's `bin/`, beside the launcher library
-/// `lib/libjli.so`, or JDK 8's `lib/ARCH/jli/libjli.so`), seen through `env`, `sh -c` and `#!`.
+/// `lib/libjli.so`, or JDK 8's `lib/ARCH/jli/libjli.so`), seen through `env`, `nice` and the
+/// like, `time`, `timeout`, `sh -c` (its last command) and `#!`.
 pub fn launches_jvm(argv: &[String]) -> bool {
-    let Some(name) = program_run_by(argv) else {
+    let Some(words) = launched_words(argv, Seen::InTheTree) else {
         return false;
     };
-    if runtime_of_command(&name).map(|r| r.name) == Some("java") {
+    if runtime_of_command(&words[0]).map(|r| r.name) == Some("java") {
         return true;
     }
-    let Some(home) = resolved_program(argv, &name)
+    let Some(home) = resolved_program(&words[0])
         .as_deref()
         .and_then(Path::parent)
         .filter(|bin| bin.file_name().is_some_and(|n| n == "bin"))
@@ -270,49 +270,215 @@ fn runtime_named(name: &str) -> Option<&'static Runtime> {
 }
 
 /// The program the launched command really runs, seen through the launchers that exec it in the
-/// same process: `env [VAR=value…] prog`, `sh -c 'prog …'` (a shell runs a lone command in its
-/// own process) and a script's `#!` line (`#!/usr/bin/env python3.12`).
+/// same process: `env [VAR=value…] prog`, `nice`, `ionice`, `taskset`, `chrt`, `stdbuf` and
+/// `nohup` with their options, `sh -c 'prog …'` (a shell runs a lone command in its own
+/// process) and a script's `#!` line (`#!/usr/bin/env python3.12`).
 pub fn program_run_by(argv: &[String]) -> Option<String> {
+    Some(name_of(
+        &launched_words(argv, Seen::InTheLaunchedProcess)?[0],
+    ))
+}
+
+/// How far [`launched_words`] looks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// Only what replaces the launched process (its pid is known before it runs).
+    InTheLaunchedProcess,
+    /// Also what a launcher forks and waits for (`time`, `timeout`, a shell's last command):
+    /// what the tree runs, for choices made for the whole tree (how stacks are sampled).
+    InTheTree,
+}
+
+/// A launcher that runs the command given after its options: its options taking a value (as
+/// a separate word, or joined with `=` or, for one letter, directly), how many words it takes
+/// before the command, the options that make it act on a running process instead, and whether
+/// it forks the command rather than exec it.
+struct Launcher {
+    name: &'static str,
+    valued: &'static [&'static str],
+    operands: usize,
+    attaches: &'static [&'static str],
+    forks: bool,
+}
+
+const LAUNCHERS: &[Launcher] = &[
+    Launcher {
+        name: "nice",
+        valued: &["-n", "--adjustment"],
+        operands: 0,
+        attaches: &[],
+        forks: false,
+    },
+    Launcher {
+        name: "ionice",
+        valued: &["-c", "-n", "--class", "--classdata"],
+        operands: 0,
+        attaches: &["-p", "-P", "-u", "--pid", "--pgid", "--uid"],
+        forks: false,
+    },
+    Launcher {
+        name: "taskset",
+        valued: &[],
+        operands: 1,
+        attaches: &["-p", "--pid"],
+        forks: false,
+    },
+    Launcher {
+        name: "chrt",
+        valued: &[
+            "-T",
+            "-P",
+            "-D",
+            "--sched-runtime",
+            "--sched-period",
+            "--sched-deadline",
+        ],
+        operands: 1,
+        attaches: &["-p", "--pid"],
+        forks: false,
+    },
+    Launcher {
+        name: "stdbuf",
+        valued: &["-i", "-o", "-e", "--input", "--output", "--error"],
+        operands: 0,
+        attaches: &[],
+        forks: false,
+    },
+    Launcher {
+        name: "nohup",
+        valued: &[],
+        operands: 0,
+        attaches: &[],
+        forks: false,
+    },
+    Launcher {
+        name: "time",
+        valued: &["-f", "-o", "--format", "--output"],
+        operands: 0,
+        attaches: &[],
+        forks: true,
+    },
+    Launcher {
+        name: "timeout",
+        valued: &["-s", "-k", "--signal", "--kill-after"],
+        operands: 1,
+        attaches: &[],
+        forks: true,
+    },
+];
+
+impl Launcher {
+    /// The command `words` (the launcher's own arguments) run, or `None` when they attach to a
+    /// running process or give no command.
+    fn command<'w>(&self, words: &'w [String]) -> Option<&'w [String]> {
+        let mut i = 0;
+        while let Some(word) = words.get(i) {
+            if word == "--" {
+                i += 1;
+                break;
+            }
+            if !word.starts_with('-') || word == "-" {
+                break;
+            }
+            let option = word.split_once('=').map_or(word.as_str(), |(o, _)| o);
+            if self.attaches.contains(&option) {
+                return None;
+            }
+            // `-n 5` takes the next word; `-n5`, `--adjustment=5` and flags do not.
+            i += if self.valued.contains(&word.as_str()) {
+                2
+            } else {
+                1
+            };
+        }
+        let command = words.get(i + self.operands..)?;
+        (!command.is_empty()).then_some(command)
+    }
+}
+
+/// The file name of a command word.
+fn name_of(word: &str) -> String {
+    word.rsplit('/').next().unwrap_or(word).to_string()
+}
+
+/// The command line the launched command ends up running, from its program on (see
+/// [`program_run_by`] and [`Seen`]).
+fn launched_words(argv: &[String], seen: Seen) -> Option<Vec<String>> {
     let mut words: Vec<String> = argv.to_vec();
-    for _ in 0..4 {
+    for _ in 0..6 {
         let first = words.first()?.clone();
-        let name = first.rsplit('/').next().unwrap_or(&first).to_string();
+        let name = name_of(&first);
         let rest: Vec<String> = words[1..].to_vec();
         if runtime_of_command(&name).is_some() {
             // A runtime's name (also a version manager's shim that execs it, like pyenv's).
-            return Some(name);
+            return Some(words);
         } else if name == "env" {
             words = rest
                 .into_iter()
                 .skip_while(|w| w.starts_with('-') || w.contains('='))
                 .collect();
+        } else if let Some(launcher) = LAUNCHERS
+            .iter()
+            .find(|l| l.name == name && (seen == Seen::InTheTree || !l.forks))
+        {
+            words = launcher.command(&rest)?.to_vec();
         } else if matches!(name.as_str(), "sh" | "bash" | "dash")
             && rest.first().map(String::as_str) == Some("-c")
         {
-            // Only a command the shell replaces itself with runs in the launched process:
-            // `exec prog …`, or for bash a lone simple command (dash forks for it).
             let command = rest.get(1)?;
-            let mut simple = command.split_whitespace().skip_while(|w| w.contains('='));
-            let execs = simple.next() == Some("exec")
-                || (shell_is_bash(&first) && !command.contains(SHELL_SYNTAX));
-            if !execs {
-                return None;
-            }
-            words = command
-                .split_whitespace()
-                .skip_while(|w| *w == "exec" || w.contains('='))
-                .map(str::to_string)
-                .collect();
+            words = match seen {
+                Seen::InTheLaunchedProcess => {
+                    // Only a command the shell replaces itself with runs in the launched
+                    // process: `exec prog …`, or for bash a lone simple command (dash forks
+                    // for it).
+                    let mut simple = command.split_whitespace().skip_while(|w| w.contains('='));
+                    let execs = simple.next() == Some("exec")
+                        || (shell_is_bash(&first) && !command.contains(SHELL_SYNTAX));
+                    if !execs {
+                        return None;
+                    }
+                    command
+                        .split_whitespace()
+                        .skip_while(|w| *w == "exec" || w.contains('='))
+                        .map(str::to_string)
+                        .collect()
+                }
+                Seen::InTheTree => last_shell_command(command, &rest[2..])?,
+            };
         } else if let Some(interpreter) = shebang(Path::new(&first)) {
             let mut next: Vec<String> =
                 interpreter.split_whitespace().map(str::to_string).collect();
             next.extend(rest);
             words = next;
         } else {
-            return Some(name);
+            return Some(words);
         }
     }
     None
+}
+
+/// The last simple command of the shell command `command` given `args` (`$0`, `$1`, …), which
+/// the shell runs last and waits for: `cd dir && exec "$0" "$@"` runs `args`. `None` when it
+/// ends in syntax this does not follow (a subshell, a substitution, a variable as the program).
+fn last_shell_command(command: &str, args: &[String]) -> Option<Vec<String>> {
+    let last = command
+        .rsplit([';', '\n'])
+        .map(|part| part.rsplit("&&").next().unwrap_or(part))
+        .map(|part| part.rsplit("||").next().unwrap_or(part).trim())
+        .find(|part| !part.is_empty())?;
+    let mut words = last
+        .split_whitespace()
+        .skip_while(|w| *w == "exec" || (w.contains('=') && !w.starts_with(['"', '$'])))
+        .peekable();
+    match words.peek().map(|w| w.trim_matches('"')) {
+        Some("$0") => Some(args.to_vec()),
+        Some("$@") => Some(args.get(1..)?.to_vec()),
+        Some(w) if !w.starts_with(['$', '(', '`', '{']) => {
+            Some(words.map(str::to_string).collect())
+        }
+        _ => None,
+    }
+    .filter(|words| !words.is_empty())
 }
 
 /// Characters that make a shell command more than one simple command.
@@ -1412,6 +1578,90 @@ mod tests {
             path(&other.join("javac")),
             "A.java".into()
         ]));
+    }
+
+    #[test]
+    fn launchers_that_exec_are_seen_through_and_those_that_fork_only_for_the_tree() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for same_process in [
+            &["nice", "-n", "5", "node", "a.js"][..],
+            &["nice", "-5", "node", "a.js"],
+            &["nice", "--adjustment=5", "node"],
+            &["taskset", "-c", "0,1", "node", "a.js"],
+            &["taskset", "0x3", "node"],
+            &["chrt", "-f", "10", "node"],
+            &["ionice", "-c", "3", "nohup", "stdbuf", "-oL", "node"],
+            &["stdbuf", "-o", "L", "--", "node"],
+        ] {
+            assert_eq!(
+                program_run_by(&argv(same_process)).as_deref(),
+                Some("node"),
+                "{same_process:?}"
+            );
+        }
+        // Acting on a running process launches nothing.
+        for attach in [
+            &["taskset", "-p", "1", "2"][..],
+            &["chrt", "-p", "5", "7"],
+            &["ionice", "-p", "7"],
+        ] {
+            assert_eq!(program_run_by(&argv(attach)), None, "{attach:?}");
+        }
+        // A forked program has another pid: not the launched process's runtime, but the tree's.
+        let timed = argv(&[
+            "/usr/bin/time",
+            "-f",
+            "%e %U",
+            "-o",
+            "t.txt",
+            "java",
+            "Main",
+        ]);
+        assert_eq!(program_run_by(&timed).as_deref(), Some("time"));
+        assert!(launches_jvm(&timed));
+        assert!(launches_jvm(&argv(&[
+            "timeout", "-s", "INT", "30", "nice", "java", "-jar", "a.jar"
+        ])));
+        assert!(launches_cpython_3_12(&argv(&[
+            "time",
+            "-p",
+            "python3.12",
+            "a.py"
+        ])));
+        assert!(!launches_cpython_3_12(&argv(&[
+            "time",
+            "python3.11",
+            "a.py"
+        ])));
+        // A shell runs its last command last: `exec "$0" "$@"` runs the words after the command.
+        let bench = argv(&[
+            "time",
+            "-o",
+            "t.txt",
+            "sh",
+            "-c",
+            "echo $$ > 'pid.txt'; exec \"$0\" \"$@\"",
+            "java",
+            "-jar",
+            "a.jar",
+        ]);
+        assert!(launches_jvm(&bench));
+        assert!(launches_jvm(&argv(&["sh", "-c", "cd /src && java Main"])));
+        assert!(launches_jvm(&argv(&[
+            "bash",
+            "-c",
+            "make; exec \"$@\"",
+            "sh",
+            "java",
+            "Main"
+        ])));
+        assert!(!launches_jvm(&argv(&[
+            "sh",
+            "-c",
+            "java -version; node a.js"
+        ])));
+        assert!(!launches_jvm(&argv(&["sh", "-c", "$RUN Main"])));
+        assert!(!launches_jvm(&argv(&["time"])));
     }
 
     #[test]

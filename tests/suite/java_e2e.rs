@@ -931,14 +931,14 @@ fn jdk25_agent_with_opaque_method_ids() {
 /// start. Where the kernel refuses the program (`JPROF_NO_BPF=1` stands in), the copy is 64 KiB.
 /// Without the program (`--call-graph fp`: its 1 KiB copy, no program) no sample in `spin`
 /// reaches `main`.
-fn deep_interpreted_run(jdk_name: &str) {
+fn deep_interpreted_run(jdk_name: &str, through_launchers: bool) {
     const DEPTH: usize = 800;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let java = jdk(jdk_name);
     let classes = example_classes("examples/java/deep/Deep.java");
     // (summary, folded stacks, stack bytes copied per sample); `no_bpf`: as on a kernel that
-    // refuses the program.
-    let run = |args: &[&str], no_bpf: bool| {
+    // refuses the program; `launcher`: the words before `java`.
+    let run_by = |launcher: &[&str], args: &[&str], no_bpf: bool| {
         agent();
         let work = tempfile::tempdir().expect("tempdir");
         let data = work.path().join("java.data");
@@ -950,6 +950,7 @@ fn deep_interpreted_run(jdk_name: &str) {
             .arg(&data)
             .args(args)
             .arg("--")
+            .args(launcher)
             .args([
                 java.to_str().unwrap(),
                 "-Xint",
@@ -972,7 +973,12 @@ fn deep_interpreted_run(jdk_name: &str) {
             .stack_user_bytes;
         (summary, folded(work.path()), copy)
     };
-    let (summary, stacks, copy) = run(&[], false);
+    let run = |args: &[&str], no_bpf: bool| run_by(&[], args, no_bpf);
+    // As the user may launch it: through GNU time, timeout or a shell script, which fork the
+    // JVM; jprof sees it there too (`runtimes::launches_jvm`).
+    let launcher = ["timeout", "600", "sh", "-c", "cd . && exec \"$0\" \"$@\""];
+    let (summary, stacks, copy) =
+        run_by(if through_launchers { &launcher } else { &[] }, &[], false);
     if summary.contains("the kernel refused jprof's BPF program") {
         // Only a kernel or user without BPF (CI runs as root on a kernel that has it).
         eprintln!("skipped: {summary}");
@@ -1009,6 +1015,9 @@ fn deep_interpreted_run(jdk_name: &str) {
         spin > 0 && whole * 10 >= spin * 9,
         "JDK {jdk_name}: {whole} of {spin} weight in spin has the whole named stack\n{summary}"
     );
+    if through_launchers {
+        return;
+    }
     // Where the kernel refuses the program: the 64 KiB copy, cut down when written.
     let (summary, _, copy) = run(&[], true);
     assert_eq!(
@@ -1035,12 +1044,19 @@ fn deep_interpreted_run(jdk_name: &str) {
 
 #[test]
 fn jdk25_interpreted_frames_past_the_stack_copy_are_named() {
-    deep_interpreted_run("25");
+    deep_interpreted_run("25", false);
+}
+
+/// The same JVM started through launchers that fork it (`timeout`, a shell's last command):
+/// jprof still records it as a JVM.
+#[test]
+fn jdk25_interpreted_frames_are_named_through_launchers_that_fork_the_jvm() {
+    deep_interpreted_run("25", true);
 }
 
 #[test]
 fn jdk17_interpreted_frames_past_the_stack_copy_are_named() {
-    deep_interpreted_run("17");
+    deep_interpreted_run("17", false);
 }
 
 /// javac compiling 300 of the JDK's own `java.util` sources (and subpackages'), from its
