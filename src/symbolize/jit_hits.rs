@@ -6,8 +6,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::jit_index::{CodeOrigin, JitCode, JitDebug as BodyDebug, JitIndex};
-use crate::format::jitdump::{self, DebugInfo2, RecordBody, RecordId};
+use super::jit_index::{
+    debug_bias, placed_lines, CodeOrigin, JitCode, JitDebug as BodyDebug, JitIndex,
+};
+use crate::format::jitdump::{self, DebugEntry, DebugInfo2, RecordBody, RecordId};
 use crate::format::jitdump_write;
 use crate::format::recording::{encode_jit_debug, encode_jit_debug_groups, JitDebug};
 use crate::format::Endian;
@@ -22,6 +24,8 @@ pub const AFTER_LAST_LOAD: u64 = u64::MAX;
 pub struct JitHits {
     /// Per body, the offsets in it that frames were looked up at.
     code: HashMap<(u32, CodeOrigin), BTreeSet<u32>>,
+    /// Per body, where it was when hit (start, size): a body moved since its load has several.
+    placed: HashMap<(u32, CodeOrigin), BTreeSet<(u64, u64)>>,
     methods: HashSet<(u32, u64)>,
 }
 
@@ -32,6 +36,10 @@ impl JitHits {
         if let Some(origin) = &code.origin {
             let offset = probe.wrapping_sub(code.start) as u32;
             let key = (pid, origin.clone());
+            self.placed
+                .entry(key.clone())
+                .or_default()
+                .insert((code.start, code.size));
             self.code.entry(key).or_default().insert(offset);
         }
     }
@@ -86,6 +94,7 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
                 continue;
             };
             let offsets = hits.code.get(&(*pid, origin(ordinal)));
+            let placed = hits.placed.get(&(*pid, origin(ordinal)));
             let code_hit = ordinal == AFTER_LAST_LOAD || offsets.is_some();
             let mut group = Vec::new();
             // Deferred records are the file's; jitdumps are little-endian on the machines jprof
@@ -103,6 +112,10 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
                     continue;
                 } else if let (RecordId::SAMPLY_DEBUG_INFO2, Some(offsets)) = (id, offsets) {
                     group.extend(tree_for(record, offsets));
+                } else if let (RecordId::CODE_DEBUG_INFO, Some(offsets), Some(placed)) =
+                    (id, offsets, placed)
+                {
+                    group.extend(lines_for(record, offsets, placed));
                 } else if code_hit || !jitdump::is_deferrable(id) {
                     group.extend_from_slice(record);
                 }
@@ -167,6 +180,78 @@ fn tree_for(record: &[u8], offsets: &BTreeSet<u32>) -> Vec<u8> {
         return record.to_vec();
     }
     jitdump_write::debug_info2_of(r.timestamp, &cut)
+}
+
+/// A DEBUG_INFO record (a body's line table, as V8 writes it) cut down to the entries
+/// `JitIndex::code_frames` stops at for `offsets` of the body: for each, the last entry at or
+/// before it and the first after. Kept whole when it does not parse, when the body was hit at
+/// more than one place (moved) or elsewhere than the record says, when a file name is not one
+/// the record can hold again, when the cut entries would be placed otherwise (V8's shift,
+/// `debug_bias`) or would give any of the offsets other frames.
+fn lines_for(record: &[u8], offsets: &BTreeSet<u32>, placed: &BTreeSet<(u64, u64)>) -> Vec<u8> {
+    let whole = || record.to_vec();
+    let [(start, size)] = placed.iter().copied().collect::<Vec<_>>()[..] else {
+        return whole();
+    };
+    let batch = jitdump::parse_record_stream(record, 0, Endian::Little);
+    let [r] = &batch.records[..] else {
+        return whole();
+    };
+    let RecordBody::DebugInfo { code_addr, entries } = &r.body else {
+        return whole();
+    };
+    if *code_addr != start
+        || entries
+            .iter()
+            .any(|e| e.file.is_empty() || e.file.contains('\0'))
+    {
+        return whole();
+    }
+    // The entries in the order lookups read them (the shift taken off, sorted by address).
+    let bias = debug_bias(entries, start, size);
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by_key(|&i| entries[i].addr.wrapping_sub(bias));
+    let at = |k: usize| entries[order[k]].addr.wrapping_sub(bias);
+    let mut kept = BTreeSet::new();
+    for &o in offsets {
+        let probe = start.wrapping_add(u64::from(o));
+        let stop = (0..order.len())
+            .position(|k| at(k) > probe)
+            .unwrap_or(order.len());
+        kept.extend(stop.checked_sub(1));
+        if stop < order.len() {
+            kept.insert(stop);
+        }
+    }
+    let small: Vec<DebugEntry> = kept.iter().map(|&k| entries[order[k]].clone()).collect();
+    if debug_bias(&small, start, size) != bias {
+        return whole();
+    }
+    let body = |lines: &[DebugEntry]| JitCode {
+        name: String::new(),
+        start,
+        size,
+        from: 0,
+        until: None,
+        tier: None,
+        debug: Some(Arc::new(BodyDebug {
+            lines: placed_lines(lines.to_vec(), start, size),
+            ..Default::default()
+        })),
+        source: Arc::from(""),
+        from_jitdump: true,
+        unwind: None,
+        origin: None,
+    };
+    let (all, cut) = (body(entries), body(&small));
+    let same = offsets.iter().all(|&o| {
+        let probe = start.wrapping_add(u64::from(o));
+        JitIndex::code_frames(&all, probe) == JitIndex::code_frames(&cut, probe)
+    });
+    if !same {
+        return whole();
+    }
+    jitdump_write::debug_info_of(r.timestamp, *code_addr, &small)
 }
 
 /// `info` with only what `JitIndex::code_frames` reads at `offsets` (see [`tree_for`]).
@@ -284,6 +369,72 @@ mod tests {
             call_column: 0,
             ranges: ranges.to_vec(),
         }
+    }
+
+    /// A V8 line table (addresses shifted by 0x40, unsorted) keeps the entries read at the
+    /// offsets hit, which get the same frames; a moved body's table stays whole.
+    #[test]
+    fn a_line_table_keeps_the_entries_read_at_the_sampled_offsets() {
+        let (start, size) = (0x7000_0000u64, 0x100u64);
+        let mut raw: Vec<DebugEntry> = (0..16u64)
+            .map(|i| DebugEntry {
+                addr: start + 0x40 + i * 0x10,
+                line: 10 + i as i32,
+                discrim: i as i32,
+                file: format!("node:f{}", i % 3),
+            })
+            .collect();
+        raw.swap(3, 9);
+        let record = jitdump_write::debug_info_of(7, start, &raw);
+        let offsets: BTreeSet<u32> = [0x25, 0x80, 0xf8].into();
+        let placed: BTreeSet<(u64, u64)> = [(start, size)].into();
+        let cut = lines_for(&record, &offsets, &placed);
+        assert!(
+            cut.len() < record.len() / 2,
+            "{} of {}",
+            cut.len(),
+            record.len()
+        );
+        let batch = jitdump::parse_record_stream(&cut, 0, Endian::Little);
+        let RecordBody::DebugInfo { code_addr, entries } = &batch.records[0].body else {
+            panic!("not a DEBUG_INFO: {batch:?}");
+        };
+        assert_eq!(*code_addr, start);
+        let lines: Vec<i32> = entries.iter().map(|e| e.line).collect();
+        // 0x25 reads 0x20 (line 12) and stops at 0x30; 0x80 reads 0x80 and stops at 0x90;
+        // 0xf8 reads 0xf0, the last.
+        assert_eq!(lines, [12, 13, 18, 19, 25]);
+        assert!(
+            entries.iter().all(|e| e.discrim == e.line - 10),
+            "{entries:?}"
+        );
+        let body = |entries: &[DebugEntry]| JitCode {
+            name: "f".into(),
+            start,
+            size,
+            from: 0,
+            until: None,
+            tier: None,
+            debug: Some(Arc::new(BodyDebug {
+                lines: placed_lines(entries.to_vec(), start, size),
+                ..Default::default()
+            })),
+            source: Arc::from("jit"),
+            from_jitdump: true,
+            unwind: None,
+            origin: None,
+        };
+        for &o in &offsets {
+            let probe = start + u64::from(o);
+            let frames = JitIndex::code_frames(&body(entries), probe);
+            assert_eq!(frames, JitIndex::code_frames(&body(&raw), probe));
+            assert!(frames[0].line.is_some(), "{frames:?}");
+        }
+        // Hit at two places (moved), or elsewhere than the record says: kept whole.
+        let moved: BTreeSet<(u64, u64)> = [(start, size), (start + 0x1000, size)].into();
+        assert_eq!(lines_for(&record, &offsets, &moved), record);
+        let elsewhere: BTreeSet<(u64, u64)> = [(start + 0x1000, size)].into();
+        assert_eq!(lines_for(&record, &offsets, &elsewhere), record);
     }
 
     /// The walk's JIT index gets the method names only: groups without any are left out.

@@ -221,10 +221,21 @@ fn decode_j9(notes: &mut Vec<String>, path: &str, md: &J9Metadata) -> Option<J9B
     }
 }
 
+/// A DEBUG_INFO's entries as lookups read them for the body at `start` (`size` bytes): the
+/// producer's shift taken off ([`debug_bias`]), sorted by address.
+pub(crate) fn placed_lines(mut lines: Vec<DebugEntry>, start: u64, size: u64) -> Vec<DebugEntry> {
+    let bias = debug_bias(&lines, start, size);
+    for e in &mut lines {
+        e.addr = e.addr.wrapping_sub(bias);
+    }
+    lines.sort_by_key(|e| e.addr);
+    lines
+}
+
 /// V8 writes DEBUG_INFO addresses shifted by the ELF header perf inject will put in front of the
 /// code; other producers write real addresses. Find the shift that puts the entries inside the
 /// code, preferring none.
-fn debug_bias(entries: &[DebugEntry], start: u64, size: u64) -> u64 {
+pub(crate) fn debug_bias(entries: &[DebugEntry], start: u64, size: u64) -> u64 {
     let inside = |bias: u64| {
         entries.iter().all(|e| {
             e.addr.wrapping_sub(bias) >= start && e.addr.wrapping_sub(bias) - start <= size
@@ -256,12 +267,7 @@ impl BeforeLoad {
         if lines.is_none() && info2.is_none() && j9.is_none() {
             return None;
         }
-        let mut lines = lines.unwrap_or_default();
-        let bias = debug_bias(&lines, start, size);
-        for e in &mut lines {
-            e.addr = e.addr.wrapping_sub(bias);
-        }
-        lines.sort_by_key(|e| e.addr);
+        let lines = placed_lines(lines.unwrap_or_default(), start, size);
         Some(Arc::new(JitDebug { lines, info2, j9 }))
     }
 

@@ -163,8 +163,14 @@ fn node_jitdump_is_stored_compactly_and_the_older_form_reads_the_same() {
     assert!(chunks.stopped.is_none());
 
     let mut old = new[..16].to_vec();
+    // The old form without the line tables the recorder cut to what the samples hit: the
+    // report reads V8's whole ones from the jitdump.
+    let mut whole_lines = new[..16].to_vec();
     let (mut packed_bytes, mut covered) = (0, 0);
     for c in &chunks.chunks {
+        if c.kind != ChunkKind::JIT_DEBUG && c.kind != ChunkKind::SIDE_FILE_ZSTD {
+            whole_lines.extend(encode_chunk(c.kind, c.payload));
+        }
         assert_ne!(
             c.kind,
             ChunkKind::SIDE_FILE,
@@ -187,6 +193,7 @@ fn node_jitdump_is_stored_compactly_and_the_older_form_reads_the_same() {
             ..piece
         };
         old.extend(encode_chunk(ChunkKind::SIDE_FILE, &encode_side_piece(&raw)));
+        whole_lines.extend(encode_chunk(ChunkKind::SIDE_FILE, &encode_side_piece(&raw)));
     }
     assert!(covered > 0, "no jitdump stored");
     // V8's jitdump is mostly machine code, which compresses poorly; what is kept is names,
@@ -198,17 +205,25 @@ fn node_jitdump_is_stored_compactly_and_the_older_form_reads_the_same() {
     let old_path = dir.path().join("old.data");
     std::fs::write(&old_path, &old).unwrap();
 
-    let folded = |path: &Path| {
+    let whole_path = dir.path().join("whole-lines.data");
+    std::fs::write(&whole_path, &whole_lines).unwrap();
+
+    let folded = |path: &Path, lines: bool| {
         let out = jprof()
             .args(["report", "-i"])
             .arg(path)
             .args(["--format", "collapsed", "-o", "-"])
+            .args(lines.then_some("--lines"))
             .output()
             .expect("run jprof report");
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap()
     };
-    let (new_folded, old_folded) = (folded(&data), folded(&old_path));
+    let (new_folded, old_folded) = (folded(&data, false), folded(&old_path, false));
     assert!(new_folded.contains("fib script.js"), "{new_folded}");
     assert_eq!(new_folded, old_folded);
+    // The line tables kept for what the samples hit place every frame as V8's whole ones.
+    let (cut, whole) = (folded(&data, true), folded(&whole_path, true));
+    assert!(cut.contains("script.js:"), "{cut}");
+    assert_eq!(cut, whole);
 }

@@ -1,7 +1,9 @@
 //! Encoding jitdump files (little-endian), for jprof's own producers (the JVMTI agent, the
 //! example JIT) and for tests. The layouts are the ones `jitdump.rs` reads.
 
-use super::jitdump::{DebugInfo2, RecordId, TierKind, FLAG_ARCH_TIMESTAMP, HEADER_LEN, MAGIC};
+use super::jitdump::{
+    DebugEntry, DebugInfo2, RecordId, TierKind, FLAG_ARCH_TIMESTAMP, HEADER_LEN, MAGIC,
+};
 
 /// The 40-byte header. `arch_timestamp`: record timestamps are raw TSC values.
 pub fn header(pid: u32, timestamp: u64, arch_timestamp: bool) -> Vec<u8> {
@@ -105,6 +107,22 @@ pub fn debug_info(timestamp: u64, code_addr: u64, entries: &[(u64, i32, &str)]) 
         b.extend(line.to_le_bytes());
         b.extend(0i32.to_le_bytes());
         b.extend(file.as_bytes());
+        b.push(0);
+    }
+    record(RecordId::CODE_DEBUG_INFO, timestamp, &b)
+}
+
+/// DEBUG_INFO of `entries` as parsed: each entry's file name written out (none repeats the
+/// previous one's), discriminators kept.
+pub fn debug_info_of(timestamp: u64, code_addr: u64, entries: &[DebugEntry]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(code_addr.to_le_bytes());
+    b.extend((entries.len() as u64).to_le_bytes());
+    for e in entries {
+        b.extend(e.addr.to_le_bytes());
+        b.extend(e.line.to_le_bytes());
+        b.extend(e.discrim.to_le_bytes());
+        b.extend(e.file.as_bytes());
         b.push(0);
     }
     record(RecordId::CODE_DEBUG_INFO, timestamp, &b)
