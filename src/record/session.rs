@@ -594,7 +594,14 @@ impl Session<'_> {
             .try_clone()
             .map_err(|e| Error::io(&self.partial, e))?;
         ChunkWriter::append(file, &self.partial).write_chunk(ChunkKind::END, &[])?;
-        let output = if self.rewritten_at_end {
+        // A JVM recorded with whole 1 KiB copies (`--call-graph fp`, or behind a launcher jprof
+        // does not see through) has what reads them stored all the same (not for `-a`: its end
+        // is kept short).
+        let jvm_with_whole_copies = config.embed_symbols
+            && !compact::keeps_copies()
+            && side.runtimes().values().any(|&r| r == "java")
+            && !matches!(self.profiled, Profiled::System);
+        let output = if self.rewritten_at_end || jvm_with_whole_copies {
             compacted(self.output, &config.output, &mut summary.notes)
         } else {
             self.output
