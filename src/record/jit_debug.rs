@@ -67,6 +67,11 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 /// Uncompressed bytes gathered before they are compressed into the spool.
 const BLOCK_BYTES: usize = 1 << 20;
+/// zstd level of the spool's blocks: zstd's fastest (negative) levels pack these records
+/// about 4.8 times, where level 3 packed them 5.4 times at half the speed: javac's 5.8 MB of
+/// inline trees and method names took 20 ms of the writer's CPU beside the JVM at level 3, 10
+/// at -1 (docs/performance.md). The spool is read back at the end and never stored as it is.
+const SPOOL_ZSTD_LEVEL: i32 = -1;
 
 /// The deferred records of every jitdump of a recording: blocks of `u32 file, u64 ordinal,
 /// u32 len, records`, each a zstd frame, in an unnamed temporary file (in memory if none can
@@ -116,7 +121,7 @@ impl Spool {
             return;
         }
         let raw = std::mem::take(&mut self.buffer);
-        let Ok(frame) = zstd::bulk::compress(&raw, 3) else {
+        let Ok(frame) = zstd::bulk::compress(&raw, SPOOL_ZSTD_LEVEL) else {
             self.blocks.push(Block::Raw(raw));
             return;
         };
@@ -200,5 +205,39 @@ impl Spool {
             notes.push(format!("JIT line and inline tables: {p}"));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What is set aside comes back whole, by file and load, across several compressed blocks.
+    #[test]
+    fn the_spool_gives_back_every_group() {
+        let mut spool = Spool::default();
+        let mut expected = DeferredDebug::new();
+        // Varied, partly repeating bytes, so zstd has something to pack.
+        let record = |i: u64| -> Vec<u8> {
+            let text = format!("record {i} of method Lcom/example/Widget{};", i % 17);
+            text.repeat(1 + (i % 50) as usize).into_bytes()
+        };
+        for i in 0..4000u64 {
+            let file = (7 + (i % 2) as u32, format!("/tmp/jit-{}.dump", 7 + i % 2));
+            let ordinal = i / 2;
+            let r = record(i);
+            spool.push((file.0, &file.1), ordinal, &r);
+            expected
+                .entry(file)
+                .or_default()
+                .entry(ordinal)
+                .or_default()
+                .extend_from_slice(&r);
+        }
+        assert!(spool.blocks.len() >= 2, "{} blocks", spool.blocks.len());
+        let mut notes = Vec::new();
+        let groups = spool.groups(&mut notes);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(groups, expected);
     }
 }
