@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use super::build_id::hex;
 use super::embedded::EmbeddedIndex;
 use super::kernel::{self, KernelSymbols};
-use super::native::{BinaryCache, NativeFrame};
+use super::native::{Binary, BinaryCache, NativeFrame};
 use super::process::{Mapping, ProcessModel};
 use crate::profile::{Frame, FrameKind};
 
@@ -45,6 +45,18 @@ type Named = (Option<Arc<str>>, Arc<[NativeFrame]>);
 /// What [`Named`] is cached by: path, recorded build id, file offset.
 type NamedKey = (Arc<str>, Option<Arc<[u8]>>, u64);
 
+/// An address named for now by its binary's symbol table alone, whose DWARF frames (inlined
+/// calls, lines) [`Symbolizer::name_later`] reads.
+struct Later {
+    binary: Arc<Binary>,
+    svma: u64,
+    key: NamedKey,
+}
+
+/// The frames [`Symbolizer::name_later`] read: a binary's path, its build id (hex), the file
+/// offset and the frames there.
+pub type NamedLater = (Arc<str>, Option<Arc<str>>, u64, Arc<[NativeFrame]>);
+
 pub struct Symbolizer<'e> {
     embedded: Option<&'e EmbeddedIndex>,
     /// Whether this machine's kallsyms and binaries may be used (same kernel release).
@@ -52,6 +64,8 @@ pub struct Symbolizer<'e> {
     kernel: Option<Arc<KernelSymbols>>,
     cache: FxHashMap<NamedKey, Named>,
     pub unknown: UnknownCounts,
+    /// When set (`name_dwarf_later`), the addresses named for now by their symbol alone.
+    later: Option<Vec<Later>>,
 }
 
 impl<'e> Symbolizer<'e> {
@@ -62,7 +76,58 @@ impl<'e> Symbolizer<'e> {
             kernel: None,
             cache: FxHashMap::default(),
             unknown: UnknownCounts::default(),
+            later: None,
         }
+    }
+
+    /// From now on, an address in a binary with DWARF that its symbol table names gets that
+    /// one frame, its function (the outermost frame the DWARF would give: see
+    /// [`Binary::symbol_name`]); [`Self::name_later`] reads the rest. So the DWARF of every
+    /// binary is read one binary at a time at the end, not held all together until then.
+    pub fn name_dwarf_later(&mut self) {
+        self.later.get_or_insert_with(Vec::new);
+    }
+
+    /// The frames of every address named for now by its symbol alone, with its DWARF: one
+    /// binary after the other, each binary let go of (with its DWARF and symbol table) before
+    /// the next one's DWARF is read, the binaries with the least DWARF first. Every binary
+    /// `binaries` holds is let go of. The cache then holds the whole frames. Returned in the
+    /// order the addresses were first looked up in.
+    pub fn name_later(&mut self, binaries: &mut BinaryCache) -> Vec<NamedLater> {
+        let Some(later) = self.later.take() else {
+            return Vec::new();
+        };
+        binaries.release();
+        // Grouped by binary, in the order they were first looked up in.
+        // Each binary with its addresses: (which lookup, ELF address, cache key).
+        type Group = (Arc<Binary>, Vec<(usize, u64, NamedKey)>);
+        let mut groups: Vec<Group> = Vec::new();
+        let mut group_of: FxHashMap<*const Binary, usize> = FxHashMap::default();
+        for (i, Later { binary, svma, key }) in later.into_iter().enumerate() {
+            let g = *group_of.entry(Arc::as_ptr(&binary)).or_insert_with(|| {
+                groups.push((binary.clone(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push((i, svma, key));
+        }
+        drop(group_of);
+        groups.sort_by_key(|(binary, _)| binary.dwarf_size());
+        let mut named = Vec::new();
+        for (binary, addresses) in groups {
+            for (i, svma, key) in addresses {
+                let frames: Arc<[NativeFrame]> = binary.frames(svma).into();
+                let Some(entry) = self.cache.get_mut(&key) else {
+                    continue;
+                };
+                entry.1 = frames.clone();
+                named.push((i, (key.0, entry.0.clone(), key.2, frames)));
+            }
+            // The last holder of the binary: its DWARF and tables are freed here.
+            drop(binary);
+        }
+        // In the order they were first looked up in.
+        named.sort_unstable_by_key(|(i, _)| *i);
+        named.into_iter().map(|(_, n)| n).collect()
     }
 
     /// Names a user address of process `pid`. `exact` is false for return addresses, which
@@ -136,7 +201,25 @@ impl<'e> Symbolizer<'e> {
         };
         let disk_id = binary.build_id.as_deref().map(hex);
         let frames = match binary.svma_in_mapping(offset, mapping.pgoff) {
-            Some(svma) => binary.frames(svma),
+            Some(svma) => match &mut self.later {
+                Some(later) if binary.dwarf_size() > 0 => match binary.symbol_name(svma) {
+                    Some(name) => {
+                        later.push(Later {
+                            binary: binary.clone(),
+                            svma,
+                            key: (mapping.path.clone(), mapping.build_id.clone(), offset),
+                        });
+                        vec![NativeFrame {
+                            name,
+                            file: None,
+                            line: None,
+                        }]
+                    }
+                    // Without a symbol, only the DWARF may name it: read now.
+                    None => binary.frames(svma),
+                },
+                _ => binary.frames(svma),
+            },
             None => Vec::new(),
         };
         (record_id.or(disk_id), frames.into())
@@ -218,4 +301,95 @@ pub(super) fn native_frames(found: &UserLookup) -> Vec<Frame> {
             line: f.line,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbolize::native::{dwarf_count, Binary};
+
+    /// The end of `record` names every address first by its symbol alone, then reads each
+    /// binary's DWARF after the walk, one binary after the other: here two binaries with DWARF
+    /// (two links to this test binary, so two binaries to the cache), one address in each.
+    /// While the samples are walked no DWARF is read; at the end never more than one binary
+    /// holds its DWARF, each is freed, and the frames are those of the DWARF read at once.
+    #[test]
+    fn the_end_reads_one_binarys_dwarf_at_a_time() {
+        #[inline(never)]
+        fn marker() -> u64 {
+            std::hint::black_box(11)
+        }
+        let here = marker as fn() -> u64 as usize as u64;
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (start, end, pgoff) = maps
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (a, b) = f[0].split_once('-')?;
+                let (a, b) = (
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                );
+                (std::path::Path::new(f.get(5)?) == exe && (a..b).contains(&here))
+                    .then(|| (a, b, u64::from_str_radix(f[2], 16).unwrap()))
+            })
+            .expect("the mapping of this test's code");
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<std::path::PathBuf> = (1..=2)
+            .map(|i| {
+                let path = dir.path().join(format!("copy-{i}"));
+                if std::fs::hard_link(&exe, &path).is_err() {
+                    std::fs::copy(&exe, &path).unwrap();
+                }
+                path
+            })
+            .collect();
+        let mut model = ProcessModel::default();
+        for (pid, path) in (1u32..).zip(&paths) {
+            let path = path.to_str().unwrap();
+            let mapping = Mapping {
+                start,
+                end,
+                pgoff,
+                path: path.into(),
+                build_id: None,
+            };
+            model.add_mapping(pid, mapping);
+        }
+        let mut binaries = BinaryCache::new(true, true);
+        let mut symbolizer = Symbolizer::new(None, true);
+        symbolizer.name_dwarf_later();
+        for pid in [1, 2] {
+            let found = symbolizer.user(&model, &mut binaries, pid, here, true);
+            // For now, the function alone, from the symbol table.
+            assert_eq!(found.frames.len(), 1, "{:?}", found.frames);
+            assert!(
+                found.frames[0].name.ends_with("marker"),
+                "{:?}",
+                found.frames
+            );
+            assert_eq!(found.frames[0].line, None);
+        }
+        assert_eq!(dwarf_count::get(), (0, 0), "DWARF read during the walk");
+        let named = symbolizer.name_later(&mut binaries);
+        assert_eq!(
+            dwarf_count::get(),
+            (0, 1),
+            "(binaries holding their DWARF after the end, the most at once)"
+        );
+        let offset = here - start + pgoff;
+        let whole = Binary::open(&exe, true).unwrap();
+        let expected = whole.frames(whole.svma_in_mapping(offset, pgoff).unwrap());
+        assert!(expected.iter().any(|f| f.line.is_some()), "{expected:?}");
+        assert_eq!(named.len(), 2);
+        for ((path, _, at, frames), copy) in named.iter().zip(&paths) {
+            assert_eq!(Some(&**path), copy.to_str());
+            assert_eq!(*at, offset);
+            assert_eq!(&frames[..], &expected[..]);
+        }
+        // Looked up again: the whole frames.
+        let again = symbolizer.user(&model, &mut binaries, 1, here, true);
+        assert_eq!(&again.frames[..], &expected[..]);
+    }
 }

@@ -617,6 +617,8 @@ fn embed(
     let mut binaries = BinaryCache::new(true, true);
     binaries.live_roots = true;
     let mut symbolizer = Symbolizer::new(None, true);
+    // What DWARF adds to a symbol's name is read after the walk, one binary at a time.
+    symbolizer.name_dwarf_later();
     let mut out = EmbeddedSymbols {
         version: embedded::VERSION,
         unwound: true,
@@ -731,6 +733,19 @@ fn embed(
         },
     );
     out.kernel_hidden = symbolizer.kernel_hidden();
+    // Each address gets the frames its first lookup's DWARF gives (the walk inserted the first
+    // lookup's frames in `hit`; later lookups of the same place did not replace them).
+    let mut replaced = std::collections::HashSet::new();
+    for (path, build_id, offset, frames) in symbolizer.name_later(&mut binaries) {
+        let key = (path.to_string(), build_id.as_deref().map(str::to_string));
+        if !replaced.insert((key.clone(), offset)) {
+            continue;
+        }
+        if let Some(kept) = hit.get_mut(&key).and_then(|h| h.get_mut(&offset)) {
+            *kept = frames.iter().map(EmbeddedFrame::from).collect();
+        }
+    }
+    drop(replaced);
     out.binaries = hit
         .into_iter()
         .map(|((path, build_id), frames)| embedded::EmbeddedBinary {

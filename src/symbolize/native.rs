@@ -19,7 +19,7 @@ use crate::format::procfs;
 use crate::sys::shared_bytes::SharedBytes;
 
 use super::build_id::{self, hex};
-use super::symbol_table::{Symbol, SymbolTable};
+use super::symbol_table::{StringTable, Symbol, SymbolTable};
 
 /// Why a binary could not be loaded.
 #[derive(Debug, Error)]
@@ -62,6 +62,42 @@ pub struct UnwindSections {
 }
 
 type Dwarf = addr2line::Context<EndianReader<RunTimeEndian, SharedBytes>>;
+
+/// How many binaries of this thread hold their DWARF now, and the most that ever did (the end
+/// of `record` reads one binary's DWARF at a time: `lookup::tests`).
+#[cfg(test)]
+pub(crate) mod dwarf_count {
+    use std::cell::Cell;
+
+    thread_local! {
+        static NOW: Cell<usize> = const { Cell::new(0) };
+        static MOST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub(super) fn loaded() {
+        let now = NOW.get() + 1;
+        NOW.set(now);
+        MOST.set(MOST.get().max(now));
+    }
+
+    pub(super) fn freed() {
+        NOW.set(NOW.get().saturating_sub(1));
+    }
+
+    /// (held now, the most held at once).
+    pub(crate) fn get() -> (usize, usize) {
+        (NOW.get(), MOST.get())
+    }
+}
+
+#[cfg(test)]
+impl Drop for Binary {
+    fn drop(&mut self) {
+        if self.dwarf.get().is_some_and(Option::is_some) {
+            dwarf_count::freed();
+        }
+    }
+}
 
 /// A binary's bytes: from its file (mapped when safe, since most of a large binary is never
 /// read; read otherwise: see `FileBytes`), or owned (the vdso, copied from memory). Sections
@@ -126,12 +162,16 @@ pub struct Binary {
     pub(crate) build_id: Option<Vec<u8>>,
     segments: Vec<Segment>,
     symbols: SymbolTable,
+    /// The string tables the symbols' names are in.
+    strings: Vec<StringTable>,
     image: Image,
     /// The separate debug file, for symbol names (see [`Binary::parse`]).
     debug_image: Option<Image>,
     /// Whether the separate debug file's DWARF is used.
     debug_dwarf: bool,
     dwarf: OnceLock<Option<Dwarf>>,
+    /// The size of the .debug_info section the DWARF is read from (0: none).
+    dwarf_size: OnceLock<u64>,
     unwind: OnceLock<UnwindSections>,
     /// Demangled names by mangled name: the addresses hit in one function (and the functions
     /// inlined in many places) share them, and demangling C++ costs more than the lookup.
@@ -174,14 +214,15 @@ impl Binary {
             })
             .collect();
         let mut symbols = Vec::new();
-        collect_symbols(&obj, &image, false, &mut symbols);
+        let mut strings = Vec::new();
+        collect_symbols(&obj, &image, false, &mut symbols, &mut strings);
         let mut debug_image = None;
         if obj.section_by_name(".debug_info").is_none() {
             if let Some(debug) = build_id.as_deref().and_then(open_debug_file) {
                 if let Ok(dobj) = object::File::parse(&*debug) {
                     // The file at the build id's path must be that build.
                     if dobj.build_id().ok().flatten() == build_id.as_deref() {
-                        collect_symbols(&dobj, &debug, true, &mut symbols);
+                        collect_symbols(&dobj, &debug, true, &mut symbols, &mut strings);
                         debug_image = Some(debug);
                     }
                 }
@@ -197,10 +238,12 @@ impl Binary {
             build_id,
             segments,
             symbols: SymbolTable::new(symbols),
+            strings,
             image,
             debug_image,
             debug_dwarf,
             dwarf: OnceLock::new(),
+            dwarf_size: OnceLock::new(),
             unwind: OnceLock::new(),
             demangled: Mutex::default(),
         })
@@ -236,15 +279,35 @@ impl Binary {
         })
     }
 
+    /// The image the DWARF is read from: the separate debug file's when it is used.
+    fn dwarf_image(&self) -> &Image {
+        match &self.debug_image {
+            Some(debug) if self.debug_dwarf => debug,
+            _ => &self.image,
+        }
+    }
+
+    /// The size of the .debug_info section [`Binary::frames`] reads (0 when there is none, and
+    /// the frames come from the symbol table alone).
+    pub(crate) fn dwarf_size(&self) -> u64 {
+        *self.dwarf_size.get_or_init(|| {
+            object::File::parse(&**self.dwarf_image())
+                .ok()
+                .and_then(|obj| obj.section_by_name(".debug_info").map(|s| s.size()))
+                .unwrap_or(0)
+        })
+    }
+
     /// The DWARF of the file itself, else of its separate debug file; read on first use.
     fn dwarf(&self) -> Option<&Dwarf> {
         self.dwarf
             .get_or_init(|| {
-                let image = match &self.debug_image {
-                    Some(debug) if self.debug_dwarf => debug,
-                    _ => &self.image,
-                };
+                let image = self.dwarf_image();
                 let dwarf = load_dwarf(image);
+                #[cfg(test)]
+                if dwarf.is_some() {
+                    dwarf_count::loaded();
+                }
                 // Every unit's header was read; lookups read only the units hit.
                 image.release_pages();
                 dwarf
@@ -314,11 +377,7 @@ impl Binary {
     /// `perf report` does (so `.cold`/`.part.0` clones keep their names); inlined frames
     /// come from DWARF. Lines come from DWARF.
     pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
-        let symbol = self
-            .symbol_at(svma)
-            .map(|s| self.name(&s))
-            .filter(|n| !n.is_empty())
-            .map(|n| self.demangle(&n));
+        let symbol = self.symbol_name(svma);
         let mut frames = Vec::new();
         if let Some(dwarf) = self.dwarf() {
             if let Ok(mut iter) = dwarf.find_frames(svma).skip_all_loads() {
@@ -367,6 +426,15 @@ impl Binary {
         out
     }
 
+    /// The demangled name of the symbol table's function at an ELF address. When there is one,
+    /// it is the outermost of [`Binary::frames`] (which DWARF adds inlined frames and lines to).
+    pub(crate) fn symbol_name(&self, svma: u64) -> Option<String> {
+        self.symbol_at(svma)
+            .map(|s| self.name(&s))
+            .filter(|n| !n.is_empty())
+            .map(|n| self.demangle(&n))
+    }
+
     /// `demangle`, once per name.
     fn demangle(&self, mangled: &str) -> String {
         let mut known = self
@@ -384,23 +452,40 @@ impl Binary {
     /// A symbol's name; names are checked to be UTF-8 only when shown (rare invalid bytes
     /// are replaced), since checking every name of a large binary costs more than naming.
     fn name(&self, symbol: &Symbol) -> Cow<'_, str> {
-        String::from_utf8_lossy(name_in(&self.image, self.debug_image.as_ref(), symbol))
+        String::from_utf8_lossy(self.name_bytes(symbol))
+    }
+
+    fn name_bytes(&self, symbol: &Symbol) -> &[u8] {
+        name_in(
+            &self.image,
+            self.debug_image.as_deref(),
+            &self.strings,
+            symbol,
+        )
     }
 
     fn symbol_at(&self, svma: u64) -> Option<Symbol> {
-        self.symbols
-            .at(svma, |s| name_in(&self.image, self.debug_image.as_ref(), s))
+        self.symbols.at(svma, |s| self.name_bytes(s))
     }
 }
 
-/// A symbol's name bytes (in range: checked when collected).
-fn name_in<'a>(image: &'a [u8], debug_image: Option<&'a Image>, symbol: &Symbol) -> &'a [u8] {
+/// A symbol's name bytes, from the string table `strings` lists for it (in range: checked
+/// when collected).
+fn name_in<'a>(
+    image: &'a [u8],
+    debug_image: Option<&'a [u8]>,
+    strings: &[StringTable],
+    symbol: &Symbol,
+) -> &'a [u8] {
+    let Some(table) = strings.get(usize::from(symbol.strings)) else {
+        return &[];
+    };
     let bytes = match debug_image {
-        Some(debug) if symbol.in_debug_file => &**debug,
+        Some(debug) if table.in_debug_file => debug,
         _ => image,
     };
     let rest = bytes
-        .get(symbol.name_start..symbol.strings_end)
+        .get(table.start + symbol.name as usize..table.end)
         .unwrap_or(&[]);
     // A name without its NUL is unreadable (as `object` reads names): none.
     rest.iter()
@@ -417,10 +502,11 @@ fn collect_symbols(
     image: &[u8],
     in_debug_file: bool,
     out: &mut Vec<Symbol>,
+    strings: &mut Vec<StringTable>,
 ) {
     match obj {
-        object::File::Elf32(elf) => collect_elf_symbols(elf, image, in_debug_file, out),
-        object::File::Elf64(elf) => collect_elf_symbols(elf, image, in_debug_file, out),
+        object::File::Elf32(elf) => collect_elf_symbols(elf, image, in_debug_file, out, strings),
+        object::File::Elf64(elf) => collect_elf_symbols(elf, image, in_debug_file, out, strings),
         // Recordings are of Linux processes: their binaries are ELF.
         _ => {}
     }
@@ -433,6 +519,7 @@ fn collect_elf_symbols<Elf: FileHeader>(
     image: &[u8],
     in_debug_file: bool,
     out: &mut Vec<Symbol>,
+    string_tables: &mut Vec<StringTable>,
 ) {
     let endian = elf.endian();
     let base = image.as_ptr() as usize;
@@ -453,21 +540,31 @@ fn collect_elf_symbols<Elf: FileHeader>(
             continue;
         };
         let end = start + strings.len();
+        let Ok(index) = u8::try_from(string_tables.len()) else {
+            continue;
+        };
         if end > image.len() {
             continue;
         }
+        string_tables.push(StringTable {
+            start,
+            end,
+            in_debug_file,
+        });
+        // At most one symbol per entry: reserved at once, not grown by doubling.
+        out.reserve_exact(table.symbols().len());
         for sym in table.symbols() {
             let shndx = sym.st_shndx(endian);
             let defined = shndx != object::elf::SHN_UNDEF
                 && (shndx < object::elf::SHN_LORESERVE || shndx == object::elf::SHN_XINDEX);
             let address: u64 = sym.st_value(endian).into();
             // Name 0 is the empty name (the table starts with a NUL).
-            let name = sym.st_name(endian) as usize;
+            let name = sym.st_name(endian);
             if sym.st_type() != object::elf::STT_FUNC
                 || !defined
                 || address == 0
                 || name == 0
-                || name >= strings.len()
+                || name as usize >= strings.len()
             {
                 continue;
             }
@@ -479,9 +576,8 @@ fn collect_elf_symbols<Elf: FileHeader>(
             out.push(Symbol {
                 addr: address,
                 size: sym.st_size(endian).into(),
-                name_start: start + name,
-                strings_end: end,
-                in_debug_file,
+                name,
+                strings: index,
                 rank,
             });
         }
@@ -566,6 +662,8 @@ impl Binary {
                 continue;
             };
             let mut symbols = Vec::new();
+            // The binary's own tables keep their places; the debug file's come after them.
+            let mut strings = self.strings.clone();
             {
                 let Ok(dobj) = object::File::parse(&*debug) else {
                     continue;
@@ -573,12 +671,13 @@ impl Binary {
                 if dobj.build_id().ok().flatten() != self.build_id.as_deref() {
                     continue;
                 }
-                collect_symbols(&dobj, &debug, true, &mut symbols);
+                collect_symbols(&dobj, &debug, true, &mut symbols, &mut strings);
             }
             debug.release_pages();
             self.debug_image = Some(debug);
             self.debug_dwarf = debug_files;
             symbols.extend_from_slice(self.symbols.all());
+            self.strings = strings;
             self.symbols = SymbolTable::new(symbols);
             break;
         }
@@ -657,6 +756,13 @@ impl BinaryCache {
         let result = result.map(Arc::new);
         self.loaded.insert(path.clone(), result.clone());
         result
+    }
+
+    /// Lets go of every binary loaded (each is freed once no one else holds it); what could not
+    /// be loaded is still remembered.
+    pub(crate) fn release(&mut self) {
+        self.loaded.retain(|_, r| r.is_err());
+        self.copies_by_build_id.clear();
     }
 
     /// Every path that could not be loaded, with the reason.
@@ -913,11 +1019,12 @@ mod tests {
             expected.sort();
             expected.dedup_by_key(|e| e.0);
             let mut symbols = Vec::new();
-            collect_symbols(&obj, &bytes, false, &mut symbols);
-            finish_symbols(&mut symbols, |s| name_in(&bytes, None, s));
+            let mut strings = Vec::new();
+            collect_symbols(&obj, &bytes, false, &mut symbols, &mut strings);
+            finish_symbols(&mut symbols, |s| name_in(&bytes, None, &strings, s));
             let own: Vec<(u64, u8, Vec<u8>)> = symbols
                 .iter()
-                .map(|s| (s.addr, s.rank, name_in(&bytes, None, s).to_vec()))
+                .map(|s| (s.addr, s.rank, name_in(&bytes, None, &strings, s).to_vec()))
                 .collect();
             assert!(
                 expected.len() > 100,
@@ -941,7 +1048,7 @@ mod tests {
         use super::super::symbol_table::{finish_symbols, whole_table_at};
         for path in this_binary_and_its_libc() {
             let binary = Binary::open(&path, false).unwrap();
-            let name = |s: &Symbol| name_in(&binary.image, binary.debug_image.as_ref(), s);
+            let name = |s: &Symbol| binary.name_bytes(s);
             let mut sorted = binary.symbols.all().to_vec();
             finish_symbols(&mut sorted, name);
             assert!(sorted.len() > 100, "{}: {}", path.display(), sorted.len());

@@ -9,18 +9,28 @@
 
 use std::sync::OnceLock;
 
-/// One function symbol.
+/// One function symbol: 24 bytes (a large binary has a few hundred thousand).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Symbol {
     pub(super) addr: u64,
     pub(super) size: u64,
-    /// Where the name starts in the image (or the separate debug file's image), and where its
-    /// string table ends: the name ends at the first NUL (found when it is shown).
-    pub(super) name_start: usize,
-    pub(super) strings_end: usize,
-    pub(super) in_debug_file: bool,
+    /// Where the name starts in its string table (ELF's `st_name`): the name ends at the
+    /// first NUL (found when it is shown).
+    pub(super) name: u32,
+    /// Which of the binary's string tables (`StringTable`) holds the name.
+    pub(super) strings: u8,
     /// Which alias wins at one address: 0 global, 1 weak, 2 local.
     pub(super) rank: u8,
+}
+
+/// A string table of a binary (or of its separate debug file) that symbol names are read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct StringTable {
+    /// Where it starts and ends in its file's image.
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// Whether that file is the separate debug file.
+    pub(super) in_debug_file: bool,
 }
 
 /// Symbols per bucket, on average: small enough that sorting the buckets of the addresses
@@ -46,7 +56,7 @@ pub(super) struct SymbolTable {
 
 impl SymbolTable {
     /// The table of `symbols` (any order, aliases included).
-    pub(super) fn new(symbols: Vec<Symbol>) -> Self {
+    pub(super) fn new(mut symbols: Vec<Symbol>) -> Self {
         let (Some(low), Some(high)) = (
             symbols.iter().map(|s| s.addr).min(),
             symbols.iter().map(|s| s.addr).max(),
@@ -69,25 +79,22 @@ impl SymbolTable {
         for b in 0..buckets {
             starts[b + 1] += starts[b];
         }
+        // Each symbol is swapped into its bucket in place: the table is never held twice.
         let mut next = starts.clone();
-        let mut placed = vec![
-            Symbol {
-                addr: 0,
-                size: 0,
-                name_start: 0,
-                strings_end: 0,
-                in_debug_file: false,
-                rank: 0,
-            };
-            symbols.len()
-        ];
-        for s in symbols {
-            let b = bucket(&s);
-            placed[next[b]] = s;
-            next[b] += 1;
+        for b in 0..buckets {
+            while next[b] < starts[b + 1] {
+                let home = bucket(&symbols[next[b]]);
+                if home == b {
+                    next[b] += 1;
+                } else {
+                    symbols.swap(next[b], next[home]);
+                    next[home] += 1;
+                }
+            }
         }
+        symbols.shrink_to_fit();
         Self {
-            symbols: placed,
+            symbols,
             starts,
             base: low,
             shift,
@@ -183,13 +190,12 @@ pub(super) fn whole_table_at(sorted: &[Symbol], addr: u64) -> Option<Symbol> {
 mod tests {
     use super::*;
 
-    fn symbol(addr: u64, size: u64, name_start: usize, rank: u8) -> Symbol {
+    fn symbol(addr: u64, size: u64, name: u32, rank: u8) -> Symbol {
         Symbol {
             addr,
             size,
-            name_start,
-            strings_end: 0,
-            in_debug_file: false,
+            name,
+            strings: 0,
             rank,
         }
     }
@@ -201,9 +207,9 @@ mod tests {
     /// `native::tests::lookups_match_the_whole_sorted_table`.
     #[test]
     fn lookups_match_the_whole_sorted_table() {
-        // Names are their `name_start` as bytes (so which name is smaller is known).
-        let names: Vec<[u8; 8]> = (0..100usize).map(usize::to_be_bytes).collect();
-        let name = |s: &Symbol| &names[s.name_start][..];
+        // Names are their `name` as bytes (so which name is smaller is known).
+        let names: Vec<[u8; 4]> = (0..100u32).map(u32::to_be_bytes).collect();
+        let name = |s: &Symbol| &names[s.name as usize][..];
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut random = move |n: u64| {
             state ^= state << 13;
@@ -226,7 +232,7 @@ mod tests {
                 symbols.push(symbol(
                     addr,
                     size,
-                    random(50) as usize + i % 3,
+                    random(50) as u32 + i as u32 % 3,
                     random(3) as u8,
                 ));
                 // Aliases: another name or rank at the same address.
@@ -234,7 +240,7 @@ mod tests {
                     symbols.push(symbol(
                         addr,
                         random(128),
-                        random(50) as usize,
+                        random(50) as u32,
                         random(3) as u8,
                     ));
                 }
@@ -261,6 +267,13 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A large binary's table holds a few hundred thousand symbols for as long as the end
+    /// names: each takes 24 bytes (it took 40).
+    #[test]
+    fn a_symbol_takes_24_bytes() {
+        assert_eq!(std::mem::size_of::<Symbol>(), 24);
     }
 
     #[test]
