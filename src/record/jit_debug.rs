@@ -5,7 +5,7 @@
 //! at the end `symbolize` keeps those of the code and methods the samples hit (JIT_DEBUG
 //! chunks). CODE_LOAD records stay in the pieces: the timeline needs every one of them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 
@@ -88,10 +88,14 @@ pub struct Spool {
 }
 
 enum Block {
-    /// A zstd frame in the temporary file.
-    InFile { offset: u64, len: usize },
+    /// A zstd frame in the temporary file, of `raw_len` bytes decompressed.
+    InFile {
+        offset: u64,
+        len: usize,
+        raw_len: usize,
+    },
     /// A zstd frame kept in memory.
-    Compressed(Vec<u8>),
+    Compressed { frame: Vec<u8>, raw_len: usize },
     /// Bytes zstd would not compress (it does not fail on valid input).
     Raw(Vec<u8>),
 }
@@ -120,19 +124,23 @@ impl Spool {
         if self.buffer.is_empty() {
             return;
         }
-        let raw = std::mem::take(&mut self.buffer);
-        let Ok(frame) = zstd::bulk::compress(&raw, SPOOL_ZSTD_LEVEL) else {
-            self.blocks.push(Block::Raw(raw));
+        let Ok(frame) = zstd::bulk::compress(&self.buffer, SPOOL_ZSTD_LEVEL) else {
+            self.blocks
+                .push(Block::Raw(std::mem::take(&mut self.buffer)));
             return;
         };
+        // The buffer keeps its capacity for the next block.
+        let raw_len = self.buffer.len();
+        self.buffer.clear();
         match self.write(&frame) {
             Ok(offset) => self.blocks.push(Block::InFile {
                 offset,
                 len: frame.len(),
+                raw_len,
             }),
             Err(e) => {
                 self.problem.get_or_insert(e);
-                self.blocks.push(Block::Compressed(frame));
+                self.blocks.push(Block::Compressed { frame, raw_len });
             }
         }
     }
@@ -156,12 +164,17 @@ impl Spool {
     /// Every group set aside, read back; an unreadable block is a note and left out.
     pub fn groups(mut self, notes: &mut Vec<String>) -> DeferredDebug {
         self.flush();
-        let mut out = DeferredDebug::new();
+        // Per file id, then keyed by the file once.
+        let mut by_file: Vec<BTreeMap<u64, Vec<u8>>> = vec![BTreeMap::new(); self.files.len()];
         for block in std::mem::take(&mut self.blocks) {
-            let frame = match block {
-                Block::Raw(bytes) => Ok(bytes),
-                Block::Compressed(frame) => Ok(frame),
-                Block::InFile { offset, len } => {
+            let (frame, raw_len) = match block {
+                Block::Raw(bytes) => (Ok(bytes), None),
+                Block::Compressed { frame, raw_len } => (Ok(frame), Some(raw_len)),
+                Block::InFile {
+                    offset,
+                    len,
+                    raw_len,
+                } => {
                     let mut frame = vec![0; len];
                     let read = match self.file.as_mut() {
                         Some(f) => f
@@ -169,12 +182,14 @@ impl Spool {
                             .and_then(|_| f.read_exact(&mut frame)),
                         None => Ok(()),
                     };
-                    read.map(|()| frame)
+                    (read.map(|()| frame), Some(raw_len))
                 }
             };
-            let bytes = match frame {
-                Ok(frame) if frame.starts_with(&ZSTD_MAGIC) => zstd::stream::decode_all(&frame[..]),
-                other => other,
+            let bytes = match (frame, raw_len) {
+                (Ok(frame), Some(raw_len)) if frame.starts_with(&ZSTD_MAGIC) => {
+                    zstd::bulk::decompress(&frame, raw_len)
+                }
+                (other, _) => other,
             };
             let bytes = match bytes {
                 Ok(b) => b,
@@ -188,13 +203,12 @@ impl Spool {
                 let id = u32::from_le_bytes(rest[..4].try_into().unwrap_or_default());
                 let ordinal = u64::from_le_bytes(rest[4..12].try_into().unwrap_or_default());
                 let len = u32::from_le_bytes(rest[12..16].try_into().unwrap_or_default()) as usize;
-                let (Some(records), Some(file)) =
-                    (rest.get(16..16 + len), self.files.get(id as usize))
+                let (Some(records), Some(groups)) =
+                    (rest.get(16..16 + len), by_file.get_mut(id as usize))
                 else {
                     break;
                 };
-                out.entry(file.clone())
-                    .or_default()
+                groups
                     .entry(ordinal)
                     .or_default()
                     .extend_from_slice(records);
@@ -204,7 +218,11 @@ impl Spool {
         if let Some(p) = self.problem.take() {
             notes.push(format!("JIT line and inline tables: {p}"));
         }
-        out
+        std::mem::take(&mut self.files)
+            .into_iter()
+            .zip(by_file)
+            .filter(|(_, groups)| !groups.is_empty())
+            .collect()
     }
 }
 
