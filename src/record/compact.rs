@@ -69,7 +69,8 @@ pub fn compact_recording(input: &Path, output: &Path) -> Result<()> {
     let recording = Recording::open(input)?;
     if !applies(&recording) {
         return Err(Error::Other(format!(
-            "{}: not a finished, intact frame-pointer recording whose embedded symbols              say what its stack copies held (or JPROF_KEEP_STACK_COPIES=1 is set)",
+            "{}: not a finished, intact frame-pointer recording whose embedded symbols \
+             say what its stack copies held (or JPROF_KEEP_STACK_COPIES=1 is set)",
             input.display()
         )));
     }
@@ -473,7 +474,7 @@ mod tests {
         let (input, output) = (dir.path().join("in.data"), dir.path().join("out.data"));
         std::fs::write(&input, recording(None, false).0).unwrap();
         let err = compact_recording(&input, &output).unwrap_err().to_string();
-        assert!(err.contains("not a finished"), "{err}");
+        assert!(err.contains("embedded symbols say what"), "{err}");
         assert!(!output.exists());
         // An unwound stack naming no sample record.
         let err = compacted(recording(Some(12345), true).0)
