@@ -384,6 +384,15 @@ fn run_once(
         }
         let _ = std::fs::remove_file(f);
     }
+    // V8's isolate log, which `--perf-prof` also writes (no recorder reads it).
+    let isolate_log = format!("-{pid}-v8.log");
+    for entry in std::fs::read_dir(&w.dir)?.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("isolate-0x") && name.ends_with(&isolate_log) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     Ok(Run {
         end_to_end,
         target,
