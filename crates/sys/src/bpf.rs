@@ -21,6 +21,7 @@ pub const PROG_TYPE_PERF_EVENT: u32 = 7;
 /// bpf(2) commands (uapi `enum bpf_cmd`).
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_BTF_LOAD: libc::c_long = 18;
 
 /// The part of `union bpf_attr` BPF_MAP_CREATE reads (the kernel takes the rest as zero).
 #[repr(C)]
@@ -50,6 +51,23 @@ struct ProgLoadAttr {
     kern_version: u32,
     prog_flags: u32,
     prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+    prog_btf_fd: u32,
+    func_info_rec_size: u32,
+    func_info: u64,
+    func_info_cnt: u32,
+}
+
+/// The part of `union bpf_attr` BPF_BTF_LOAD reads.
+#[repr(C)]
+#[derive(Default)]
+struct BtfLoadAttr {
+    btf: u64,
+    btf_log_buf: u64,
+    btf_size: u32,
+    btf_log_size: u32,
+    btf_log_level: u32,
 }
 
 fn sys_bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<OwnedFd> {
@@ -125,12 +143,33 @@ impl std::fmt::Display for LoadError {
 /// program was accepted).
 const LOG_BYTES: usize = 1 << 20;
 
-/// Loads a program of `prog_type` made of `insns` (encoded `struct bpf_insn`s).
+/// Loads type information (a BTF blob: header, types, strings) for a program's functions.
+pub fn load_btf(blob: &[u8]) -> io::Result<OwnedFd> {
+    let mut attr = BtfLoadAttr {
+        btf: blob.as_ptr() as u64,
+        btf_size: blob.len() as u32,
+        ..Default::default()
+    };
+    sys_bpf(BPF_BTF_LOAD, &mut attr)
+}
+
+/// A program's functions (`struct bpf_func_info`: first instruction, BTF `FUNC` type id), in
+/// the BTF `btf`: what a program with subprograms passed by address (callbacks) must carry.
+pub struct Functions<'a> {
+    /// From [`load_btf`].
+    pub btf: &'a OwnedFd,
+    /// (instruction index, type id) of each function, the main one first.
+    pub funcs: &'a [[u32; 2]],
+}
+
+/// Loads a program of `prog_type` made of `insns` (encoded `struct bpf_insn`s), with its
+/// functions' types when it has subprograms.
 pub fn load_program(
     prog_type: u32,
     insns: &[u64],
     license: &CStr,
     name: &str,
+    functions: Option<&Functions<'_>>,
 ) -> Result<OwnedFd, LoadError> {
     let load = |log: Option<&mut Vec<u8>>| {
         let mut attr = ProgLoadAttr {
@@ -141,6 +180,12 @@ pub fn load_program(
             prog_name: name16(name),
             ..Default::default()
         };
+        if let Some(f) = functions {
+            attr.prog_btf_fd = f.btf.as_raw_fd() as u32;
+            attr.func_info_rec_size = 8;
+            attr.func_info = f.funcs.as_ptr() as u64;
+            attr.func_info_cnt = f.funcs.len() as u32;
+        }
         if let Some(log) = log {
             attr.log_level = 1;
             attr.log_size = log.len() as u32;
