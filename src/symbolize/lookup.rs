@@ -114,8 +114,10 @@ impl<'e> Symbolizer<'e> {
         groups.sort_by_key(|(binary, _)| binary.dwarf_size());
         let mut named = Vec::new();
         for (binary, addresses) in groups {
-            for (i, svma, key) in addresses {
-                let frames: Arc<[NativeFrame]> = binary.frames(svma).into();
+            let svmas: Vec<u64> = addresses.iter().map(|a| a.1).collect();
+            let all_frames = binary.frames_of(&svmas);
+            for ((i, _, key), frames) in addresses.into_iter().zip(all_frames) {
+                let frames: Arc<[NativeFrame]> = frames.into();
                 let Some(entry) = self.cache.get_mut(&key) else {
                     continue;
                 };

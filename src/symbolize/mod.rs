@@ -7,6 +7,7 @@
 pub(crate) mod at_time;
 pub(crate) mod build_id;
 pub(crate) mod depth;
+mod dwarf_units;
 pub(crate) mod embedded;
 pub(crate) mod frame_cache;
 mod interpreted;

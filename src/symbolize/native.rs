@@ -377,9 +377,32 @@ impl Binary {
     /// `perf report` does (so `.cold`/`.part.0` clones keep their names); inlined frames
     /// come from DWARF. Lines come from DWARF.
     pub fn frames(&self, svma: u64) -> Vec<NativeFrame> {
+        self.frames_in(self.dwarf(), svma)
+    }
+
+    /// [`Binary::frames`] of each address, reading only the DWARF units that name them when
+    /// the whole DWARF was not read yet (the same frames: `dwarf_units.rs`); that DWARF is
+    /// let go of before returning.
+    pub(crate) fn frames_of(&self, svmas: &[u64]) -> Vec<Vec<NativeFrame>> {
+        if self.dwarf.get().is_none() {
+            if let Some(units) = load_dwarf_units(self.dwarf_image(), svmas) {
+                #[cfg(test)]
+                dwarf_count::loaded();
+                let frames = svmas.iter().map(|&a| self.frames_in(Some(&units), a));
+                let frames = frames.collect();
+                #[cfg(test)]
+                dwarf_count::freed();
+                self.dwarf_image().release_pages();
+                return frames;
+            }
+        }
+        svmas.iter().map(|&a| self.frames(a)).collect()
+    }
+
+    fn frames_in(&self, dwarf: Option<&Dwarf>, svma: u64) -> Vec<NativeFrame> {
         let symbol = self.symbol_name(svma);
         let mut frames = Vec::new();
-        if let Some(dwarf) = self.dwarf() {
+        if let Some(dwarf) = dwarf {
             if let Ok(mut iter) = dwarf.find_frames(svma).skip_all_loads() {
                 while let Ok(Some(f)) = iter.next() {
                     let name = f
@@ -585,6 +608,80 @@ fn collect_elf_symbols<Elf: FileHeader>(
 }
 
 fn load_dwarf(image: &Image) -> Option<Dwarf> {
+    let mut dwarf = load_sections(image)?;
+    // addr2line parses every unit up front, each with its abbreviations; in libc's debug file
+    // (dwz: 4126 units, 2063 abbreviation tables) two units share each table, parsed once so.
+    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+    addr2line::Context::from_dwarf(dwarf).ok()
+}
+
+/// The units of the DWARF in `image` that name `svmas` (`dwarf_units::units_for`) for
+/// addr2line, which reads every unit of .debug_info: it gets a copy of the section with those
+/// units at their places (references between units are offsets in it) and, in place of each
+/// run of other units, one unit it skips (its abbreviations are past the section's end). The
+/// rest of the copy is pages never written. None when the units cannot be told apart.
+fn load_dwarf_units(image: &Image, svmas: &[u64]) -> Option<Dwarf> {
+    let mut dwarf = load_sections(image)?;
+    let (kept, _total) = super::dwarf_units::units_for(&dwarf, svmas).ok()?;
+    #[cfg(test)]
+    units_count::set(kept.len(), _total);
+    use gimli::{Reader, Section};
+    let section = dwarf.debug_info.reader().clone();
+    let endian = section.endian();
+    let info: &[u8] = &section;
+    let mut sparse = vec![0u8; info.len()];
+    let mut at = 0;
+    for unit in kept {
+        skipped_unit(sparse.get_mut(at..unit.start)?, endian)?;
+        sparse
+            .get_mut(unit.clone())?
+            .copy_from_slice(info.get(unit.clone())?);
+        at = unit.end;
+    }
+    skipped_unit(sparse.get_mut(at..)?, endian)?;
+    drop(section);
+    dwarf.debug_info = EndianReader::new(SharedBytes::owned(sparse), endian).into();
+    addr2line::Context::from_dwarf(dwarf).ok()
+}
+
+/// Writes over `gap` a DWARF 4 unit header of its length whose abbreviations are past the end
+/// of any .debug_abbrev, so readers skip the unit. None when the gap cannot be one unit.
+fn skipped_unit(gap: &mut [u8], endian: RunTimeEndian) -> Option<()> {
+    use gimli::Endianity;
+    if gap.is_empty() {
+        return Some(());
+    }
+    let length = u32::try_from(gap.len().checked_sub(4)?)
+        .ok()
+        .filter(|l| (7..0xffff_fff0).contains(l))?;
+    endian.write_u32(&mut gap[0..4], length);
+    endian.write_u16(&mut gap[4..6], 4);
+    endian.write_u32(&mut gap[6..10], u32::MAX);
+    gap[10] = 8;
+    Some(())
+}
+
+/// How many units the last [`load_dwarf_units`] of this thread kept, and how many there were.
+#[cfg(test)]
+pub(crate) mod units_count {
+    use std::cell::Cell;
+
+    thread_local! {
+        static LAST: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    }
+
+    pub(super) fn set(kept: usize, total: usize) {
+        LAST.set((kept, total));
+    }
+
+    /// (kept, in the section).
+    pub(crate) fn get() -> (usize, usize) {
+        LAST.get()
+    }
+}
+
+/// The DWARF sections of `image`, read in place when stored uncompressed.
+fn load_sections(image: &Image) -> Option<gimli::Dwarf<EndianReader<RunTimeEndian, SharedBytes>>> {
     let obj = object::File::parse(&**image).ok()?;
     obj.section_by_name(".debug_info")?;
     let endian = if obj.is_little_endian() {
@@ -613,11 +710,7 @@ fn load_dwarf(image: &Image) -> Option<Dwarf> {
                 );
             Ok(EndianReader::new(data, endian))
         };
-    let mut dwarf = gimli::Dwarf::load(load).ok()?;
-    // addr2line parses every unit up front, each with its abbreviations; in libc's debug file
-    // (dwz: 4126 units, 2063 abbreviation tables) two units share each table, parsed once so.
-    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-    addr2line::Context::from_dwarf(dwarf).ok()
+    gimli::Dwarf::load(load).ok()
 }
 
 fn open_debug_file(build_id: &[u8]) -> Option<Image> {
@@ -1075,6 +1168,69 @@ mod tests {
             }
             assert!(named > sorted.len(), "{}: {named}", path.display());
         }
+    }
+
+    /// Reading only the units that name some addresses gives, at every address probed (each
+    /// function's start and middle, a few hundred addresses at a time), the frames reading the
+    /// whole DWARF gives: names, inlined frames, files and lines. On this test binary (its dev
+    /// profile's DWARF) and on the C library it runs with (with its separate debug file's
+    /// DWARF when installed), whichever builds they are.
+    #[test]
+    fn frames_of_the_units_hit_match_the_whole_dwarfs() {
+        for path in this_binary_and_its_libc() {
+            let whole = Binary::open(&path, true).unwrap();
+            let by_units = Binary::open(&path, true).unwrap();
+            let mut addresses: Vec<u64> = whole
+                .symbols
+                .all()
+                .iter()
+                .flat_map(|s| [s.addr, s.addr + s.size / 2])
+                .collect();
+            addresses.sort_unstable();
+            addresses.dedup();
+            assert!(addresses.len() > 100, "{}", path.display());
+            let mut with_lines = 0;
+            for chunk in addresses.chunks(512) {
+                let frames = by_units.frames_of(chunk);
+                assert!(by_units.dwarf.get().is_none(), "the whole DWARF was read");
+                for (&address, frames) in chunk.iter().zip(frames) {
+                    with_lines += usize::from(frames.iter().any(|f| f.line.is_some()));
+                    assert_eq!(
+                        frames,
+                        whole.frames(address),
+                        "{} at {address:#x}",
+                        path.display()
+                    );
+                }
+            }
+            // This test binary has DWARF whatever libc has.
+            if path == std::fs::read_link("/proc/self/exe").unwrap() {
+                assert!(with_lines * 2 > addresses.len(), "{with_lines}");
+            }
+            if whole.dwarf_size() > 0 {
+                assert!(with_lines > 0, "{}", path.display());
+            }
+        }
+    }
+
+    /// A few addresses: only the units around them are read, each freed after.
+    #[test]
+    fn frames_of_a_few_addresses_read_a_few_units() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let binary = Binary::open(&exe, true).unwrap();
+        let here: Vec<u64> = binary
+            .symbols
+            .all()
+            .iter()
+            .filter(|s| binary.name(s).contains("frames_of_a_few_addresses"))
+            .map(|s| s.addr)
+            .collect();
+        assert!(!here.is_empty());
+        let frames = binary.frames_of(&here);
+        assert!(frames[0].iter().any(|f| f.line.is_some()), "{frames:?}");
+        let (kept, total) = units_count::get();
+        assert!(kept >= 1 && kept * 10 < total, "{kept} of {total} units");
+        assert_eq!(dwarf_count::get().0, 0, "DWARF still held");
     }
 
     /// The text mapping of this test binary: its page-aligned file offset shares a page with
