@@ -89,6 +89,22 @@ fn covers_any<R: gimli::Reader<Offset = usize>>(
     aranges: &[(usize, gimli::DebugArangesOffset<usize>)],
     covers: &impl Fn(gimli::Range) -> bool,
 ) -> gimli::Result<bool> {
+    // Most units are told by their .debug_aranges entries, from the root DIE's abbreviation
+    // alone (no DW_AT_ranges): without parsing the unit's line-program header.
+    if let Ok(abbreviations) = dwarf.abbreviations(&header) {
+        let mut entries = header.entries_raw(&abbreviations, None)?;
+        if let Some(abbrev) = entries.read_abbreviation()? {
+            let mut ranges = false;
+            for spec in abbrev.attributes() {
+                ranges |= entries.read_attribute(*spec)?.name() == gimli::DW_AT_ranges;
+            }
+            if !ranges {
+                if let (true, covered) = by_aranges(dwarf, offset, aranges, covers)? {
+                    return Ok(covered);
+                }
+            }
+        }
+    }
     let Ok(unit) = dwarf.unit(header) else {
         return Ok(false);
     };
@@ -114,24 +130,10 @@ fn covers_any<R: gimli::Reader<Offset = usize>>(
             _ => {}
         }
     }
-    let mut has_ranges = false;
-    let mut covered = false;
-    if ranges_offset.is_none() {
-        let mut i = aranges.partition_point(|a| a.0 < offset);
-        while let Some((_, at)) = aranges.get(i).filter(|a| a.0 == offset) {
-            i += 1;
-            let mut entries = dwarf.debug_aranges.header(*at)?.entries();
-            while let Some(arange) = entries.next().transpose() {
-                // Skipped as addr2line skips them (the iterator stops at the errors it cannot
-                // go past).
-                let Ok(arange) = arange else { continue };
-                if arange.length() != 0 {
-                    has_ranges = true;
-                    covered |= covers(arange.range());
-                }
-            }
-        }
-    }
+    let (mut has_ranges, mut covered) = match ranges_offset {
+        None => by_aranges(dwarf, offset, aranges, covers)?,
+        Some(_) => (false, false),
+    };
     if !has_ranges {
         let mut add = |range: gimli::Range| {
             if range.begin < range.end {
@@ -182,4 +184,29 @@ fn covers_any<R: gimli::Reader<Offset = usize>>(
             Err(_) => return Ok(true),
         }
     }
+}
+
+/// Whether the unit at `offset` has .debug_aranges entries, and whether they cover an address.
+fn by_aranges<R: gimli::Reader<Offset = usize>>(
+    dwarf: &gimli::Dwarf<R>,
+    offset: usize,
+    aranges: &[(usize, gimli::DebugArangesOffset<usize>)],
+    covers: &impl Fn(gimli::Range) -> bool,
+) -> gimli::Result<(bool, bool)> {
+    let (mut has_ranges, mut covered) = (false, false);
+    let mut i = aranges.partition_point(|a| a.0 < offset);
+    while let Some((_, at)) = aranges.get(i).filter(|a| a.0 == offset) {
+        i += 1;
+        let mut entries = dwarf.debug_aranges.header(*at)?.entries();
+        while let Some(arange) = entries.next().transpose() {
+            // Skipped as addr2line skips them (the iterator stops at the errors it cannot go
+            // past).
+            let Ok(arange) = arange else { continue };
+            if arange.length() != 0 {
+                has_ranges = true;
+                covered |= covers(arange.range());
+            }
+        }
+    }
+    Ok((has_ranges, covered))
 }
