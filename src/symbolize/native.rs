@@ -610,7 +610,7 @@ fn collect_elf_symbols<Elf: FileHeader>(
 fn load_dwarf(image: &Image) -> Option<Dwarf> {
     let mut dwarf = load_sections(image)?;
     // addr2line parses every unit up front, each with its abbreviations; in libc's debug file
-    // (dwz: 4126 units, 2063 abbreviation tables) two units share each table, parsed once so.
+    // (4126 units, 2063 abbreviation tables) two units share each table, parsed once so.
     dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
     addr2line::Context::from_dwarf(dwarf).ok()
 }
