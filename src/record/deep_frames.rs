@@ -269,40 +269,7 @@ fn program(scratch_fd: i32, ring_fd: i32, skip_bytes: i32) -> Vec<u64> {
     a.jump_imm(Cond::Lt, R9, MAX_FRAMES, "room");
     a.goto("submit");
     a.label("room");
-    a.mov(R1, R8);
-    a.and_imm(R1, 7);
-    a.jump_imm(Cond::Eq, R1, 0, "frame_aligned");
-    a.goto("submit");
-    a.label("frame_aligned");
-    // One read for the frame: the `Method*` slot at fp-24 to r10-40, the saved frame pointer
-    // and return address at fp to r10-16 and r10-8.
-    a.mov(R1, R10);
-    a.add_imm(R1, -40);
-    a.mov_imm(R2, 40);
-    a.mov(R3, R8);
-    a.add_imm(R3, -24);
-    a.call(PROBE_READ_USER);
-    a.jump_imm(Cond::Eq, R0, 0, "links");
-    a.goto("submit");
-    a.label("links");
-    // The frame goes to scratch + HEAD + n * FRAME: fp, saved fp, return address, Method*
-    // slot.
-    a.mov(R1, R9);
-    a.mul_imm(R1, FRAME);
-    a.add(R1, R7);
-    a.store(R1, HEAD as i16, R8);
-    a.load(R2, R10, -16);
-    a.store(R1, HEAD as i16 + 8, R2);
-    a.load(R2, R10, -8);
-    a.store(R1, HEAD as i16 + 16, R2);
-    a.load(R2, R10, -40);
-    a.store(R1, HEAD as i16 + 24, R2);
-    a.add_imm(R9, 1);
-    a.load(R1, R10, -16);
-    a.jump_reg(Cond::Gt, R1, R8, "next");
-    a.goto("submit");
-    a.label("next");
-    a.mov(R8, R1);
+    read_and_send_frame(&mut a, "submit", ["frame_aligned", "links", "next"]);
     a.goto("frame");
 
     submit(&mut a, ring_fd);
@@ -433,38 +400,11 @@ fn program_with_bpf_loop(scratch_fd: i32, ring_fd: i32, skip_bytes: i32) -> (Vec
     a.mov_imm(R0, 0);
     a.exit();
     a.label("send_more");
-    a.mov(R1, R8);
-    a.and_imm(R1, 7);
-    a.jump_imm(Cond::Eq, R1, 0, "send_aligned");
-    a.goto("send_stop");
-    a.label("send_aligned");
-    // As in the bounded loop: the `Method*` slot at fp-24 to r10-40, the saved frame pointer
-    // and return address at fp to r10-16 and r10-8.
-    a.mov(R1, R10);
-    a.add_imm(R1, -40);
-    a.mov_imm(R2, 40);
-    a.mov(R3, R8);
-    a.add_imm(R3, -24);
-    a.call(PROBE_READ_USER);
-    a.jump_imm(Cond::Eq, R0, 0, "send_read");
-    a.goto("send_stop");
-    a.label("send_read");
-    a.mov(R1, R9);
-    a.mul_imm(R1, FRAME);
-    a.add(R1, R7);
-    a.store(R1, HEAD as i16, R8);
-    a.load(R2, R10, -16);
-    a.store(R1, HEAD as i16 + 8, R2);
-    a.load(R2, R10, -8);
-    a.store(R1, HEAD as i16 + 16, R2);
-    a.load(R2, R10, -40);
-    a.store(R1, HEAD as i16 + 24, R2);
-    a.add_imm(R9, 1);
-    a.load(R1, R10, -16);
-    a.jump_reg(Cond::Gt, R1, R8, "send_up");
-    a.goto("send_stop");
-    a.label("send_up");
-    a.mov(R8, R1);
+    read_and_send_frame(
+        &mut a,
+        "send_stop",
+        ["send_aligned", "send_read", "send_up"],
+    );
     a.goto("send_next_frame");
     a.label("send_stop");
     a.load(R1, R10, -48);
@@ -564,6 +504,48 @@ fn start(a: &mut asm::Asm, scratch_fd: i32) {
 
 /// The program's end, shared by both forms: `submit` sends the r9 frames in the scratch
 /// record r7 (none: nothing), `exit` keeps the sample.
+/// Sends the frame at r8 as frame r9 of the record at r7 (scratch) and moves r8 to its caller,
+/// both forms' loop body: jumps to `stop` when the frame pointer is misaligned, unreadable or
+/// does not grow toward the stack's base; `labels` are this copy's own three labels.
+fn read_and_send_frame(a: &mut asm::Asm, stop: &'static str, labels: [&'static str; 3]) {
+    use asm::*;
+    let [aligned, read, up] = labels;
+    a.mov(R1, R8);
+    a.and_imm(R1, 7);
+    a.jump_imm(Cond::Eq, R1, 0, aligned);
+    a.goto(stop);
+    a.label(aligned);
+    // One read for the frame: the `Method*` slot at fp-24 to r10-40, the saved frame pointer
+    // and return address at fp to r10-16 and r10-8.
+    a.mov(R1, R10);
+    a.add_imm(R1, -40);
+    a.mov_imm(R2, 40);
+    a.mov(R3, R8);
+    a.add_imm(R3, -24);
+    a.call(PROBE_READ_USER);
+    a.jump_imm(Cond::Eq, R0, 0, read);
+    a.goto(stop);
+    a.label(read);
+    // The frame goes to scratch + HEAD + n * FRAME: fp, saved fp, return address, Method*
+    // slot.
+    a.mov(R1, R9);
+    a.mul_imm(R1, FRAME);
+    a.add(R1, R7);
+    a.store(R1, HEAD as i16, R8);
+    a.load(R2, R10, -16);
+    a.store(R1, HEAD as i16 + 8, R2);
+    a.load(R2, R10, -8);
+    a.store(R1, HEAD as i16 + 16, R2);
+    a.load(R2, R10, -40);
+    a.store(R1, HEAD as i16 + 24, R2);
+    a.add_imm(R9, 1);
+    a.load(R1, R10, -16);
+    a.jump_reg(Cond::Gt, R1, R8, up);
+    a.goto(stop);
+    a.label(up);
+    a.mov(R8, R1);
+}
+
 fn submit(a: &mut asm::Asm, ring_fd: i32) {
     use asm::*;
     a.label("submit");
