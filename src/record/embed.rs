@@ -13,7 +13,7 @@ pub(super) fn embed_symbols(
     output: &foreign_file::AtomicOutput,
     partial: &std::path::Path,
     still_writing: &dyn Fn(u32) -> bool,
-    deferred: &crate::recording::DeferredDebug,
+    set_aside: crate::symbolize::SetAside<'_>,
 ) -> Result<Vec<String>> {
     let recording = Recording::open(partial)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
@@ -21,7 +21,7 @@ pub(super) fn embed_symbols(
     let facts = crate::symbolize::embedded_symbols_and_coverage(
         &recording,
         &mut |kind, payload| out.write_chunk(kind, payload),
-        deferred,
+        set_aside,
     )?;
     let coverage = facts
         .coverage

@@ -5,6 +5,7 @@
 //! at the end `symbolize` keeps those of the code and methods the samples hit (JIT_DEBUG
 //! chunks). CODE_LOAD records stay in the pieces: the timeline needs every one of them.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -42,7 +43,7 @@ impl Splitter {
             if id == RecordId::CODE_LOAD {
                 if !self.group.is_empty() {
                     spool.push(file, self.loads, &self.group);
-                    self.group.clear();
+                    self.release_group();
                 }
                 self.loads += 1;
             }
@@ -57,10 +58,25 @@ impl Splitter {
     pub(crate) fn finish(&mut self, spool: &mut Spool, file: (u32, &str)) {
         if !self.group.is_empty() {
             spool.push(file, AFTER_LAST_LOAD, &self.group);
+        }
+        self.group = Vec::new();
+    }
+
+    /// Empties the group. A large group's buffer is let go of: a JVM's jitdump can set aside
+    /// megabytes of records before one CODE_LOAD, and a buffer kept at that size would be held
+    /// until the end of the recording, through the end's naming, where memory peaks.
+    fn release_group(&mut self) {
+        if self.group.capacity() > GROUP_KEPT_BYTES {
+            self.group = Vec::new();
+        } else {
             self.group.clear();
         }
     }
 }
+
+/// The largest group buffer a [`Splitter`] keeps for the next group (most groups are a few
+/// records of a few hundred bytes).
+const GROUP_KEPT_BYTES: usize = 64 * 1024;
 
 /// How a zstd frame starts (a raw block starts with a small file number).
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -161,35 +177,37 @@ impl Spool {
         Ok(offset)
     }
 
+    /// Whether nothing was set aside.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// Every group set aside, read back; an unreadable block is a note and left out.
-    pub fn groups(mut self, notes: &mut Vec<String>) -> DeferredDebug {
+    /// `method_names_only`: of each group, only its METHOD_NAMES records (what
+    /// `jit_hits::method_names_of` keeps), so the rest is not held while the end's walk
+    /// runs: the spool is read again for it afterwards.
+    pub fn groups(&mut self, notes: &mut Vec<String>, method_names_only: bool) -> DeferredDebug {
         self.flush();
         // Per file id, then keyed by the file once.
         let mut by_file: Vec<BTreeMap<u64, Vec<u8>>> = vec![BTreeMap::new(); self.files.len()];
-        for block in std::mem::take(&mut self.blocks) {
-            let (frame, raw_len) = match block {
-                Block::Raw(bytes) => (Ok(bytes), None),
-                Block::Compressed { frame, raw_len } => (Ok(frame), Some(raw_len)),
+        for block in &self.blocks {
+            let bytes = match block {
+                Block::Raw(bytes) => Ok(bytes.clone()),
+                Block::Compressed { frame, raw_len } => decompressed(frame, *raw_len),
                 Block::InFile {
                     offset,
                     len,
                     raw_len,
                 } => {
-                    let mut frame = vec![0; len];
+                    let mut frame = vec![0; *len];
                     let read = match self.file.as_mut() {
                         Some(f) => f
-                            .seek(SeekFrom::Start(offset))
+                            .seek(SeekFrom::Start(*offset))
                             .and_then(|_| f.read_exact(&mut frame)),
                         None => Ok(()),
                     };
-                    (read.map(|()| frame), Some(raw_len))
+                    read.and_then(|()| decompressed(&frame, *raw_len))
                 }
-            };
-            let bytes = match (frame, raw_len) {
-                (Ok(frame), Some(raw_len)) if frame.starts_with(&ZSTD_MAGIC) => {
-                    zstd::bulk::decompress(&frame, raw_len)
-                }
-                (other, _) => other,
             };
             let bytes = match bytes {
                 Ok(b) => b,
@@ -208,27 +226,139 @@ impl Spool {
                 else {
                     break;
                 };
-                groups
-                    .entry(ordinal)
-                    .or_default()
-                    .extend_from_slice(records);
                 rest = &rest[16 + len..];
+                // A group is whole records (`Splitter`): its METHOD_NAMES records are those of
+                // the group it is part of.
+                let records = if method_names_only {
+                    Cow::Owned(crate::symbolize::jit_hits::method_names_of(records))
+                } else {
+                    Cow::Borrowed(records)
+                };
+                if !records.is_empty() {
+                    groups
+                        .entry(ordinal)
+                        .or_default()
+                        .extend_from_slice(&records);
+                }
             }
         }
-        if let Some(p) = self.problem.take() {
+        if let Some(p) = &self.problem {
             notes.push(format!("JIT line and inline tables: {p}"));
         }
-        std::mem::take(&mut self.files)
-            .into_iter()
+        self.files
+            .iter()
+            .cloned()
             .zip(by_file)
             .filter(|(_, groups)| !groups.is_empty())
             .collect()
     }
 }
 
+/// A block's bytes: zstd frames decompressed into the size they were made from.
+fn decompressed(frame: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
+    if frame.starts_with(&ZSTD_MAGIC) {
+        zstd::bulk::decompress(frame, raw_len)
+    } else {
+        Ok(frame.to_vec())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group of megabytes set aside before one CODE_LOAD does not keep its buffer: the
+    /// splitter lives to the end of the recording (issue 28: 7 MB of a JVM's held through the
+    /// end's naming). What is set aside is unchanged.
+    #[test]
+    fn a_large_group_does_not_keep_its_buffer() {
+        use crate::format::jitdump_write as w;
+        let names: Vec<(u64, String)> = (0..40_000u64)
+            .map(|i| (0x1000 + i, format!("Lcom/example/Widget{i};method{i}")))
+            .collect();
+        let big = w::method_names(1, &names);
+        assert!(big.len() > 1 << 20, "{} bytes", big.len());
+        let load = |i: u64| {
+            w::code_load(
+                2 + i,
+                &w::CodeLoad {
+                    pid: 7,
+                    tid: 7,
+                    code_addr: 0x7000 + 0x100 * i,
+                    code_index: i,
+                    name: "hot",
+                    code: &[0x90; 16],
+                },
+            )
+        };
+        let small = w::method_names(3, &names[..2]);
+        let stream = [big.clone(), load(0), small.clone(), load(1)].concat();
+        let (mut splitter, mut spool) = (Splitter::default(), Spool::default());
+        let file = (7, "/tmp/jit-7.dump");
+        // In two pieces, as tailing reads them.
+        let at = big.len() + load(0).len();
+        let mut kept = splitter.split(&stream[..at], Endian::Little, &mut spool, file);
+        assert!(
+            splitter.group.capacity() <= GROUP_KEPT_BYTES,
+            "{} bytes kept",
+            splitter.group.capacity()
+        );
+        kept.extend(splitter.split(&stream[at..], Endian::Little, &mut spool, file));
+        assert_eq!(kept, [load(0), load(1)].concat());
+        splitter.finish(&mut spool, file);
+        assert_eq!(splitter.group.capacity(), 0);
+        let groups = spool.groups(&mut Vec::new(), false);
+        let expected: BTreeMap<u64, Vec<u8>> = [(0, big), (1, small)].into_iter().collect();
+        assert_eq!(groups[&(7, file.1.to_string())], expected);
+    }
+
+    /// Read for the walk, the spool gives the method names `jit_hits::method_names_only`
+    /// keeps of everything; read again after, everything.
+    #[test]
+    fn method_names_read_alone_are_those_of_everything() {
+        use crate::format::jitdump_write as w;
+        let (mut splitter, mut spool) = (Splitter::default(), Spool::default());
+        let mut stream = Vec::new();
+        for i in 0..3000u64 {
+            let names: Vec<(u64, String)> = (0..(i % 4))
+                .map(|k| (0x1000 + 16 * i + k, format!("Lcom/example/W{i};m{k}")))
+                .collect();
+            if !names.is_empty() {
+                stream.extend(w::method_names(i, &names));
+            }
+            if i % 3 == 0 {
+                let lines: Vec<(u64, i32, &str)> = (0..50)
+                    .map(|l| (0x7000 + 0x100 * i + l, l as i32, "Widget.java"))
+                    .collect();
+                stream.extend(w::debug_info(i, 0x7000 + 0x100 * i, &lines));
+            }
+            stream.extend(w::code_load(
+                i,
+                &w::CodeLoad {
+                    pid: 7,
+                    tid: 7,
+                    code_addr: 0x7000 + 0x100 * i,
+                    code_index: i,
+                    name: "m",
+                    code: &[],
+                },
+            ));
+        }
+        stream.extend(w::method_names(9000, &[(0x9000, "Ltail;t".to_string())]));
+        let file = (7, "/tmp/jit-7.dump");
+        splitter.split(&stream, Endian::Little, &mut spool, file);
+        splitter.finish(&mut spool, file);
+        let mut notes = Vec::new();
+        let names = spool.groups(&mut notes, true);
+        let all = spool.groups(&mut notes, false);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(spool.blocks.len() >= 2, "{} blocks", spool.blocks.len());
+        assert!(!names.is_empty());
+        assert_ne!(names, all);
+        assert_eq!(names, crate::symbolize::jit_hits::method_names_only(&all));
+        // Read again, the same.
+        assert_eq!(spool.groups(&mut notes, false), all);
+    }
 
     /// What is set aside comes back whole, by file and load, across several compressed blocks.
     #[test]
@@ -254,7 +384,7 @@ mod tests {
         }
         assert!(spool.blocks.len() >= 2, "{} blocks", spool.blocks.len());
         let mut notes = Vec::new();
-        let groups = spool.groups(&mut notes);
+        let groups = spool.groups(&mut notes, false);
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(groups, expected);
     }

@@ -536,10 +536,20 @@ impl Session<'_> {
             &agent_loaded,
         ));
         side.finish_leftovers();
-        let deferred = side
-            .take_jit_debug()
-            .map(|spool| spool.groups(&mut summary.notes))
+        // Read whole now for the summary's notes (a block that does not read), keeping only
+        // the method names the end's walk needs; read again for the rest after the walk.
+        let mut spool = side.take_jit_debug();
+        let method_names = spool
+            .as_mut()
+            .map(|spool| spool.groups(&mut summary.notes, true))
             .unwrap_or_default();
+        let read_again = |spool: &mut Option<super::jit_debug::Spool>| {
+            // What did not read the first time is in the summary already.
+            spool
+                .as_mut()
+                .map(|spool| spool.groups(&mut Vec::new(), false))
+                .unwrap_or_default()
+        };
         if let Some(child::ChildExit::Signal(s)) = exit {
             summary
                 .notes
@@ -569,7 +579,12 @@ impl Session<'_> {
                     && !(agent_loaded.contains(&pid) && java.get(&pid) == Some(&"java"))
                     && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
             };
-            match embed::embed_symbols(&self.output, &self.partial, &still_writing, &deferred) {
+            let set_aside = crate::symbolize::SetAside {
+                any: spool.as_ref().is_some_and(|s| !s.is_empty()),
+                method_names,
+                all: &mut || read_again(&mut spool),
+            };
+            match embed::embed_symbols(&self.output, &self.partial, &still_writing, set_aside) {
                 // Printed with the summary (the SUMMARY chunk is already written; reports
                 // compute their own coverage lines).
                 Ok(coverage) => summary.notes.extend(coverage),
@@ -583,7 +598,7 @@ impl Session<'_> {
                         .try_clone()
                         .map_err(|e| Error::io(&self.partial, e))?;
                     let mut out = ChunkWriter::append(file, &self.partial);
-                    for payload in crate::symbolize::all_jit_debug(&deferred) {
+                    for payload in crate::symbolize::all_jit_debug(&read_again(&mut spool)) {
                         out.write_chunk(ChunkKind::JIT_DEBUG, &payload)?;
                     }
                 }

@@ -55,24 +55,31 @@ impl JitHits {
 /// stack is whole. Line tables and inline trees name and place frames only in reports; merged
 /// into the walk's JIT index and parsed there they took a third of its time (V8's 4.5 MB of
 /// DEBUG_INFO in tsc's recording).
+#[cfg(test)]
 pub fn method_names_only(deferred: &DeferredDebug) -> DeferredDebug {
     let mut out = DeferredDebug::new();
     for (file, groups) in deferred {
         for (&ordinal, records) in groups {
-            // Records that do not read (the tail) are passed on as they are.
-            let (records_read, tail) = jitdump::split_records(records, Endian::Little);
-            let mut names: Vec<u8> = records_read
-                .into_iter()
-                .filter(|(id, _)| *id == RecordId::JPROF_METHOD_NAMES)
-                .flat_map(|(_, record)| record.iter().copied())
-                .collect();
-            names.extend_from_slice(tail);
+            let names = method_names_of(records);
             if !names.is_empty() {
                 out.entry(file.clone()).or_default().insert(ordinal, names);
             }
         }
     }
     out
+}
+
+/// The METHOD_NAMES records of a group of deferred records, and the bytes after its last whole
+/// record (records that do not read are passed on as they are).
+pub fn method_names_of(records: &[u8]) -> Vec<u8> {
+    let (records_read, tail) = jitdump::split_records(records, Endian::Little);
+    let mut names: Vec<u8> = records_read
+        .into_iter()
+        .filter(|(id, _)| *id == RecordId::JPROF_METHOD_NAMES)
+        .flat_map(|(_, record)| record.iter().copied())
+        .collect();
+    names.extend_from_slice(tail);
+    names
 }
 
 /// The JIT_DEBUG chunk payloads keeping what `hits` hit of `deferred` (everything without

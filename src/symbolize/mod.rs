@@ -560,7 +560,11 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
             Ok(())
         },
         false,
-        &crate::recording::DeferredDebug::new(),
+        SetAside {
+            method_names: Default::default(),
+            any: false,
+            all: &mut Default::default,
+        },
     )?;
     Ok(out)
 }
@@ -585,14 +589,27 @@ pub struct StackFacts {
 /// [`embedded_symbols`], each chunk handed to `store` as it is ready (the stacks while the
 /// walk runs, so they are never all in memory); returns the JIT coverage and stack depth of
 /// each process. For `jprof record`'s end: the caches it built are left for the process's exit
-/// to free. `deferred`: the jitdump records set aside while recording, of which those of the
+/// to free. `set_aside`: the jitdump records set aside while recording, of which those of the
 /// code and methods the samples hit are stored (JIT_DEBUG chunks, before SYMBOLS).
 pub fn embedded_symbols_and_coverage(
     recording: &Recording,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
-    deferred: &crate::recording::DeferredDebug,
+    set_aside: SetAside<'_>,
 ) -> Result<StackFacts> {
-    embed(recording, store, true, deferred)
+    embed(recording, store, true, set_aside)
+}
+
+/// The jitdump records `jprof record` set aside, as the end reads them: the walk over the
+/// samples needs only their VM method names; the rest (a JVM's line and inline tables,
+/// megabytes) is read once the walk is done, so it is not held beside the walk's symbol
+/// tables, where the end's memory peaks.
+pub struct SetAside<'a> {
+    /// Their METHOD_NAMES records (each group's [`jit_hits::method_names_of`]).
+    pub method_names: crate::recording::DeferredDebug,
+    /// Whether any record was set aside.
+    pub any: bool,
+    /// Reads them all.
+    pub all: &'a mut dyn FnMut() -> crate::recording::DeferredDebug,
 }
 
 /// Every deferred jitdump record as JIT_DEBUG chunk payloads (for a recording without
@@ -611,7 +628,7 @@ fn embed(
     recording: &Recording,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
     exiting: bool,
-    deferred: &crate::recording::DeferredDebug,
+    set_aside: SetAside<'_>,
 ) -> Result<StackFacts> {
     let mut coverage: BTreeMap<u32, JitCoverage> = BTreeMap::new();
     let mut depths = depth::StackDepths::default();
@@ -633,7 +650,8 @@ fn embed(
         BTreeMap::new();
     // Unwinding through JIT code needs the JIT bodies' unwind tables; of the records set
     // aside, the walk reads only the VM method names.
-    let jit = jit_index::JitIndex::with_deferred(recording, &jit_hits::method_names_only(deferred));
+    let jit = jit_index::JitIndex::with_deferred(recording, &set_aside.method_names);
+    drop(set_aside.method_names);
     let mut hits = jit_hits::JitHits::default();
     walk(
         recording,
@@ -681,7 +699,7 @@ fn embed(
             }
             for (i, &addr) in s.stack.user.iter().enumerate() {
                 let exact = i == 0;
-                if !deferred.is_empty() {
+                if set_aside.any {
                     let probe = if exact { addr } else { addr.wrapping_sub(1) };
                     if let Some(code) = jit.lookup(s.pid, probe, s.time) {
                         hits.code(s.pid, code, probe);
@@ -765,7 +783,7 @@ fn embed(
     if let Some(chunk) = from_copies.finish() {
         store(ChunkKind::INTERPRETED_FRAMES, &chunk)?;
     }
-    for payload in jit_hits::jit_debug_chunks(deferred, Some(&hits)) {
+    for payload in jit_hits::jit_debug_chunks(&(set_aside.all)(), Some(&hits)) {
         store(ChunkKind::JIT_DEBUG, &payload)?;
     }
     let payload = serde_json::to_vec(&out)
