@@ -11,8 +11,9 @@
 //!   share those calls, so each call is one contiguous range, emitted in DFS (opening) order
 //!   with its depth, which is how `symbolize/jit_index.rs` walks them.
 //!
-//! This runs for every compiled method on the VM's service thread, so it allocates per method,
-//! not per PC descriptor (a C2 method with `-XX:+DebugNonSafepoints` has thousands).
+//! This runs for every compiled method on the VM's service thread, so it allocates nothing per
+//! PC descriptor (a C2 method with `-XX:+DebugNonSafepoints` has thousands), and the tables are
+//! reused from one method to the next.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -58,12 +59,20 @@ pub struct PcStacks<M> {
     frames: Vec<(M, i32)>,
 }
 
-impl<M: Copy> PcStacks<M> {
-    pub fn with_capacity(pcs: usize) -> Self {
+impl<M> Default for PcStacks<M> {
+    fn default() -> Self {
         Self {
-            pcs: Vec::with_capacity(pcs),
-            frames: Vec::with_capacity(pcs * 2),
+            pcs: Vec::new(),
+            frames: Vec::new(),
         }
+    }
+}
+
+impl<M: Copy> PcStacks<M> {
+    /// Empties it, keeping its capacity.
+    pub fn clear(&mut self) {
+        self.pcs.clear();
+        self.frames.clear();
     }
 
     /// Adds the descriptor at `pc_offset` with its chain `(method, bci)`, innermost first.
@@ -119,9 +128,10 @@ impl MethodInfo {
 const NO_FILE: u32 = u32::MAX;
 
 /// The tables of a DEBUG_INFO2 record. No DEBUG_INFO (a plain line table) is made: a body with
-/// an inline tree is named and placed from the tree alone (`symbolize/jit_index.rs`).
-#[derive(Default)]
-pub struct DebugTables {
+/// an inline tree is named and placed from the tree alone (`symbolize/jit_index.rs`). One is
+/// kept and filled again for every compiled method ([`DebugTables::fill`]), so building the
+/// next method's tables allocates nothing once the vectors have grown.
+pub struct DebugTables<M> {
     /// `(name index, file index, first line)`; index 0 is the compiled method itself. A
     /// function's name index is its own index.
     pub functions: Vec<(u32, u32, u32)>,
@@ -132,9 +142,31 @@ pub struct DebugTables {
     pub inlines: Vec<Inline>,
     /// `(code offset, file index, line)`.
     pub lines: Vec<(u32, u32, u32)>,
+    /// Scratch space of [`DebugTables::fill`], kept for its capacity: the function index of
+    /// each method, and the method asked for last with its index.
+    index: IdMap<M, u32>,
+    last: Option<(M, u32)>,
+    sorted: Vec<(u32, u32)>,
+    open: Vec<((i32, M), usize)>,
 }
 
-impl DebugTables {
+impl<M> Default for DebugTables<M> {
+    fn default() -> Self {
+        Self {
+            functions: Vec::new(),
+            infos: Vec::new(),
+            file_owners: Vec::new(),
+            inlines: Vec::new(),
+            lines: Vec::new(),
+            index: IdMap::default(),
+            last: None,
+            sorted: Vec::new(),
+            open: Vec::new(),
+        }
+    }
+}
+
+impl<M> DebugTables<M> {
     /// The names, by name index.
     pub fn names(&self) -> Vec<&str> {
         self.infos.iter().map(|i| i.name.as_str()).collect()
@@ -149,123 +181,149 @@ impl DebugTables {
     }
 }
 
-/// The function table being built: one entry per distinct method, asked about once.
-struct Functions<M, F> {
-    index: IdMap<M, u32>,
-    tables: DebugTables,
-    info: F,
-}
-
-impl<M: Copy + Eq + Hash, F: FnMut(M) -> Option<Arc<MethodInfo>>> Functions<M, F> {
-    /// The function index of `m` and what is known about it.
-    fn get(&mut self, m: M) -> (u32, &MethodInfo) {
-        let Self {
-            index,
-            tables,
-            info,
-        } = self;
-        let i = *index.entry(m).or_insert_with(|| {
-            let i = info(m).unwrap_or_else(|| {
-                Arc::new(MethodInfo {
-                    name: "[unknown Java method]".to_string(),
-                    ..MethodInfo::default()
-                })
-            });
-            let function = tables.infos.len() as u32;
-            // Files are few per compiled method: a look through them beats hashing strings.
-            let file = i.file.as_deref().map_or(NO_FILE, |f| {
-                let known = tables
-                    .file_owners
-                    .iter()
-                    .position(|&o| tables.infos[o as usize].file.as_deref() == Some(f));
-                match known {
-                    Some(k) => k as u32,
-                    None => {
-                        tables.file_owners.push(function);
-                        tables.file_owners.len() as u32 - 1
+impl<M: Copy + Eq + Hash> DebugTables<M> {
+    /// The function index of `m` and what is known about it; `info` is asked the first time.
+    fn function(
+        &mut self,
+        m: M,
+        info: &mut impl FnMut(M) -> Option<Arc<MethodInfo>>,
+    ) -> (u32, &MethodInfo) {
+        let known = match self.last {
+            Some((last, i)) if last == m => Some(i),
+            _ => self.index.get(&m).copied(),
+        };
+        let i = match known {
+            Some(i) => i,
+            None => {
+                let i = info(m).unwrap_or_else(|| {
+                    Arc::new(MethodInfo {
+                        name: "[unknown Java method]".to_string(),
+                        ..MethodInfo::default()
+                    })
+                });
+                let function = self.infos.len() as u32;
+                // Files are few per compiled method: a look through them beats hashing strings.
+                let file = i.file.as_deref().map_or(NO_FILE, |f| {
+                    let known = self
+                        .file_owners
+                        .iter()
+                        .position(|&o| self.infos[o as usize].file.as_deref() == Some(f));
+                    match known {
+                        Some(k) => k as u32,
+                        None => {
+                            self.file_owners.push(function);
+                            self.file_owners.len() as u32 - 1
+                        }
                     }
-                }
-            });
-            tables.functions.push((function, file, i.first_line()));
-            tables.infos.push(i);
-            function
-        });
-        (i, &tables.infos[i as usize])
+                });
+                self.functions.push((function, file, i.first_line()));
+                self.infos.push(i);
+                self.index.insert(m, function);
+                function
+            }
+        };
+        // Neighbouring regions mostly end in the same method: asked again at once.
+        self.last = Some((m, i));
+        (i, &self.infos[i as usize])
+    }
+
+    /// Fills the tables for the method `outer` whose code is `code_size` bytes long, replacing
+    /// what they held. `info` is asked once per distinct method; `None` (an unreadable method)
+    /// gives an unnamed function.
+    pub fn fill(
+        &mut self,
+        outer: M,
+        code_size: u32,
+        pcs: &PcStacks<M>,
+        mut info: impl FnMut(M) -> Option<Arc<MethodInfo>>,
+    ) {
+        self.functions.clear();
+        self.infos.clear();
+        self.file_owners.clear();
+        self.inlines.clear();
+        self.lines.clear();
+        self.index.clear();
+        self.last = None;
+        self.function(outer, &mut info);
+
+        // (code offset, descriptor): the first descriptor at each offset, in offset order.
+        let mut sorted = std::mem::take(&mut self.sorted);
+        sorted.clear();
+        sorted.extend(
+            pcs.pcs
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.2 > 0 && p.0 <= code_size)
+                .map(|(i, p)| (p.0, i as u32)),
+        );
+        sorted.sort_unstable();
+        sorted.dedup_by_key(|p| p.0);
+
+        // The inline calls open over the previous region: (caller bci, callee, index in
+        // `inlines`).
+        let mut open = std::mem::take(&mut self.open);
+        open.clear();
+        let mut start = 0u32;
+        for &(end, i) in &sorted {
+            if end == start {
+                continue;
+            }
+            let frames = pcs.chain(i as usize);
+            // Call `d` (outermost first) is made by frame `n - 1 - d` at its bci, into frame
+            // `n - 2 - d`; frame `n - 1` is the compiled method itself.
+            let n = frames.len();
+            let call = |d: usize| (frames[n - 1 - d].1, frames[n - 2 - d].0);
+            let shared = open
+                .iter()
+                .enumerate()
+                .take_while(|&(d, o)| d + 1 < n && o.0 == call(d))
+                .count();
+            open.truncate(shared);
+            for &(_, i) in &open {
+                let call = &mut self.inlines[i];
+                call.range.1 = end - call.range.0;
+            }
+            for depth in shared..n - 1 {
+                let (bci, callee) = call(depth);
+                let call_line = self
+                    .function(frames[n - 1 - depth].0, &mut info)
+                    .1
+                    .line_at(bci);
+                let function = self.function(callee, &mut info).0;
+                self.inlines.push(Inline {
+                    depth: depth as u32,
+                    function,
+                    call_line,
+                    range: (start, end - start),
+                });
+                open.push(((bci, callee), self.inlines.len() - 1));
+            }
+            let (leaf, leaf_bci) = frames[0];
+            let (index, leaf_info) = self.function(leaf, &mut info);
+            let line = leaf_info.line_at(leaf_bci);
+            let file = self.functions[index as usize].1;
+            if self.lines.last().is_none_or(|l| (l.1, l.2) != (file, line)) {
+                self.lines.push((start, file, line));
+            }
+            start = end;
+        }
+        self.sorted = sorted;
+        self.open = open;
     }
 }
 
-/// Builds the tables for the method `outer` whose code is `code_size` bytes long. `info` is
-/// asked once per distinct method; `None` (an unreadable method) gives an unnamed function.
+/// The tables for the method `outer` whose code is `code_size` bytes long, in new tables
+/// ([`DebugTables::fill`]).
+#[cfg(test)]
 pub fn build<M: Copy + Eq + Hash>(
     outer: M,
     code_size: u32,
     pcs: &PcStacks<M>,
     info: impl FnMut(M) -> Option<Arc<MethodInfo>>,
-) -> DebugTables {
-    let mut functions = Functions {
-        index: IdMap::default(),
-        tables: DebugTables::default(),
-        info,
-    };
-    functions.get(outer);
-
-    // (code offset, descriptor): the first descriptor at each offset, in offset order.
-    let mut sorted: Vec<(u32, u32)> = pcs
-        .pcs
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.2 > 0 && p.0 <= code_size)
-        .map(|(i, p)| (p.0, i as u32))
-        .collect();
-    sorted.sort_unstable();
-    sorted.dedup_by_key(|p| p.0);
-
-    // The inline calls open over the previous region: (caller bci, callee, index in `inlines`).
-    let mut open: Vec<((i32, M), usize)> = Vec::new();
-    let mut start = 0u32;
-    for (end, i) in sorted {
-        if end == start {
-            continue;
-        }
-        let frames = pcs.chain(i as usize);
-        // Call `d` (outermost first) is made by frame `n - 1 - d` at its bci, into frame
-        // `n - 2 - d`; frame `n - 1` is the compiled method itself.
-        let n = frames.len();
-        let call = |d: usize| (frames[n - 1 - d].1, frames[n - 2 - d].0);
-        let shared = open
-            .iter()
-            .enumerate()
-            .take_while(|&(d, o)| d + 1 < n && o.0 == call(d))
-            .count();
-        open.truncate(shared);
-        for &(_, i) in &open {
-            let call = &mut functions.tables.inlines[i];
-            call.range.1 = end - call.range.0;
-        }
-        for depth in shared..n - 1 {
-            let (bci, callee) = call(depth);
-            let call_line = functions.get(frames[n - 1 - depth].0).1.line_at(bci);
-            let function = functions.get(callee).0;
-            let inlines = &mut functions.tables.inlines;
-            inlines.push(Inline {
-                depth: depth as u32,
-                function,
-                call_line,
-                range: (start, end - start),
-            });
-            open.push(((bci, callee), inlines.len() - 1));
-        }
-        let (leaf, leaf_bci) = frames[0];
-        let (index, leaf_info) = functions.get(leaf);
-        let line = leaf_info.line_at(leaf_bci);
-        let file = functions.tables.functions[index as usize].1;
-        let lines = &mut functions.tables.lines;
-        if lines.last().is_none_or(|l| (l.1, l.2) != (file, line)) {
-            lines.push((start, file, line));
-        }
-        start = end;
-    }
-    functions.tables
+) -> DebugTables<M> {
+    let mut tables = DebugTables::default();
+    tables.fill(outer, code_size, pcs, info);
+    tables
 }
 
 #[cfg(test)]
@@ -291,7 +349,7 @@ mod tests {
     }
 
     fn stacks(pcs: &[(u32, &[(u32, i32)])]) -> PcStacks<u32> {
-        let mut out = PcStacks::with_capacity(pcs.len());
+        let mut out = PcStacks::default();
         for (offset, frames) in pcs {
             out.push(*offset, frames.iter().copied());
         }
@@ -362,6 +420,33 @@ mod tests {
         assert_eq!(t.inlines[0].range, (0, 0x10));
         assert_eq!(t.inlines[1].range, (0x10, 0x10));
         assert_eq!(t.functions.len(), 2);
+    }
+
+    /// Tables filled again for another method hold what new tables would, nothing left over.
+    #[test]
+    fn reused_tables_equal_new_ones() {
+        let first = stacks(&[
+            (0x10, &[(1, 0)]),
+            (0x20, &[(2, 0), (1, 6)]),
+            (0x30, &[(3, 0), (2, 4), (1, 6)]),
+        ]);
+        let second = stacks(&[(0x8, &[(2, 0)]), (0x18, &[(3, 0), (2, 4)])]);
+        let mut reused = build(1u32, 0x100, &first, info);
+        reused.fill(2u32, 0x40, &second, info);
+        let new = build(2u32, 0x40, &second, info);
+        assert_eq!(reused.functions, new.functions);
+        assert_eq!(reused.names(), new.names());
+        assert_eq!(reused.files(), new.files());
+        assert_eq!(reused.lines, new.lines);
+        let calls = |t: &DebugTables<u32>| -> Vec<(u32, u32, u32, (u32, u32))> {
+            t.inlines
+                .iter()
+                .map(|i| (i.depth, i.function, i.call_line, i.range))
+                .collect()
+        };
+        assert_eq!(calls(&reused), calls(&new));
+        assert_eq!(new.names(), ["dot", "mul"]);
+        assert_eq!(new.inlines.len(), 1);
     }
 
     #[test]

@@ -178,10 +178,10 @@ impl Dump {
         state.last_flush = Instant::now();
     }
 
-    fn append(&self, state: &mut State, mut records: Vec<u8>) {
-        restamp(&mut records, self.clock.now());
+    fn append(&self, state: &mut State, records: &mut [u8]) {
+        restamp(records, self.clock.now());
         let Some(out) = &mut state.out else { return };
-        if out.write_all(&records).is_err() {
+        if out.write_all(records).is_err() {
             state.out = None;
             return;
         }
@@ -193,7 +193,7 @@ impl Dump {
 
     /// Writes the records of one code load with code index `index`. `owner` identifies the
     /// method for a later unload.
-    pub fn write_load(&self, code_addr: u64, owner: usize, index: u64, records: Vec<u8>) {
+    pub fn write_load(&self, code_addr: u64, owner: usize, index: u64, records: &mut [u8]) {
         let mut state = self.lock();
         state.live.insert(code_addr, (owner, index));
         self.append(&mut state, records);
@@ -206,16 +206,16 @@ impl Dump {
         match state.live.get(&code_addr) {
             Some(&(o, index)) if o == owner => {
                 state.live.remove(&code_addr);
-                self.append(&mut state, build(index));
+                self.append(&mut state, &mut build(index));
             }
             _ => {}
         }
     }
 
     /// Writes records not tied to compiled code (generated stubs).
-    pub fn write(&self, records: Vec<u8>) {
+    pub fn write(&self, mut records: Vec<u8>) {
         let mut state = self.lock();
-        self.append(&mut state, records);
+        self.append(&mut state, &mut records);
     }
 
     /// A fresh CODE_LOAD index (perf names its ELF files by it), from 1.
@@ -256,8 +256,8 @@ mod tests {
                 name: "demo.A.f",
                 code: &[0x90; 5],
             };
-            let records = jitdump_write::code_load(0, &load);
-            dump.write_load(0x1000 * (i + 1), i as usize, index, records);
+            let mut records = jitdump_write::code_load(0, &load);
+            dump.write_load(0x1000 * (i + 1), i as usize, index, &mut records);
         }
         // Only the matching owner unloads.
         dump.write_unload(0x1000, 7, |_| jitdump_write::close(0));

@@ -7,7 +7,6 @@ use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-use crate::debug::PcStacks;
 use crate::events::{self, Agent};
 use crate::ffi::{
     self, Callbacks, FunctionTable, JClass, JMethodId, Jint, MethodId, RawEnv,
@@ -36,21 +35,23 @@ extern "C" fn on_compiled_method_load(
 ) {
     with_agent(|agent| {
         // OpenJ9's compile_info is its metadata, not jvmticmlr.h records.
-        let (pcs, j9_metadata) = if agent.openj9 {
-            let image = ffi::copy_openj9_metadata(compile_info, code_addr as u64);
-            (
-                PcStacks::with_capacity(0),
-                image.map(|i| (compile_info as u64, i)),
-            )
+        let j9_metadata = if agent.openj9 {
+            ffi::copy_openj9_metadata(compile_info, code_addr as u64)
+                .map(|image| (compile_info as u64, image))
         } else {
-            (ffi::pc_stacks(compile_info, code_addr as u64), None)
+            None
         };
+        let openj9 = agent.openj9;
         events::compiled_method_load(
             agent,
             MethodId::of_vm(method),
             code_addr as u64,
             code_size.max(0) as u32,
-            &pcs,
+            |pcs| {
+                if !openj9 {
+                    ffi::read_pc_stacks(compile_info, code_addr as u64, pcs);
+                }
+            },
             j9_metadata,
         );
     });

@@ -18,7 +18,7 @@ use jprof_format::jitdump::TierKind;
 use jprof_format::jitdump_write::{self, CodeLoad};
 
 use crate::clock::Clock;
-use crate::debug::{self, IdMap, MethodInfo, PcStacks};
+use crate::debug::{DebugTables, IdMap, MethodInfo, PcStacks};
 use crate::dump::Dump;
 use crate::ffi::{self, JClass, Jvmti, MethodId};
 use crate::j9;
@@ -36,6 +36,17 @@ pub struct Agent {
     /// What JVMTI said of each method a compiled body named (HotSpot only: OpenJ9 reuses the
     /// ids of unloaded classes).
     method_infos: Mutex<MethodInfos>,
+    /// Reused from one compiled method to the next (the service thread posts them one by one).
+    scratch: Mutex<Scratch>,
+}
+
+/// The buffers a compiled method's records are built in, kept for their capacity: allocating
+/// and copying them afresh for every compiled method showed in the VM's CPU time.
+#[derive(Default)]
+struct Scratch {
+    pcs: PcStacks<MethodId>,
+    tables: DebugTables<MethodId>,
+    records: Vec<u8>,
 }
 
 /// A method as the cache of JVMTI answers knows it: the jmethodID, and where the VM's method
@@ -123,6 +134,7 @@ pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
         ids_are_pointers,
         j9_names: Mutex::default(),
         method_infos: Mutex::new(MethodInfos::with_limit(MAX_METHOD_INFOS)),
+        scratch: Mutex::default(),
     })
 }
 
@@ -162,51 +174,66 @@ pub fn restart(agent: &Agent, options: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The calling thread's id, asked of the kernel once per thread (it is in every CODE_LOAD).
 fn tid() -> u32 {
-    nix::unistd::gettid().as_raw() as u32
-}
-
-/// Name, file and line table of `method`, asked of JVMTI once per method (HotSpot).
-fn method_info(agent: &Agent, method: MethodId) -> Option<Arc<MethodInfo>> {
-    if agent.openj9 {
-        return agent.jvmti.method_info(method).map(Arc::new);
+    thread_local! {
+        static TID: u32 = nix::unistd::gettid().as_raw() as u32;
     }
-    let key = (
-        method,
-        if agent.ids_are_pointers {
-            ffi::vm_method(method)
-        } else {
-            0
-        },
-    );
-    agent
-        .method_infos
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(key, || agent.jvmti.method_info(method))
+    TID.with(|t| *t)
 }
 
+/// The key of `method` in the cache of JVMTI answers (HotSpot).
+fn method_key(agent: &Agent, method: MethodId) -> MethodKey {
+    let vm_method = if agent.ids_are_pointers {
+        ffi::vm_method(method)
+    } else {
+        0
+    };
+    (method, vm_method)
+}
+
+/// The records of one compiled method: its inline tree and lines (DEBUG_INFO2), on OpenJ9 its
+/// metadata, and its CODE_LOAD. `read_pcs` fills in the method's PC descriptors (HotSpot).
 pub fn compiled_method_load(
     agent: &Agent,
     method: MethodId,
     code_addr: u64,
     code_size: u32,
-    pcs: &PcStacks<MethodId>,
+    read_pcs: impl FnOnce(&mut PcStacks<MethodId>),
     j9_metadata: Option<(u64, Vec<u8>)>,
 ) {
-    let tables = debug::build(method, code_size, pcs, |m| method_info(agent, m));
+    let mut scratch = agent.scratch.lock().unwrap_or_else(|e| e.into_inner());
+    let Scratch {
+        pcs,
+        tables,
+        records,
+    } = &mut *scratch;
+    read_pcs(pcs);
+    if agent.openj9 {
+        tables.fill(method, code_size, pcs, |m| {
+            agent.jvmti.method_info(m).map(Arc::new)
+        });
+    } else {
+        // JVMTI's answers about each method are asked once (HotSpot); the cache is locked once
+        // per compiled method.
+        let mut infos = agent.method_infos.lock().unwrap_or_else(|e| e.into_inner());
+        tables.fill(method, code_size, pcs, |m| {
+            infos.get(method_key(agent, m), || agent.jvmti.method_info(m))
+        });
+    }
     let names = tables.names();
     let name = names.first().copied().unwrap_or_default();
-    let mut records = Vec::new();
+    records.clear();
     if !tables.inlines.is_empty() || !tables.lines.is_empty() {
-        records.extend(jitdump_write::debug_info2(
+        jitdump_write::debug_info2_into(
+            records,
             0,
             &tables.files(),
             &names,
             &tables.functions,
             &tables.inlines,
             &tables.lines,
-        ));
+        );
     }
     if let Some((metadata_addr, image)) = j9_metadata {
         records.extend(j9_record(agent, method, code_addr, metadata_addr, &image));
@@ -221,11 +248,7 @@ pub fn compiled_method_load(
         name,
         code: &[],
     };
-    records.extend(jitdump_write::code_load_without_code(
-        0,
-        &load,
-        code_size.into(),
-    ));
+    jitdump_write::code_load_without_code_into(records, 0, &load, code_size.into());
     dump.write_load(code_addr, method.raw(), code_index, records);
 }
 

@@ -184,7 +184,13 @@ impl VmString<'_> {
         }
         // SAFETY: JVMTI returns NUL-terminated modified-UTF-8 strings, alive until Deallocate
         // (when `self` is dropped; the borrow ends before that).
-        Some(unsafe { CStr::from_ptr(self.ptr) }.to_string_lossy())
+        let bytes = unsafe { CStr::from_ptr(self.ptr) }.to_bytes();
+        // Checked as UTF-8 first (word at a time over ASCII, as names nearly always are); the
+        // lossy form only for the rest (modified UTF-8's encoded NUL and surrogates).
+        Some(match std::str::from_utf8(bytes) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(bytes),
+        })
     }
 }
 
@@ -473,9 +479,14 @@ pub fn copy_openj9_metadata(compile_info: *const c_void, code_addr: u64) -> Opti
     Some(unsafe { std::slice::from_raw_parts(compile_info.cast::<u8>(), len) }.to_vec())
 }
 
-/// The inline records of `compile_info` (a chain of jvmticmlr.h records), as owned data.
-pub(crate) fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> PcStacks<MethodId> {
-    let mut out = PcStacks::with_capacity(0);
+/// The inline records of `compile_info` (a chain of jvmticmlr.h records), copied into `out`
+/// (emptied first).
+pub(crate) fn read_pc_stacks(
+    compile_info: *const c_void,
+    code_addr: u64,
+    out: &mut PcStacks<MethodId>,
+) {
+    out.clear();
     let mut record = compile_info.cast::<CmlrHeader>();
     // A bound on the chain, so a corrupt `next` cannot loop forever.
     for _ in 0..64 {
@@ -492,7 +503,7 @@ pub(crate) fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> PcStacks
                 // SAFETY: `pcinfo` points at `numpcs` PCStackInfo entries.
                 let pcs =
                     unsafe { std::slice::from_raw_parts(inline.pcinfo, inline.numpcs as usize) };
-                out = PcStacks::with_capacity(pcs.len());
+                out.clear();
                 for pc in pcs {
                     let offset = (pc.pc as u64).wrapping_sub(code_addr);
                     let Ok(pc_offset) = u32::try_from(offset) else {
@@ -523,7 +534,6 @@ pub(crate) fn pc_stacks(compile_info: *const c_void, code_addr: u64) -> PcStacks
         }
         record = header.next;
     }
-    out
 }
 
 /// A NUL-terminated string the VM passed (options, a stub's name), or `None` for null.

@@ -20,14 +20,10 @@ fn push_class_name(out: &mut String, signature: &str) {
     }
 }
 
-/// Appends an internal name (`pkg/Class`) with dots for its slashes.
+/// Appends an internal name (`pkg/Class`) with dots for its slashes. One pass over the
+/// characters: names are short, and this runs for every parameter of every method named.
 fn push_dotted(out: &mut String, internal: &str) {
-    let mut parts = internal.split('/');
-    out.push_str(parts.next().unwrap_or_default());
-    for part in parts {
-        out.push('.');
-        out.push_str(part);
-    }
+    out.extend(internal.chars().map(|c| if c == '/' { '.' } else { c }));
 }
 
 /// `pkg.Class.method`, without the signature.
@@ -94,7 +90,8 @@ fn push_parameter_types(out: &mut String, descriptor: &str) -> Option<()> {
             _ => return None,
         };
         if primitive.is_empty() {
-            let end = rest.find(';')?;
+            // `;` is ASCII, so its byte index is a character boundary.
+            let end = rest.bytes().position(|b| b == b';')?;
             push_dotted(out, &rest[1..end]);
             rest = &rest[end + 1..];
         } else {

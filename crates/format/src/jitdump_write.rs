@@ -28,14 +28,23 @@ pub fn header(pid: u32, timestamp: u64, arch_timestamp: bool) -> Vec<u8> {
 
 /// Prefix + body, padded to a multiple of 8 (`total_size` includes the padding).
 fn record(id: RecordId, timestamp: u64, body: &[u8]) -> Vec<u8> {
-    let total = (16 + body.len()).div_ceil(8) * 8;
-    let mut r = Vec::with_capacity(total);
-    r.extend(id.0.to_le_bytes());
-    r.extend((total as u32).to_le_bytes());
-    r.extend(timestamp.to_le_bytes());
-    r.extend(body);
-    r.resize(total, 0);
+    let mut r = Vec::with_capacity((16 + body.len()).div_ceil(8) * 8);
+    record_into(&mut r, id, timestamp, |r| r.extend(body));
     r
+}
+
+/// Appends to `out` a record whose body `body` appends, padded to a multiple of 8: the
+/// producer that writes many records (the JVMTI agent) fills one reused buffer, with no
+/// allocation or copy per record.
+fn record_into(out: &mut Vec<u8>, id: RecordId, timestamp: u64, body: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend(id.0.to_le_bytes());
+    out.extend(0u32.to_le_bytes());
+    out.extend(timestamp.to_le_bytes());
+    body(out);
+    let total = (out.len() - start).div_ceil(8) * 8;
+    out.resize(start + total, 0);
+    out[start + 4..start + 8].copy_from_slice(&(total as u32).to_le_bytes());
 }
 
 /// What a CODE_LOAD record says; its `vma` is written equal to `code_addr`.
@@ -74,16 +83,28 @@ pub fn code_load(timestamp: u64, load: &CodeLoad<'_>) -> Vec<u8> {
 /// [`super::jitdump::without_code`] leaves, which every jprof reader takes. jprof's JVMTI agent
 /// writes this, since no reader looks at the code bytes.
 pub fn code_load_without_code(timestamp: u64, load: &CodeLoad<'_>, code_size: u64) -> Vec<u8> {
-    let mut b = Vec::with_capacity(40 + load.name.len() + 1);
-    b.extend(load.pid.to_le_bytes());
-    b.extend(load.tid.to_le_bytes());
-    b.extend(load.code_addr.to_le_bytes()); // vma
-    b.extend(load.code_addr.to_le_bytes());
-    b.extend(code_size.to_le_bytes());
-    b.extend(load.code_index.to_le_bytes());
-    b.extend(load.name.as_bytes());
-    b.push(0);
-    record(RecordId::CODE_LOAD, timestamp, &b)
+    let mut r = Vec::with_capacity((16 + 40 + load.name.len() + 1).div_ceil(8) * 8);
+    code_load_without_code_into(&mut r, timestamp, load, code_size);
+    r
+}
+
+/// [`code_load_without_code`] appended to `out`.
+pub fn code_load_without_code_into(
+    out: &mut Vec<u8>,
+    timestamp: u64,
+    load: &CodeLoad<'_>,
+    code_size: u64,
+) {
+    record_into(out, RecordId::CODE_LOAD, timestamp, |b| {
+        b.extend(load.pid.to_le_bytes());
+        b.extend(load.tid.to_le_bytes());
+        b.extend(load.code_addr.to_le_bytes()); // vma
+        b.extend(load.code_addr.to_le_bytes());
+        b.extend(code_size.to_le_bytes());
+        b.extend(load.code_index.to_le_bytes());
+        b.extend(load.name.as_bytes());
+        b.push(0);
+    });
 }
 
 /// CODE_MOVE of the `size`-byte code loaded with id `index` from `old` to `new` (tid = pid).
@@ -151,14 +172,30 @@ pub struct Inline {
     pub range: (u32, u32),
 }
 
+/// The length of `strings` NUL-terminated back to back, padded to a multiple of 4.
+fn string_list_len(strings: &[&str]) -> usize {
+    strings
+        .iter()
+        .map(|s| s.len() + 1)
+        .sum::<usize>()
+        .div_ceil(4)
+        * 4
+}
+
 fn string_list(strings: &[&str]) -> Vec<u8> {
-    let mut b = Vec::new();
-    for s in strings {
-        b.extend(s.as_bytes());
-        b.push(0);
-    }
-    b.resize(b.len().div_ceil(4) * 4, 0);
+    let mut b = Vec::with_capacity(string_list_len(strings));
+    push_string_list(&mut b, strings);
     b
+}
+
+/// Appends `strings` NUL-terminated back to back, padded to a multiple of 4.
+fn push_string_list(out: &mut Vec<u8>, strings: &[&str]) {
+    let start = out.len();
+    for s in strings {
+        out.extend(s.as_bytes());
+        out.push(0);
+    }
+    out.resize(start + (out.len() - start).div_ceil(4) * 4, 0);
 }
 
 /// SAMPLY_JIT_CODE_DEBUG_INFO2. `functions[i] = (name index, file index, start line)`;
@@ -171,43 +208,66 @@ pub fn debug_info2(
     inlines: &[Inline],
     lines: &[(u32, u32, u32)],
 ) -> Vec<u8> {
-    let file_list = string_list(files);
-    let name_list = string_list(names);
-    let mut b = Vec::new();
-    for v in [
-        files.len() as u32,
-        file_list.len() as u32,
-        names.len() as u32,
-        name_list.len() as u32,
-        functions.len() as u32,
-        inlines.len() as u32,
-        inlines.len() as u32,
-        lines.len() as u32,
-    ] {
-        b.extend(v.to_le_bytes());
-    }
-    b.extend(file_list);
-    b.extend(name_list);
-    for &(name, file, line) in functions {
-        for v in [name, file, line, 0, 0] {
+    let mut r = Vec::new();
+    debug_info2_into(&mut r, timestamp, files, names, functions, inlines, lines);
+    r
+}
+
+/// [`debug_info2`] appended to `out`.
+pub fn debug_info2_into(
+    out: &mut Vec<u8>,
+    timestamp: u64,
+    files: &[&str],
+    names: &[&str],
+    functions: &[(u32, u32, u32)],
+    inlines: &[Inline],
+    lines: &[(u32, u32, u32)],
+) {
+    let (files_len, names_len) = (string_list_len(files), string_list_len(names));
+    out.reserve(
+        16 + 32
+            + files_len
+            + names_len
+            + 20 * (functions.len() + inlines.len())
+            + 8 * inlines.len()
+            + 16 * lines.len()
+            + 8,
+    );
+    record_into(out, RecordId::SAMPLY_DEBUG_INFO2, timestamp, |b| {
+        for v in [
+            files.len() as u32,
+            files_len as u32,
+            names.len() as u32,
+            names_len as u32,
+            functions.len() as u32,
+            inlines.len() as u32,
+            inlines.len() as u32,
+            lines.len() as u32,
+        ] {
             b.extend(v.to_le_bytes());
         }
-    }
-    for i in inlines {
-        for v in [i.depth, 1, i.function, i.call_line, 0] {
-            b.extend(v.to_le_bytes());
+        push_string_list(b, files);
+        push_string_list(b, names);
+        for &(name, file, line) in functions {
+            for v in [name, file, line, 0, 0] {
+                b.extend(v.to_le_bytes());
+            }
         }
-    }
-    for i in inlines {
-        b.extend(i.range.0.to_le_bytes());
-        b.extend(i.range.1.to_le_bytes());
-    }
-    for &(offset, file, line) in lines {
-        for v in [offset, file, line, 0] {
-            b.extend(v.to_le_bytes());
+        for i in inlines {
+            for v in [i.depth, 1, i.function, i.call_line, 0] {
+                b.extend(v.to_le_bytes());
+            }
         }
-    }
-    record(RecordId::SAMPLY_DEBUG_INFO2, timestamp, &b)
+        for i in inlines {
+            b.extend(i.range.0.to_le_bytes());
+            b.extend(i.range.1.to_le_bytes());
+        }
+        for &(offset, file, line) in lines {
+            for v in [offset, file, line, 0] {
+                b.extend(v.to_le_bytes());
+            }
+        }
+    });
 }
 
 /// SAMPLY_JIT_CODE_DEBUG_INFO2 written from a parsed [`DebugInfo2`], every field kept (each
@@ -365,6 +425,52 @@ mod tests {
     use crate::Endian;
 
     /// Every field of a parsed DEBUG_INFO2 reads back as it was, a missing file included.
+    /// The appending forms add to a buffer exactly the bytes of the allocating ones, and the
+    /// records read back (the agent writes its records through them).
+    #[test]
+    fn appended_records_are_the_same_bytes() {
+        let inlines = [Inline {
+            depth: 0,
+            function: 1,
+            call_line: 7,
+            range: (4, 12),
+        }];
+        let (files, names) = (["p/A.java", "p/B.java"], ["p.A.f()", "p.B.g(int)"]);
+        let functions = [(0, 0, 3), (1, 1, 9)];
+        let lines = [(0, 0, 3), (4, 1, 9), (16, 0, 4)];
+        let load = CodeLoad {
+            pid: 7,
+            tid: 8,
+            code_addr: 0x1000,
+            code_index: 3,
+            name: "p.A.f()",
+            code: &[],
+        };
+        let mut out = vec![0xAA; 5];
+        debug_info2_into(&mut out, 11, &files, &names, &functions, &inlines, &lines);
+        code_load_without_code_into(&mut out, 12, &load, 0x40);
+        let mut expected = vec![0xAA; 5];
+        expected.extend(debug_info2(
+            11, &files, &names, &functions, &inlines, &lines,
+        ));
+        expected.extend(code_load_without_code(12, &load, 0x40));
+        assert_eq!(out, expected);
+        let records = parse_record_stream(&out[5..], 0, Endian::Little);
+        assert!(records.error.is_none(), "{:?}", records.error);
+        assert_eq!(records.records.len(), 2);
+        let RecordBody::DebugInfo2(info) = &records.records[0].body else {
+            panic!("{:?}", records.records[0].body);
+        };
+        assert_eq!(info.functions[1].name, "p.B.g(int)");
+        assert_eq!(info.functions[1].file.as_deref(), Some("p/B.java"));
+        assert_eq!(info.inline_calls[0].ranges, [(4, 12)]);
+        assert_eq!(info.lines.len(), 3);
+        assert!(matches!(
+            records.records[1].body,
+            RecordBody::CodeLoad { code_index: 3, .. }
+        ));
+    }
+
     #[test]
     fn debug_info2_of_round_trips() {
         let function = |name: &str, file: Option<&str>, flags| Function2 {
