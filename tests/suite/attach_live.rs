@@ -136,11 +136,13 @@ spin()\n";
 #[test]
 fn attach_finds_a_jitdump_already_being_written() {
     let dir = tempfile::tempdir().unwrap();
+    // Spins until the test creates `stop`, once the recording is over: a fixed run time could
+    // end before jprof attached on a loaded machine.
     std::fs::write(
         dir.path().join("spin.js"),
         "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n\
-         let s = 0; const end = Date.now() + 3500;\n\
-         while (Date.now() < end) { s += fib(22); }\n\
+         const fs = require('fs'); let s = 0;\n\
+         for (let i = 1; i % 100 !== 0 || !fs.existsSync('stop'); i++) { s += fib(22); }\n\
          console.log(s);\n",
     )
     .unwrap();
@@ -171,6 +173,7 @@ fn attach_finds_a_jitdump_already_being_written() {
     );
     // V8 buffers its jitdump writes: the records of code compiled before attaching reach the
     // file when node flushes or exits; report reads what the recording lacks from disk.
+    std::fs::write(dir.path().join("stop"), "").unwrap();
     target.0.wait().expect("node exits by itself");
     let rec = Recording::open(&data).unwrap();
     let profile = resolve(&rec, &ResolveOptions::default()).unwrap();

@@ -102,7 +102,8 @@ fn assert_named(lines: &[(String, f64, u64)], out: &Output, min_samples: u64) {
     assert!(best.1 >= 95.0, "{lines:?}: {}", text(out));
 }
 
-/// A Java program that spins in JIT-compiled code for `millis`.
+/// A Java program that spins in JIT-compiled code for `millis` of its main thread's CPU time
+/// (not wall time: on a loaded machine the loop still gets as many samples).
 fn spin_class(dir: &Path) -> PathBuf {
     let classes = dir.join("classes");
     std::fs::create_dir_all(&classes).unwrap();
@@ -111,8 +112,10 @@ fn spin_class(dir: &Path) -> PathBuf {
         &src,
         "public class Spin { static long x;\n\
          static long work(int n) { long s = 0; for (int i = 0; i < n; i++) s += i * 7L ^ (s >> 3); return s; }\n\
-         public static void main(String[] a) { long end = System.nanoTime() + Long.parseLong(a[0]) * 1000000L;\n\
-         while (System.nanoTime() < end) x += work(10000); } }\n",
+         public static void main(String[] a) {\n\
+         java.lang.management.ThreadMXBean cpu = java.lang.management.ManagementFactory.getThreadMXBean();\n\
+         long end = cpu.getCurrentThreadCpuTime() + Long.parseLong(a[0]) * 1000000L;\n\
+         while (cpu.getCurrentThreadCpuTime() < end) for (int i = 0; i < 10; i++) x += work(10000); } }\n",
     )
     .unwrap();
     let ok = Command::new(java().with_file_name("javac"))
@@ -192,11 +195,15 @@ fn a_jvm_whose_environment_was_cleared_gets_the_agent_attached() {
 fn a_node_shim_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let shim = dir.path().join("tool");
+    // 3 s of the process's CPU time, not of wall time: a loaded machine once left the hot
+    // function 317 samples of the 500 asked for.
     std::fs::write(
         &shim,
         "#!/usr/bin/env node\n\
          function hot(n) { let s = 0; for (let i = 0; i < n; i++) s += (i * 7) ^ (s >> 3); return s; }\n\
-         const end = Date.now() + 3000; let x = 0; while (Date.now() < end) x += hot(20000);\n\
+         const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; };\n\
+         const end = cpu() + 3e6; let x = 0;\n\
+         while (cpu() < end) for (let i = 0; i < 10; i++) x += hot(20000);\n\
          console.log(x > 0);\n",
     )
     .unwrap();
