@@ -174,12 +174,8 @@ pub fn restart(agent: &Agent, options: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The calling thread's id, asked of the kernel once per thread (it is in every CODE_LOAD).
 fn tid() -> u32 {
-    thread_local! {
-        static TID: u32 = nix::unistd::gettid().as_raw() as u32;
-    }
-    TID.with(|t| *t)
+    nix::unistd::gettid().as_raw() as u32
 }
 
 /// The key of `method` in the cache of JVMTI answers (HotSpot).
