@@ -522,7 +522,7 @@ fn name_in<'a>(
 /// to find where each name ends, while a recording needs the names of the few it hit.
 fn collect_symbols(
     obj: &object::File<'_>,
-    image: &[u8],
+    image: &Image,
     in_debug_file: bool,
     out: &mut Vec<Symbol>,
     strings: &mut Vec<StringTable>,
@@ -539,14 +539,18 @@ fn collect_symbols(
 /// symbol (`STT_FUNC` in a section), at a non-zero address and with a name.
 fn collect_elf_symbols<Elf: FileHeader>(
     elf: &ElfFile<'_, Elf>,
-    image: &[u8],
+    image: &Image,
     in_debug_file: bool,
     out: &mut Vec<Symbol>,
     string_tables: &mut Vec<StringTable>,
 ) {
     let endian = elf.endian();
     let base = image.as_ptr() as usize;
-    for table in [elf.elf_symbol_table(), elf.elf_dynamic_symbol_table()] {
+    let tables = [elf.elf_symbol_table(), elf.elf_dynamic_symbol_table()];
+    // At most one symbol per entry: reserved at once for both tables, never grown (growing
+    // copies the symbols; `node`'s are megabytes).
+    out.reserve_exact(tables.iter().map(|t| t.symbols().len()).sum());
+    for table in tables {
         if table.is_empty() {
             continue;
         }
@@ -555,7 +559,7 @@ fn collect_elf_symbols<Elf: FileHeader>(
         let Ok(strings) = elf
             .elf_section_table()
             .section(table.string_section())
-            .and_then(|h| h.data(endian, image))
+            .and_then(|h| h.data(endian, &**image))
         else {
             continue;
         };
@@ -574,36 +578,93 @@ fn collect_elf_symbols<Elf: FileHeader>(
             end,
             in_debug_file,
         });
-        // At most one symbol per entry: reserved at once, not grown by doubling.
-        out.reserve_exact(table.symbols().len());
-        for sym in table.symbols() {
-            let shndx = sym.st_shndx(endian);
-            let defined = shndx != object::elf::SHN_UNDEF
-                && (shndx < object::elf::SHN_LORESERVE || shndx == object::elf::SHN_XINDEX);
-            let address: u64 = sym.st_value(endian).into();
-            // Name 0 is the empty name (the table starts with a NUL).
-            let name = sym.st_name(endian);
-            if sym.st_type() != object::elf::STT_FUNC
-                || !defined
-                || address == 0
-                || name == 0
-                || name as usize >= strings.len()
+        for entries in table.symbols().chunks(RELEASED_EVERY) {
+            collect_functions(entries, endian, strings.len(), index, out);
+            // Entries are read once (lookups read only names): their pages are let go of as
+            // the table is read, so a large table (`node`'s 4.4 MB, `libLLVM`'s tens) is never
+            // resident whole beside the symbols taken from it.
+            let bytes = object::pod::bytes_of_slice(entries);
+            #[cfg(test)]
+            table_pages::read(bytes.len());
+            if let Some(read) = image
+                .offset_of(bytes)
+                .and_then(|at| image.slice(at..at + bytes.len()))
             {
-                continue;
+                read.release_pages();
+                #[cfg(test)]
+                table_pages::released();
             }
-            let rank = match sym.st_bind() {
-                object::elf::STB_WEAK => 1,
-                object::elf::STB_LOCAL => 2,
-                _ => 0,
-            };
-            out.push(Symbol {
-                addr: address,
-                size: sym.st_size(endian).into(),
-                name,
-                strings: index,
-                rank,
-            });
         }
+    }
+}
+
+/// The most symbol table bytes this thread read without letting their pages go, and all it
+/// read (`tests::a_symbol_table_is_never_resident_whole`).
+#[cfg(test)]
+mod table_pages {
+    use std::cell::Cell;
+
+    thread_local! {
+        static HELD: Cell<usize> = const { Cell::new(0) };
+        static MOST: Cell<usize> = const { Cell::new(0) };
+        static ALL: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub(super) fn read(bytes: usize) {
+        HELD.set(HELD.get() + bytes);
+        MOST.set(MOST.get().max(HELD.get()));
+        ALL.set(ALL.get() + bytes);
+    }
+
+    pub(super) fn released() {
+        HELD.set(0);
+    }
+
+    /// (the most held at once, all read).
+    pub(super) fn get() -> (usize, usize) {
+        (MOST.get(), ALL.get())
+    }
+}
+
+/// Symbol table entries let go of at a time while a table is read (192 KiB of ELF64 entries).
+const RELEASED_EVERY: usize = 8192;
+
+/// The defined functions among `entries` of a symbol table whose string table (table `index`
+/// of the binary's) is `strings_len` bytes long.
+fn collect_functions<S: Sym>(
+    entries: &[S],
+    endian: S::Endian,
+    strings_len: usize,
+    index: u8,
+    out: &mut Vec<Symbol>,
+) {
+    for sym in entries {
+        let shndx = sym.st_shndx(endian);
+        let defined = shndx != object::elf::SHN_UNDEF
+            && (shndx < object::elf::SHN_LORESERVE || shndx == object::elf::SHN_XINDEX);
+        let address: u64 = sym.st_value(endian).into();
+        // Name 0 is the empty name (the table starts with a NUL).
+        let name = sym.st_name(endian);
+        if sym.st_type() != object::elf::STT_FUNC
+            || !defined
+            || address == 0
+            || name == 0
+            || name as usize >= strings_len
+        {
+            continue;
+        }
+        let rank = match sym.st_bind() {
+            object::elf::STB_WEAK => 1,
+            object::elf::STB_LOCAL => 2,
+            _ => 0,
+        };
+        out.push(Symbol {
+            addr: address,
+            size: sym.st_size(endian).into(),
+            name,
+            strings: index,
+            rank,
+        });
     }
 }
 
@@ -1080,6 +1141,20 @@ mod tests {
         std::iter::once(exe).chain(libc).collect()
     }
 
+    /// A binary's symbol tables are let go of page by page as they are read (issue 28: `node`'s
+    /// 4.4 MB, `libLLVM`'s tens, were resident whole beside the symbols taken from them): this
+    /// test binary's (megabytes of entries) are never held more than 192 KiB at a time.
+    #[test]
+    fn a_symbol_table_is_never_resident_whole() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let binary = Binary::open(&exe, false).unwrap();
+        let (most, all) = table_pages::get();
+        assert!(all > 1 << 20, "{all} bytes of symbol table entries");
+        assert!(most <= RELEASED_EVERY * 24, "{most} bytes held at once");
+        let symbols = binary.symbols.all().len();
+        assert!(symbols > 1000, "{symbols} symbols");
+    }
+
     /// The symbol table, read without its names, names every function exactly as reading every
     /// symbol through `object` (its generic symbols, the way they were read before) does: the
     /// same addresses, and at each the same name (best rank, then the smallest name). Checked
@@ -1113,7 +1188,11 @@ mod tests {
             expected.dedup_by_key(|e| e.0);
             let mut symbols = Vec::new();
             let mut strings = Vec::new();
-            collect_symbols(&obj, &bytes, false, &mut symbols, &mut strings);
+            // Mapped, as binaries are read.
+            let file = std::fs::File::open(&path).unwrap();
+            let image =
+                SharedBytes::mapped(crate::sys::mapped_file::MappedFile::map(&file).unwrap());
+            collect_symbols(&obj, &image, false, &mut symbols, &mut strings);
             finish_symbols(&mut symbols, |s| name_in(&bytes, None, &strings, s));
             let own: Vec<(u64, u8, Vec<u8>)> = symbols
                 .iter()
