@@ -583,6 +583,7 @@ impl Session<'_> {
                 any: spool.as_ref().is_some_and(|s| !s.is_empty()),
                 method_names,
                 all: &mut || read_again(&mut spool),
+                beside_dwarf: !matches!(self.profiled, Profiled::System),
             };
             match embed::embed_symbols(&self.output, &self.partial, &still_writing, set_aside) {
                 // Printed with the summary (the SUMMARY chunk is already written; reports

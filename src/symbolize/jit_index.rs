@@ -133,6 +133,11 @@ const UNNAMED_PERF_MAP: &str = "(null)";
 struct ProcessCode {
     code: Vec<JitCode>,
     max_size: u64,
+    /// Once finished: how far the bodies up to each index reach (the largest end among
+    /// `code[..=i]`), so a lookup skips at once every body that ends before its address
+    /// instead of walking back over all that start within `max_size` of it (a JVM's
+    /// interpreter is hundreds of KiB, its compiled bodies a few hundred bytes apart).
+    reach: Vec<u64>,
     /// While loading: indices into `code` of the bodies not yet ended, by start address, so
     /// a load looks only at bodies that can overlap it instead of at every earlier one.
     live: BTreeMap<u64, Vec<usize>>,
@@ -389,12 +394,28 @@ impl ProcessCode {
                 self.live.entry(c.start).or_default().push(i);
             }
         }
+        self.reach = self
+            .code
+            .iter()
+            .scan(0u64, |reach, c| {
+                *reach = (*reach).max(c.start.saturating_add(c.size));
+                Some(*reach)
+            })
+            .collect();
     }
 
     fn lookup(&self, addr: u64, t: u64) -> Option<&JitCode> {
         let end = self.code.partition_point(|c| c.start <= addr);
+        // Bodies before `first` all end at or before `addr` (none if the index is not
+        // finished: then every body within `max_size` is looked at).
+        let first = match self.reach.get(..end) {
+            Some(reach) if self.reach.len() == self.code.len() => {
+                reach.partition_point(|&r| r <= addr)
+            }
+            _ => 0,
+        };
         let lowest = addr.saturating_sub(self.max_size);
-        let candidates = self.code[..end]
+        let candidates = self.code[first..end]
             .iter()
             .rev()
             .take_while(|c| c.start >= lowest)

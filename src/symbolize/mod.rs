@@ -564,6 +564,7 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
             method_names: Default::default(),
             any: false,
             all: &mut Default::default,
+            beside_dwarf: false,
         },
     )?;
     Ok(out)
@@ -609,7 +610,10 @@ pub struct SetAside<'a> {
     /// Whether any record was set aside.
     pub any: bool,
     /// Reads them all.
-    pub all: &'a mut dyn FnMut() -> crate::recording::DeferredDebug,
+    pub all: &'a mut (dyn FnMut() -> crate::recording::DeferredDebug + Send),
+    /// Whether they may be read back and packed on another thread while the binaries' DWARF
+    /// is read (not at the end of a whole-host recording, whose memory peaks there).
+    pub beside_dwarf: bool,
 }
 
 /// Every deferred jitdump record as JIT_DEBUG chunk payloads (for a recording without
@@ -699,16 +703,19 @@ fn embed(
             }
             for (i, &addr) in s.stack.user.iter().enumerate() {
                 let exact = i == 0;
+                let probe = if exact { addr } else { addr.wrapping_sub(1) };
+                // Looked up once for both uses below.
+                let code = (whole || set_aside.any)
+                    .then(|| jit.lookup(s.pid, probe, s.time))
+                    .flatten();
                 if set_aside.any {
-                    let probe = if exact { addr } else { addr.wrapping_sub(1) };
-                    if let Some(code) = jit.lookup(s.pid, probe, s.time) {
+                    if let Some(code) = code {
                         hits.code(s.pid, code, probe);
                     }
                 }
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
                 if whole {
-                    let probe = if exact { addr } else { addr.wrapping_sub(1) };
-                    let (named, name) = match jit.lookup(s.pid, probe, s.time) {
+                    let (named, name) = match code {
                         Some(code) => (
                             *code.name != *INTERPRETER
                                 || s.interpreted
@@ -755,10 +762,31 @@ fn embed(
     // The JIT index is not needed any more: freed (≈ 1 ms) before the binaries' DWARF is read,
     // which is where the end's memory peaks.
     drop(jit);
+    // The set-aside records are read back and what the samples hit of them packed (zstd level
+    // 9) on another core while the binaries' DWARF names what the walk named by symbol alone:
+    // the target has exited, so both cores are free. Not beside a whole-host recording's DWARF,
+    // where its end's memory peaks: then after it.
+    let SetAside {
+        all, beside_dwarf, ..
+    } = set_aside;
+    let (named_later, jit_debug) = std::thread::scope(|scope| {
+        let packing = beside_dwarf.then(|| {
+            let hits = &hits;
+            let all = &mut *all;
+            scope.spawn(move || jit_hits::jit_debug_chunks(&all(), Some(hits)))
+        });
+        let named_later = symbolizer.name_later(&mut binaries);
+        let jit_debug = packing.map(|packing| {
+            packing
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        (named_later, jit_debug)
+    });
     // Each address gets the frames its first lookup's DWARF gives (the walk inserted the first
     // lookup's frames in `hit`; later lookups of the same place did not replace them).
     let mut replaced = std::collections::HashSet::new();
-    for (path, build_id, offset, frames) in symbolizer.name_later(&mut binaries) {
+    for (path, build_id, offset, frames) in named_later {
         let key = (path.to_string(), build_id.as_deref().map(str::to_string));
         if !replaced.insert((key.clone(), offset)) {
             continue;
@@ -783,7 +811,8 @@ fn embed(
     if let Some(chunk) = from_copies.finish() {
         store(ChunkKind::INTERPRETED_FRAMES, &chunk)?;
     }
-    for payload in jit_hits::jit_debug_chunks(&(set_aside.all)(), Some(&hits)) {
+    let jit_debug = jit_debug.unwrap_or_else(|| jit_hits::jit_debug_chunks(&all(), Some(&hits)));
+    for payload in jit_debug {
         store(ChunkKind::JIT_DEBUG, &payload)?;
     }
     let payload = serde_json::to_vec(&out)

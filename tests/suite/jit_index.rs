@@ -352,3 +352,83 @@ fn node_unwind_tables_are_placed_right_after_their_code() {
         "gaps between code and table: {gaps:?}"
     );
 }
+
+/// A lookup finds what looking at every body would: a JVM's interpreter (256 KiB) among
+/// thousands of small bodies before and after it, addresses reused and moved over time, a
+/// perf map's bodies beside the jitdump's. (The index skips the bodies that end before the
+/// address; this checks the skip against all bodies, at random addresses and times.)
+#[test]
+fn a_lookup_finds_what_a_look_at_every_body_finds() {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut f = w::header(PID, 0, false);
+    f.extend(load(10, 0x20_0000, "Interpreter", 0x4_0000));
+    let mut map = String::new();
+    for i in 0..3_000u64 {
+        let t = 100 + i * 10;
+        // Before the interpreter, inside its range's neighbourhood and after it.
+        let base = [0x10_0000, 0x23_0000, 0x30_0000][next(3) as usize];
+        let addr = base + next(0x1_0000) / 16 * 16;
+        match next(10) {
+            0 => f.extend(w::code_move(t, PID, addr, addr + 0x800, 0x40, i)),
+            1 => f.extend(w::code_unload(t, addr, i)),
+            2 => map.push_str(&format!("{addr:x} {:x} map_{i}\n", 0x20 + next(0x200))),
+            _ => f.extend(load(
+                t,
+                addr,
+                &format!("body_{i}"),
+                0x20 + next(0x400) as usize,
+            )),
+        }
+    }
+    let mut index = JitIndex::default();
+    index.add_perf_map(PID, "/tmp/perf-77.map", map.as_bytes(), &[(0, 5_000)]);
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+    // Every body, in the index's order, looked at from the last (the index's rules).
+    let all: Vec<_> = index.code().map(|(_, c)| c).collect();
+    let reference = |addr: u64, t: u64| {
+        let live_at = |c: &&jprof::symbolize::jit_index::JitCode| {
+            c.from <= t && c.until.is_none_or(|u| t < u)
+        };
+        let (mut live, mut later) = (None, None);
+        for c in all
+            .iter()
+            .rev()
+            .filter(|c| c.start <= addr && addr - c.start < c.size)
+        {
+            if live_at(c) {
+                if live.is_none_or(|b: &&jprof::symbolize::jit_index::JitCode| {
+                    (c.from_jitdump, c.from) > (b.from_jitdump, b.from)
+                }) {
+                    live = Some(c);
+                }
+            } else if c.from > t
+                && later.is_none_or(|b: &&jprof::symbolize::jit_index::JitCode| {
+                    (c.from_jitdump, std::cmp::Reverse(c.from))
+                        > (b.from_jitdump, std::cmp::Reverse(b.from))
+                })
+            {
+                later = Some(c);
+            }
+        }
+        live.or(later).map(|c| (c.name.clone(), c.start, c.from))
+    };
+    let mut found = 0;
+    for _ in 0..20_000 {
+        let base = [0x10_0000, 0x20_0000, 0x23_0000, 0x30_0000][next(4) as usize];
+        let addr = base + next(0x1_1000);
+        let t = next(40_000);
+        let got = index
+            .lookup(PID, addr, t)
+            .map(|c| (c.name.clone(), c.start, c.from));
+        assert_eq!(got, reference(addr, t), "{addr:#x} at {t}");
+        found += usize::from(got.is_some());
+    }
+    // Most probes land in some body: the check is not of empty answers.
+    assert!(found > 10_000, "{found} of 20000 found");
+}
