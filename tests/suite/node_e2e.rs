@@ -229,3 +229,69 @@ fn node_jitdump_is_stored_compactly_and_the_older_form_reads_the_same() {
     assert!(cut.contains("script.js:"), "{cut}");
     assert_eq!(cut, whole);
 }
+
+/// The record end reads back and packs the set-aside JIT tables on another core while the
+/// binaries' DWARF is read: the chunks it stores are the same, in the same order, as when it
+/// packs them after (as a whole-host recording's end does).
+#[test]
+fn the_end_packs_jit_tables_beside_the_dwarf_into_the_same_chunks() {
+    use jprof::format::recording::{encode_chunk, parse_chunks, ChunkKind};
+    use jprof::recording::Recording;
+    let (_dir, data) = record_node(false);
+    let bytes = std::fs::read(&data).unwrap();
+    // The recording as it was before its end embedded anything; the JIT tables it kept stand
+    // for the records set aside while recording.
+    let embedded = [
+        ChunkKind::UNWOUND_STACKS,
+        ChunkKind::INTERPRETED_FRAMES,
+        ChunkKind::JIT_DEBUG,
+        ChunkKind::SYMBOLS,
+        ChunkKind::SYMBOLS_ZSTD,
+        ChunkKind::END,
+    ];
+    let mut before = bytes[..16].to_vec();
+    for c in &parse_chunks(&bytes).unwrap().chunks {
+        if !embedded.contains(&c.kind) {
+            before.extend(encode_chunk(c.kind, c.payload));
+        }
+    }
+    let set_aside = Recording::from_bytes(data.clone(), bytes)
+        .unwrap()
+        .jit_debug(&mut Vec::new());
+    assert!(
+        !set_aside.is_empty(),
+        "node's recording keeps no JIT tables"
+    );
+    let recording = Recording::from_bytes(data, before).unwrap();
+    let end = |beside_dwarf: bool| {
+        let mut chunks = Vec::new();
+        let mut all = || set_aside.clone();
+        let facts = jprof::symbolize::embedded_symbols_and_coverage(
+            &recording,
+            &mut |kind, payload| {
+                chunks.push((kind, payload.to_vec()));
+                Ok(())
+            },
+            jprof::symbolize::SetAside {
+                method_names: Default::default(),
+                any: true,
+                all: &mut all,
+                beside_dwarf,
+            },
+        )
+        .unwrap();
+        (chunks, facts.depth_lines)
+    };
+    let (beside, after) = (end(true), end(false));
+    assert!(
+        beside
+            .0
+            .iter()
+            .any(|(kind, _)| *kind == ChunkKind::JIT_DEBUG),
+        "no JIT_DEBUG chunk stored"
+    );
+    assert!(
+        beside == after,
+        "the chunks differ with the packing beside the DWARF"
+    );
+}
