@@ -18,6 +18,10 @@ use crate::recording::OffCpuCounts;
 /// The tid of every CPU's idle task.
 const IDLE: u32 = 0;
 
+/// The tid the kernel gives a task it has already unhashed (`perf_event_tid`'s -1): with `-a`,
+/// the CPU-wide switch event sees an exiting thread's very last switch (`do_task_dead`) so.
+const DEAD: u32 = u32::MAX;
+
 /// How long after a thread's exit its last switch-out may still arrive.
 const EXIT_MEMORY_NS: u64 = 1_000_000_000;
 
@@ -73,7 +77,9 @@ impl SwitchPairing {
                     // is the others' time on it (and every CPU's idle task is tid 0).
                     Ok(s) if s.id.is_some_and(|id| self.ids.contains(&id)) => {
                         self.seen += 1;
-                        if s.tid == IDLE {
+                        // Nor does a dead task's last switch-out: it never comes back, and
+                        // paired with nothing it would wait until the end of the recording.
+                        if s.tid == IDLE || s.tid == DEAD {
                             continue;
                         }
                         self.threads.entry(s.tid).or_default().outs.push(SwitchOut {
@@ -325,5 +331,21 @@ mod tests {
         assert_eq!((counts.switches, counts.stored, counts.unpaired), (1, 1, 0));
         // Neither switch-out is a CPU sample.
         assert_eq!(pairing_seen, 2);
+    }
+
+    /// `-a`: a thread's last switch, as it dies, comes with tid -1 (the kernel no longer knows
+    /// its tid); it is no wait, not one that lasts until the end of the recording (3 s of
+    /// `do_task_dead` per exiting thread in a 4 s recording before this was seen).
+    #[test]
+    fn a_dead_tasks_last_switch_out_is_no_wait() {
+        let mut pairing = SwitchPairing::new(LAYOUT, &[SWITCH_ID], 1_000).unwrap();
+        let batch = sample(SWITCH_ID, u32::MAX, 2_000);
+        let kept = pairing.process(&batch, Some(8_000));
+        assert!(periods(&kept).is_empty(), "{:?}", periods(&kept));
+        // Not a CPU sample either.
+        assert_eq!(pairing.seen, 1);
+        let (rest, counts) = pairing.finish(100_000);
+        assert!(periods(&rest).is_empty(), "{:?}", periods(&rest));
+        assert_eq!((counts.switches, counts.unpaired), (0, 0));
     }
 }
