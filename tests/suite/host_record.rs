@@ -713,19 +713,31 @@ fn all_cpus_off_cpu_time_lands_under_the_waiting_function() {
             stacks,
         )
     };
+    let (asleep, main_off, spinner_off, off) = weighed("off-cpu");
+    let (_, main_on, spinner_on, _) = weighed("samples");
+    // What a failure needs to be understood: each thread's time off the CPU (from the switch
+    // records) and its CPU samples (each weighs one period in the wall time), and the summary.
     let within = |ns: u64, what: &str| {
         let s = ns as f64 / 1e9;
         assert!(
             (0.97..=lifetime * 1.1).contains(&s),
-            "{what}: {s:.3} s, expected between 1 s and the program's {lifetime:.3} s (+10%)"
+            "{what}: {s:.3} s, expected between 1 s and the program's {lifetime:.3} s (+10%); \
+             off the CPU: main {main_off} ns, spinner {spinner_off} ns; CPU samples: main \
+             {main_on}, spinner {spinner_on}\n{summary}"
         );
     };
-    let (asleep, _, _, off) = weighed("off-cpu");
     within(asleep, "off-CPU under wait_in_sleeper");
     assert!(
         off.iter()
             .any(|(s, _)| s.join(";").contains("main;wait_in_sleeper;usleep")),
         "the sleeping stack is not whole: {off:?}"
+    );
+    // Every wait of its two threads fits in their lives, their last switches as they exit
+    // included (the kernel names a dead task's tid -1; it waited until the recording's end).
+    let waited = samples(&off) as f64 / 1e9;
+    assert!(
+        waited <= 2.0 * lifetime * 1.1,
+        "{waited:.3} s off the CPU in two threads that lived {lifetime:.3} s: {off:?}"
     );
     let (_, main, spinner, _) = weighed("wall");
     within(main, "wall of the main thread");
@@ -748,6 +760,26 @@ fn start_hot_jvm(dir: &Path, name: &str) -> Running {
 fn maps_agent(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .is_ok_and(|maps| maps.contains(jprof::record::AGENT_FILE))
+}
+
+/// The CPU time process `pid` has used so far, all its threads (user and system time in
+/// `/proc/PID/stat`); zero once it is gone.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's `)`: the state (field 3), ..., utime (14), stime (15).
+    let ticks: u64 = stat.rsplit_once(')').map_or(0, |(_, fields)| {
+        fields
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|t| t.parse::<u64>().ok())
+            .sum()
+    });
+    let per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    Duration::from_millis(ticks * 1000 / per_second)
 }
 
 /// Stops a recording [`start_all_cpus`] started (SIGINT, as Ctrl-C) and returns its summary.
@@ -802,10 +834,24 @@ fn all_cpus_gives_the_agent_to_jvms_that_start_during_the_recording() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Samples of the hot loop with its JIT names known.
-    std::thread::sleep(Duration::from_secs(2));
-    let summary = stop_recording(run);
+    // Samples of the hot loop with its JIT names known: the recording goes on until the JVM
+    // has used as much CPU time again as its start took (the source launcher compiling
+    // Hot.java, the JIT warming up), and 2 s more. The start is a fixed amount of work; a fixed
+    // wall time for the loop gave it 28% of the JVM's samples on a machine at load 13.
     let pid = jvm.pid();
+    let until = cpu_time(pid) * 2 + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while cpu_time(pid) < until {
+        if Instant::now() > deadline {
+            let summary = stop_recording(run);
+            panic!(
+                "JVM {pid} used only {:?} of CPU time in 300 s, {until:?} awaited; jprof: {summary}",
+                cpu_time(pid)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let summary = stop_recording(run);
     assert!(
         summary.contains(&format!(
             "HotSpot JVM {pid}: loaded jprof's JVMTI agent (it started during the recording)"
