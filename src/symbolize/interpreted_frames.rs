@@ -14,18 +14,14 @@
 //! frame before it) and its `Method*` (as a signed difference from the frame before it; the
 //! first from 0).
 
-use gimli::leb128;
 use gimli::{EndianSlice, LittleEndian};
 
 use super::depth::Cut;
-use super::unwound::Lookahead;
+use super::entry_chunks::{
+    self, chunk_when_full, compress, empty_chunk, get_count, get_delta, put_count, put_delta,
+    ChunkReader, EntryDecoder,
+};
 use crate::format::ParseError;
-use crate::recording::inflate;
-
-/// Encoded entries are compressed into a chunk once this many bytes are gathered.
-const CHUNK_BYTES: usize = 1 << 20;
-/// zstd level: the chunks are written once per recording, after it ends.
-const ZSTD_LEVEL: i32 = 3;
 
 #[derive(Clone, Copy, Default)]
 struct Previous {
@@ -133,145 +129,58 @@ impl Writer {
             time: e.time,
             offset: e.offset,
         };
-        (self.buf.len() >= CHUNK_BYTES)
-            .then(|| self.flush())
-            .flatten()
+        self.wrote = true;
+        chunk_when_full(&mut self.buf)
     }
 
     /// The last chunk; one (of no entries) even when nothing was written at all.
     pub fn finish(mut self) -> Option<Vec<u8>> {
         match self.flush() {
             Some(chunk) => Some(chunk),
-            None if !self.wrote => zstd::bulk::compress(&[], ZSTD_LEVEL).ok(),
+            None if !self.wrote => empty_chunk(),
             None => None,
         }
     }
 
     fn flush(&mut self) -> Option<Vec<u8>> {
-        if self.buf.is_empty() {
-            return None;
-        }
-        let packed = zstd::bulk::compress(&self.buf, ZSTD_LEVEL).ok();
-        self.buf.clear();
-        self.wrote = true;
-        packed
+        compress(&mut self.buf)
     }
 }
 
-/// Reads the entries of a recording's INTERPRETED_FRAMES chunks in step with a walk in the
-/// same order: one chunk decompressed at a time.
-pub struct Reader<'a> {
-    chunks: Box<dyn Iterator<Item = (usize, &'a [u8])> + 'a>,
-    done_with: Box<dyn Fn(usize, usize) + 'a>,
-    buf: Vec<u8>,
-    chunk_at: usize,
-    pos: usize,
+/// Decodes INTERPRETED_FRAMES entries.
+#[derive(Default)]
+pub struct InterpretedFrames {
     previous: Previous,
-    ahead: Lookahead<Entry>,
-    /// The first damaged chunk; its entries from the damage on are not used.
-    pub error: Option<ParseError>,
 }
 
-impl<'a> Reader<'a> {
-    /// `chunks`: the INTERPRETED_FRAMES payloads with their file offsets, in file order;
-    /// `done_with` is told when a payload's bytes are no longer needed.
-    pub fn new(
-        chunks: impl Iterator<Item = (usize, &'a [u8])> + 'a,
-        done_with: impl Fn(usize, usize) + 'a,
-    ) -> Self {
-        Self {
-            chunks: Box::new(chunks),
-            done_with: Box::new(done_with),
-            buf: Vec::new(),
-            chunk_at: 0,
-            pos: 0,
-            previous: Previous::default(),
-            ahead: Lookahead::default(),
-            error: None,
-        }
-    }
+impl EntryDecoder for InterpretedFrames {
+    type Entry = Entry;
+    const WHAT: &'static str = "an interpreted-frames entry";
 
-    /// The entry of the sample at `offset`; None when it had neither a cut nor an
-    /// interpreted frame. Samples must be asked for in the order the entries were written
-    /// (see [`Lookahead`]).
-    pub fn take(&mut self, offset: u64) -> Option<Entry> {
-        let mut ahead = std::mem::take(&mut self.ahead);
-        let e = ahead.take(offset, |e| e.offset, || self.next_entry());
-        self.ahead = ahead;
-        e
-    }
-
-    /// Every entry, in order (for rewriting a recording); an error at the first damage.
-    pub fn all(mut self) -> Result<Vec<Entry>, ParseError> {
-        let mut out = Vec::new();
-        while let Some(e) = self.next_entry() {
-            out.push(e);
-        }
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
-    }
-
-    fn next_entry(&mut self) -> Option<Entry> {
-        if self.error.is_some() {
-            return None;
-        }
-        while self.pos >= self.buf.len() {
-            let (at, payload) = self.chunks.next()?;
-            let inflated = inflate(payload, at);
-            (self.done_with)(at, payload.len());
-            match inflated {
-                Ok(buf) => {
-                    self.buf = buf;
-                    self.chunk_at = at;
-                    self.pos = 0;
-                }
-                Err(e) => {
-                    self.error = Some(e);
-                    return None;
-                }
-            }
-        }
-        let decoded = self.decode();
-        if decoded.is_none() {
-            self.error = Some(ParseError::new(
-                self.chunk_at,
-                format!(
-                    "an interpreted-frames entry at byte {} of the decompressed chunk",
-                    self.pos
-                ),
-            ));
-        }
-        decoded
-    }
-
-    fn decode(&mut self) -> Option<Entry> {
-        let mut r = EndianSlice::new(self.buf.get(self.pos..)?, LittleEndian);
-        let time = self.previous.time.wrapping_add(get_delta(&mut r)?);
-        let offset = self.previous.offset.wrapping_add(get_delta(&mut r)?);
-        let cut = match get_count(&mut r)? {
+    fn decode(&mut self, r: &mut EndianSlice<'_, LittleEndian>) -> Option<Entry> {
+        let time = self.previous.time.wrapping_add(get_delta(r)?);
+        let offset = self.previous.offset.wrapping_add(get_delta(r)?);
+        let cut = match get_count(r)? {
             0 => None,
             1 => Some(Cut::KernelLimit),
             2 => Some(Cut::StackCopy),
             _ => return None,
         };
-        let n = get_count(&mut r)?;
+        let n = get_count(r)?;
         // Each frame takes at least two bytes: a count beyond the chunk is damage.
         if n > r.len() / 2 {
             return None;
         }
-        let len = if n > 0 { get_count(&mut r)? } else { 0 };
+        let len = if n > 0 { get_count(r)? } else { 0 };
         let mut methods = Vec::with_capacity(n);
         let (mut depth, mut method) = (0usize, 0u64);
         for _ in 0..n {
-            depth = depth.checked_add(get_count(&mut r)?)?;
-            method = method.wrapping_add(get_delta(&mut r)?);
+            depth = depth.checked_add(get_count(r)?)?;
+            method = method.wrapping_add(get_delta(r)?);
             // A frame deeper than the stack is damage.
             methods.push((len.checked_sub(1)?.checked_sub(depth)?, method));
         }
         methods.reverse();
-        self.pos = self.buf.len() - r.len();
         self.previous = Previous { time, offset };
         Some(Entry {
             time,
@@ -280,6 +189,22 @@ impl<'a> Reader<'a> {
             len,
             methods,
         })
+    }
+
+    fn offset(e: &Entry) -> u64 {
+        e.offset
+    }
+}
+
+/// Reads the entries of a recording's INTERPRETED_FRAMES chunks in step with a walk in the
+/// same order: one chunk decompressed at a time.
+pub type Reader<'a> = ChunkReader<'a, InterpretedFrames>;
+
+impl ChunkReader<'_, InterpretedFrames> {
+    /// The entry of the sample at `offset`; None when it had neither a cut nor an
+    /// interpreted frame. Samples must be asked for in the order the entries were written.
+    pub fn take(&mut self, offset: u64) -> Option<Entry> {
+        self.entry(offset)
     }
 }
 
@@ -291,38 +216,13 @@ pub fn renumbered<'a>(
     new_offset: impl Fn(u64) -> Option<u64>,
 ) -> Result<Vec<Vec<u8>>, ParseError> {
     let mut w = Writer::default();
-    let mut out = Vec::new();
-    for mut e in Reader::new(chunks, |_, _| {}).all()? {
-        e.offset = new_offset(e.offset).ok_or_else(|| {
-            ParseError::new(
-                0,
-                format!(
-                    "the sample record at {:#x} of an interpreted-frames entry",
-                    e.offset
-                ),
-            )
+    let mut out =
+        entry_chunks::renumbered::<InterpretedFrames>(chunks, new_offset, |mut e, offset| {
+            e.offset = offset;
+            w.push_entry(&e)
         })?;
-        out.extend(w.push_entry(&e));
-    }
     out.extend(w.finish());
     Ok(out)
-}
-
-fn put_delta(out: &mut Vec<u8>, delta: u64) {
-    // Writing to a Vec cannot fail.
-    let _ = leb128::write::signed(out, delta as i64);
-}
-
-fn put_count(out: &mut Vec<u8>, n: usize) {
-    let _ = leb128::write::unsigned(out, n as u64);
-}
-
-fn get_delta(r: &mut EndianSlice<'_, LittleEndian>) -> Option<u64> {
-    leb128::read::signed(r).ok().map(|v| v as u64)
-}
-
-fn get_count(r: &mut EndianSlice<'_, LittleEndian>) -> Option<usize> {
-    usize::try_from(leb128::read::unsigned(r).ok()?).ok()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub(crate) mod build_id;
 pub(crate) mod depth;
 mod dwarf_units;
 pub(crate) mod embedded;
+mod entry_chunks;
 pub(crate) mod frame_cache;
 mod interpreted;
 pub(crate) mod interpreted_frames;

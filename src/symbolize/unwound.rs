@@ -10,16 +10,15 @@
 //! the previous entry's first. Deltas and repetition make an entry a few bytes after
 //! compression.
 
+#[cfg(test)]
 use gimli::leb128;
 use gimli::{EndianSlice, LittleEndian};
 
+use super::entry_chunks::{
+    self, chunk_when_full, compress, get_count, get_delta, put_count, put_delta, ChunkReader,
+    EntryDecoder,
+};
 use crate::format::ParseError;
-use crate::recording::inflate;
-
-/// Encoded entries are compressed into a chunk once this many bytes are gathered.
-const CHUNK_BYTES: usize = 1 << 20;
-/// zstd level: the chunks are written once per recording, after it ends.
-const ZSTD_LEVEL: i32 = 3;
 
 #[derive(Default)]
 struct Previous {
@@ -71,9 +70,7 @@ impl StackWriter {
             offset,
             first: head.first().copied().unwrap_or(self.previous.first),
         };
-        (self.buf.len() >= CHUNK_BYTES)
-            .then(|| self.flush())
-            .flatten()
+        chunk_when_full(&mut self.buf)
     }
 
     /// The last, partly filled chunk (None when empty).
@@ -82,111 +79,34 @@ impl StackWriter {
     }
 
     fn flush(&mut self) -> Option<Vec<u8>> {
-        if self.buf.is_empty() {
-            return None;
-        }
-        let packed = zstd::bulk::compress(&self.buf, ZSTD_LEVEL).ok();
-        self.buf.clear();
-        packed
+        compress(&mut self.buf)
     }
 }
 
 /// One decoded entry.
 #[derive(Debug, PartialEq, Eq)]
-struct Entry {
+pub struct Entry {
     time: u64,
     offset: u64,
     keep: usize,
     head: Vec<u64>,
 }
 
-/// Reads the entries of a recording's UNWOUND_STACKS chunks in step with a walk in the same
-/// order: one chunk decompressed at a time.
-pub struct StackReader<'a> {
-    chunks: Box<dyn Iterator<Item = (usize, &'a [u8])> + 'a>,
-    /// Called with each chunk's offset and length once it is decompressed.
-    done_with: Box<dyn Fn(usize, usize) + 'a>,
-    buf: Vec<u8>,
-    /// File offset of the chunk being read (for errors).
-    chunk_at: usize,
-    pos: usize,
+/// Decodes UNWOUND_STACKS entries.
+#[derive(Default)]
+pub struct UnwoundStacks {
     previous: Previous,
-    ahead: Lookahead<Entry>,
-    /// The first damaged chunk; its entries from the damage on are not used.
-    pub error: Option<ParseError>,
 }
 
-impl<'a> StackReader<'a> {
-    /// `chunks`: the UNWOUND_STACKS payloads with their file offsets, in file order;
-    /// `done_with` is told when a payload's bytes are no longer needed.
-    pub fn new(
-        chunks: impl Iterator<Item = (usize, &'a [u8])> + 'a,
-        done_with: impl Fn(usize, usize) + 'a,
-    ) -> Self {
-        Self {
-            chunks: Box::new(chunks),
-            done_with: Box::new(done_with),
-            buf: Vec::new(),
-            chunk_at: 0,
-            pos: 0,
-            previous: Previous::default(),
-            ahead: Lookahead::default(),
-            error: None,
-        }
-    }
+impl EntryDecoder for UnwoundStacks {
+    type Entry = Entry;
+    const WHAT: &'static str = "an unwound stack entry";
 
-    /// The unwound user stack of the sample at `offset`, given its callchain's user part;
-    /// None when unwinding left it as the callchain said. Samples must be asked for in the
-    /// order the stacks were written (see [`Lookahead`]).
-    pub fn take(&mut self, offset: u64, callchain: &[u64]) -> Option<Vec<u64>> {
-        let mut ahead = std::mem::take(&mut self.ahead);
-        let e = ahead.take(offset, |e| e.offset, || self.next_entry());
-        self.ahead = ahead;
-        let e = e?;
-        let kept = callchain.len().saturating_sub(e.keep);
-        let mut stack = e.head;
-        stack.extend_from_slice(&callchain[kept..]);
-        Some(stack)
-    }
-
-    fn next_entry(&mut self) -> Option<Entry> {
-        while self.pos >= self.buf.len() {
-            let (at, payload) = self.chunks.next()?;
-            let inflated = inflate(payload, at);
-            (self.done_with)(at, payload.len());
-            match inflated {
-                Ok(buf) => {
-                    self.buf = buf;
-                    self.chunk_at = at;
-                    self.pos = 0;
-                }
-                Err(e) => {
-                    self.error.get_or_insert(e);
-                }
-            }
-        }
-        match self.decode() {
-            Some(e) => Some(e),
-            None => {
-                self.error.get_or_insert(ParseError::new(
-                    self.chunk_at,
-                    format!(
-                        "an unwound-stack entry at byte {} of the decompressed chunk",
-                        self.pos
-                    ),
-                ));
-                self.pos = self.buf.len();
-                self.next_entry()
-            }
-        }
-    }
-
-    fn decode(&mut self) -> Option<Entry> {
-        let mut r = EndianSlice::new(self.buf.get(self.pos..)?, LittleEndian);
-        let time = self.previous.time.wrapping_add(get_delta(&mut r)?);
-        let offset = self.previous.offset.wrapping_add(get_delta(&mut r)?);
-        let keep = get_count(&mut r)?;
-        let n = get_count(&mut r)?;
+    fn decode(&mut self, r: &mut EndianSlice<'_, LittleEndian>) -> Option<Entry> {
+        let time = self.previous.time.wrapping_add(get_delta(r)?);
+        let offset = self.previous.offset.wrapping_add(get_delta(r)?);
+        let keep = get_count(r)?;
+        let n = get_count(r)?;
         // Each address takes at least one byte: a count beyond the chunk is damage.
         if n > r.len() {
             return None;
@@ -194,10 +114,9 @@ impl<'a> StackReader<'a> {
         let mut head = Vec::with_capacity(n);
         let mut last = self.previous.first;
         for _ in 0..n {
-            last = last.wrapping_add(get_delta(&mut r)?);
+            last = last.wrapping_add(get_delta(r)?);
             head.push(last);
         }
-        self.pos = self.buf.len() - r.len();
         self.previous = Previous {
             time,
             offset,
@@ -210,56 +129,26 @@ impl<'a> StackReader<'a> {
             head,
         })
     }
-}
 
-/// How many entries a reader decodes ahead of the walk.
-const LOOKAHEAD: usize = 1024;
-
-/// The entries a reader decoded ahead of the walk that reads them, and their samples' record
-/// offsets. The walk visits samples in the order their entries were written, but not in
-/// time order (an off-CPU switch-out is stored when its thread runs again, and a late one is
-/// taken with a later window of records), and not every sample has an entry: a sample's
-/// entry is the first one with its offset among those read ahead, and the entries before it
-/// were for samples the walk never visits (damaged records). A sample without an entry
-/// finds none and leaves them in place.
-pub(crate) struct Lookahead<E> {
-    queue: std::collections::VecDeque<E>,
-    offsets: rustc_hash::FxHashSet<u64>,
-}
-
-impl<E> Default for Lookahead<E> {
-    fn default() -> Self {
-        Self {
-            queue: Default::default(),
-            offsets: Default::default(),
-        }
+    fn offset(e: &Entry) -> u64 {
+        e.offset
     }
 }
 
-impl<E> Lookahead<E> {
-    /// The entry of the sample at `offset` (`key` gives an entry's offset; `next` decodes
-    /// the next entry, None at the end).
-    pub(crate) fn take(
-        &mut self,
-        offset: u64,
-        key: impl Fn(&E) -> u64,
-        mut next: impl FnMut() -> Option<E>,
-    ) -> Option<E> {
-        while self.queue.len() < LOOKAHEAD {
-            let Some(e) = next() else { break };
-            self.offsets.insert(key(&e));
-            self.queue.push_back(e);
-        }
-        if !self.offsets.contains(&offset) {
-            return None;
-        }
-        while let Some(e) = self.queue.pop_front() {
-            self.offsets.remove(&key(&e));
-            if key(&e) == offset {
-                return Some(e);
-            }
-        }
-        None
+/// Reads the entries of a recording's UNWOUND_STACKS chunks in step with a walk in the same
+/// order: one chunk decompressed at a time.
+pub type StackReader<'a> = ChunkReader<'a, UnwoundStacks>;
+
+impl ChunkReader<'_, UnwoundStacks> {
+    /// The unwound user stack of the sample at `offset`, given its callchain's user part;
+    /// None when unwinding left it as the callchain said. Samples must be asked for in the
+    /// order the stacks were written.
+    pub fn take(&mut self, offset: u64, callchain: &[u64]) -> Option<Vec<u64>> {
+        let e = self.entry(offset)?;
+        let kept = callchain.len().saturating_sub(e.keep);
+        let mut stack = e.head;
+        stack.extend_from_slice(&callchain[kept..]);
+        Some(stack)
     }
 }
 
@@ -270,41 +159,12 @@ pub fn renumbered<'a>(
     chunks: impl Iterator<Item = (usize, &'a [u8])> + 'a,
     new_offset: impl Fn(u64) -> Option<u64>,
 ) -> Result<Vec<Vec<u8>>, ParseError> {
-    let mut reader = StackReader::new(chunks, |_, _| {});
     let mut w = StackWriter::default();
-    let mut out = Vec::new();
-    while let Some(e) = reader.next_entry() {
-        let offset = new_offset(e.offset).ok_or_else(|| {
-            ParseError::new(
-                0,
-                format!("the sample record at {:#x} of an unwound stack", e.offset),
-            )
-        })?;
-        out.extend(w.push_entry(e.time, offset, e.keep, &e.head));
-    }
-    if let Some(e) = reader.error {
-        return Err(e);
-    }
+    let mut out = entry_chunks::renumbered::<UnwoundStacks>(chunks, new_offset, |e, offset| {
+        w.push_entry(e.time, offset, e.keep, &e.head)
+    })?;
     out.extend(w.finish());
     Ok(out)
-}
-
-/// Appends a difference of two u64 (wrapping) as a signed LEB128 number: small either way.
-fn put_delta(out: &mut Vec<u8>, delta: u64) {
-    // Writing to a Vec cannot fail.
-    let _ = leb128::write::signed(out, delta as i64);
-}
-
-fn put_count(out: &mut Vec<u8>, n: usize) {
-    let _ = leb128::write::unsigned(out, n as u64);
-}
-
-fn get_delta(r: &mut EndianSlice<'_, LittleEndian>) -> Option<u64> {
-    leb128::read::signed(r).ok().map(|v| v as u64)
-}
-
-fn get_count(r: &mut EndianSlice<'_, LittleEndian>) -> Option<usize> {
-    usize::try_from(leb128::read::unsigned(r).ok()?).ok()
 }
 
 #[cfg(test)]
@@ -403,6 +263,49 @@ mod tests {
         let chunks = write(&entries, 10);
         let mut r = StackReader::new(chunks.iter().map(|c| (0, &c[..])), |_, _| {});
         assert_eq!(r.take(2, &[0x4]), Some(vec![0x3, 0x4]));
+    }
+
+    /// Entries are relative to the ones before them, across chunks: past a damaged chunk
+    /// none is used (they would land on other samples), those before it are.
+    #[test]
+    fn reading_stops_at_a_damaged_chunk_keeping_the_entries_before_it() {
+        let entries: Vec<_> = (1..=6)
+            .map(|i| (i * 10, i * 100, vec![i, 0x400000], vec![0x400000]))
+            .collect();
+        let mut chunks = write(&entries, 2);
+        assert_eq!(chunks.len(), 3);
+        chunks[1] = b"junk".to_vec();
+        let read = std::cell::RefCell::new(Vec::new());
+        let mut r = StackReader::new(
+            chunks.iter().enumerate().map(|(i, c)| (i * 4096, &c[..])),
+            |at, _| read.borrow_mut().push(at),
+        );
+        for (_, offset, stack, chain) in &entries {
+            let found = r.take(*offset, chain);
+            assert_eq!(
+                found.as_ref(),
+                (*offset <= 200).then_some(stack),
+                "{offset}"
+            );
+        }
+        assert_eq!(r.error.as_ref().map(|e| e.offset), Some(4096));
+        drop(r);
+        assert_eq!(*read.borrow(), [0, 4096]);
+        // An entry damaged inside a chunk: the ones before it in that chunk are kept.
+        let mut raw = StackWriter::default();
+        raw.push(10, 100, &[0x1, 0x2], &[0x2]);
+        put_delta(&mut raw.buf, 10);
+        put_delta(&mut raw.buf, 100);
+        let chunk = raw.finish().unwrap();
+        let mut r = StackReader::new([(64, &chunk[..])].into_iter(), |_, _| {});
+        assert_eq!(r.take(100, &[0x2]), Some(vec![0x1, 0x2]));
+        assert_eq!(r.take(200, &[0x2]), None);
+        let err = r.error.expect("an error");
+        assert_eq!(err.offset, 64);
+        assert!(
+            err.to_string().contains("unwound stack entry at byte"),
+            "{err}"
+        );
     }
 
     #[test]
