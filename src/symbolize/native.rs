@@ -7,7 +7,6 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use gimli::{EndianReader, RunTimeEndian};
@@ -177,16 +176,7 @@ pub struct Binary {
     /// Demangled names by mangled name: the addresses hit in one function (and the functions
     /// inlined in many places) share them, and demangling C++ costs more than the lookup.
     demangled: Mutex<HashMap<Box<str>, String>>,
-    /// Names read so far; every [`NAMES_BETWEEN_RELEASES`] the string tables' pages are let go.
-    names_read: AtomicUsize,
 }
-
-/// Names read from a binary's string tables between two releases of their pages. Reading one
-/// name maps the 64 KiB around it (the kernel's fault-around), and the names hit are spread
-/// over the tables: the few hundred `node`'s samples hit kept 7.5 of its 13 MB of string
-/// tables resident through the end, more than its symbols took. Let go every 32 names, at
-/// most 2 MiB of them are resident; a release is one madvise over the tables.
-const NAMES_BETWEEN_RELEASES: usize = 32;
 
 impl Binary {
     /// Opens an ELF file a process or a recording names, by the foreign-file rules (never a
@@ -256,7 +246,6 @@ impl Binary {
             dwarf_size: OnceLock::new(),
             unwind: OnceLock::new(),
             demangled: Mutex::default(),
-            names_read: AtomicUsize::new(0),
         })
     }
 
@@ -490,30 +479,12 @@ impl Binary {
     }
 
     fn name_bytes(&self, symbol: &Symbol) -> &[u8] {
-        let read = self.names_read.fetch_add(1, Ordering::Relaxed) + 1;
-        if read.is_multiple_of(NAMES_BETWEEN_RELEASES) {
-            self.release_string_tables();
-        }
         name_in(
             &self.image,
             self.debug_image.as_deref(),
             &self.strings,
             symbol,
         )
-    }
-
-    /// Lets the pages of the string tables go (names read from them before stay readable:
-    /// reading them again faults them back in).
-    fn release_string_tables(&self) {
-        for table in &self.strings {
-            let image = match &self.debug_image {
-                Some(debug) if table.in_debug_file => debug,
-                _ => &self.image,
-            };
-            if let Some(bytes) = image.slice(table.start..table.end) {
-                bytes.release_pages();
-            }
-        }
     }
 
     fn symbol_at(&self, svma: u64) -> Option<Symbol> {
@@ -1168,60 +1139,6 @@ mod tests {
             .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
             .map(std::path::PathBuf::from);
         std::iter::once(exe).chain(libc).collect()
-    }
-
-    /// How many pages of `bytes` are mapped in this process now (/proc/self/pagemap's
-    /// present bit).
-    fn resident_pages(bytes: &[u8]) -> usize {
-        use std::io::{Read, Seek, SeekFrom};
-        let page = 4096;
-        let (first, last) = (
-            bytes.as_ptr() as usize / page,
-            (bytes.as_ptr() as usize + bytes.len()).div_ceil(page),
-        );
-        let mut map = std::fs::File::open("/proc/self/pagemap").unwrap();
-        map.seek(SeekFrom::Start(first as u64 * 8)).unwrap();
-        let mut entries = vec![0u8; (last - first) * 8];
-        map.read_exact(&mut entries).unwrap();
-        entries
-            .chunks_exact(8)
-            .filter(|e| u64::from_le_bytes((*e).try_into().unwrap()) >> 63 == 1)
-            .count()
-    }
-
-    /// Names read from a binary's string tables do not keep their pages (issue 28: `node`'s
-    /// names hit, 64 KiB of fault-around each, kept 7.5 MB of its string tables resident):
-    /// naming thousands of this test binary's functions, spread over its megabytes of
-    /// names, leaves at most about 2 MiB of them mapped, and the names are those of a table
-    /// that never lets go.
-    #[test]
-    fn names_read_do_not_keep_the_string_tables_resident() {
-        let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let binary = Binary::open(&exe, false).unwrap();
-        let tables: usize = binary.strings.iter().map(|t| t.end - t.start).sum();
-        assert!(tables > 4 << 20, "{tables} bytes of string tables");
-        let kept = Binary::parse(&std::fs::read(&exe).unwrap(), false).unwrap();
-        let mut addresses: Vec<u64> = binary.symbols.all().iter().map(|s| s.addr).collect();
-        addresses.sort_unstable();
-        addresses.dedup();
-        let probes: Vec<u64> = addresses.iter().step_by(16).copied().collect();
-        assert!(probes.len() > 2000, "{} addresses", probes.len());
-        for &addr in &probes {
-            assert_eq!(
-                binary.symbol_name(addr),
-                kept.symbol_name(addr),
-                "{addr:#x}"
-            );
-        }
-        let resident: usize = binary
-            .strings
-            .iter()
-            .map(|t| resident_pages(&binary.image[t.start..t.end]) * 4096)
-            .sum();
-        assert!(
-            resident <= (NAMES_BETWEEN_RELEASES + 2) * 64 * 1024,
-            "{resident} bytes of {tables} resident"
-        );
     }
 
     /// A binary's symbol tables are let go of page by page as they are read (issue 28: `node`'s
