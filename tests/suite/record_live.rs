@@ -141,7 +141,9 @@ fn spawn_busy_recording(data: &std::path::Path, rounds: u64) -> std::process::Ch
     jprof()
         .args(["record", "-o"])
         .arg(data)
-        .args(["--", "sh", "-c"])
+        // SIGINT at its default whatever the tests were started under: a shell script's `cmd &`
+        // (or nohup) hands its children an ignored SIGINT, and the shell would outlive it.
+        .args(["--", "env", "--default-signal=INT", "sh", "-c"])
         .arg(format!(
             "i=0; while [ $i -lt {rounds} ]; do i=$((i+1)); done"
         ))

@@ -460,7 +460,16 @@ fn sighup_stops_the_recording_cleanly() {
     let child = jprof()
         .args(["record", "-o"])
         .arg(&data)
-        .args(["--", "sh", "-c", "while :; do :; done"])
+        // SIGHUP at its default whatever the tests were started under (nohup ignores it, and
+        // an ignored signal stays ignored across exec): the shell must die of it.
+        .args([
+            "--",
+            "env",
+            "--default-signal=HUP",
+            "sh",
+            "-c",
+            "while :; do :; done",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
