@@ -253,7 +253,25 @@ fn lines_for(record: &[u8], offsets: &BTreeSet<u32>, placed: &BTreeSet<(u64, u64
     if debug_bias(&small, start, size) != bias {
         return whole();
     }
-    let body = |lines: &[DebugEntry]| JitCode {
+    let (all, cut) = (
+        body_with_lines(start, size, entries),
+        body_with_lines(start, size, &small),
+    );
+    let same = offsets.iter().all(|&o| {
+        let probe = start.wrapping_add(u64::from(o));
+        JitIndex::code_frames(&all, probe) == JitIndex::code_frames(&cut, probe)
+    });
+    if !same {
+        return whole();
+    }
+    jitdump_write::debug_info_of(r.timestamp, *code_addr, &small)
+}
+
+/// `info` with only what `JitIndex::code_frames` reads at `offsets` (see [`tree_for`]).
+/// A nameless jitdump body at `start..start + size` with only the line table `lines`, to ask
+/// which frames an address gets from it.
+fn body_with_lines(start: u64, size: u64, lines: &[DebugEntry]) -> JitCode {
+    JitCode {
         name: String::new(),
         start,
         size,
@@ -268,19 +286,9 @@ fn lines_for(record: &[u8], offsets: &BTreeSet<u32>, placed: &BTreeSet<(u64, u64
         from_jitdump: true,
         unwind: None,
         origin: None,
-    };
-    let (all, cut) = (body(entries), body(&small));
-    let same = offsets.iter().all(|&o| {
-        let probe = start.wrapping_add(u64::from(o));
-        JitIndex::code_frames(&all, probe) == JitIndex::code_frames(&cut, probe)
-    });
-    if !same {
-        return whole();
     }
-    jitdump_write::debug_info_of(r.timestamp, *code_addr, &small)
 }
 
-/// `info` with only what `JitIndex::code_frames` reads at `offsets` (see [`tree_for`]).
 fn trimmed(info: &DebugInfo2, offsets: &BTreeSet<u32>) -> DebugInfo2 {
     let holds = |&(start, len): &(u32, u32), o: u32| o >= start && o - start < len;
     // code_frames's walk: a call covers an offset when its ranges and all its callers' do.
@@ -434,22 +442,7 @@ mod tests {
             entries.iter().all(|e| e.discrim == e.line - 10),
             "{entries:?}"
         );
-        let body = |entries: &[DebugEntry]| JitCode {
-            name: "f".into(),
-            start,
-            size,
-            from: 0,
-            until: None,
-            tier: None,
-            debug: Some(Arc::new(BodyDebug {
-                lines: placed_lines(entries.to_vec(), start, size),
-                ..Default::default()
-            })),
-            source: Arc::from("jit"),
-            from_jitdump: true,
-            unwind: None,
-            origin: None,
-        };
+        let body = |entries: &[DebugEntry]| body_with_lines(start, size, entries);
         for &o in &offsets {
             let probe = start + u64::from(o);
             let frames = JitIndex::code_frames(&body(entries), probe);
