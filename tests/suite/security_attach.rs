@@ -96,25 +96,33 @@ impl FakeJvm {
     /// arguments).
     fn start_after(wrapper: &[&str], answer: &str, lib: &Path, how: &str) -> Self {
         let (uid, gid) = user();
-        // Debian's python3: a python3 earlier on root's PATH may live where the user cannot go.
-        let mut child = Command::new("setpriv")
-            .args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={gid}"),
-                "--clear-groups",
-                "--",
-            ])
-            .args(wrapper)
-            .args(["/usr/bin/python3", "-c", FAKE_JVM, answer])
-            .arg(lib)
-            .arg(how)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 as the user");
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let mut fake = FakeJvm { child, out };
-        assert_eq!(fake.next_line(), "ready", "the fake JVM did not start");
-        fake
+        // A root JVM killed earlier (by this run's tests too) leaves its /tmp/.java_pid<pid>,
+        // which the user's fake cannot replace when it gets that pid: it exits, and the next
+        // one (another pid) is tried; dropping the failed one removes the stale name.
+        for _ in 0..5 {
+            // Debian's python3: a python3 earlier on root's PATH may live where the user
+            // cannot go.
+            let mut child = Command::new("setpriv")
+                .args([
+                    &format!("--reuid={uid}"),
+                    &format!("--regid={gid}"),
+                    "--clear-groups",
+                    "--",
+                ])
+                .args(wrapper)
+                .args(["/usr/bin/python3", "-c", FAKE_JVM, answer])
+                .arg(lib)
+                .arg(how)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3 as the user");
+            let out = BufReader::new(child.stdout.take().unwrap());
+            let mut fake = FakeJvm { child, out };
+            if fake.next_line() == "ready" {
+                return fake;
+            }
+        }
+        panic!("the fake JVM did not start in 5 tries (its errors are above)");
     }
 
     fn pid(&self) -> u32 {
