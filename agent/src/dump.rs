@@ -3,7 +3,9 @@
 //! outside the lock and only copy them into a `BufWriter` under it; the buffer is flushed every
 //! [`FLUSH_RECORDS`] writes, when a write comes [`FLUSH_AFTER`] after the last flush, by a small
 //! background thread when writes stop, and at VM death — never fsync'd, so no thread waits on
-//! the disk for long. Timestamps are stamped under the lock, so file order is time order.
+//! the disk for long. Timestamps are stamped under the lock, so file order is time order, but
+//! for the method names of prepared classes: named later on the agent's own thread, they carry
+//! the time their class was prepared ([`Dump::write_at`]).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -180,6 +182,11 @@ impl Dump {
 
     fn append(&self, state: &mut State, records: &mut [u8]) {
         restamp(records, self.clock.now());
+        Self::append_stamped(state, records);
+    }
+
+    /// Appends records whose timestamps are set already.
+    fn append_stamped(state: &mut State, records: &[u8]) {
         let Some(out) = &mut state.out else { return };
         if out.write_all(records).is_err() {
             state.out = None;
@@ -216,6 +223,17 @@ impl Dump {
     pub fn write(&self, mut records: Vec<u8>) {
         let mut state = self.lock();
         self.append(&mut state, &mut records);
+    }
+
+    /// Writes records stamped `timestamp` (a time taken earlier with [`Dump::now`]).
+    pub fn write_at(&self, mut records: Vec<u8>, timestamp: u64) {
+        restamp(&mut records, timestamp);
+        Self::append_stamped(&mut self.lock(), &records);
+    }
+
+    /// The time now, as records are stamped.
+    pub fn now(&self) -> u64 {
+        self.clock.now()
     }
 
     /// A fresh CODE_LOAD index (perf names its ELF files by it), from 1.

@@ -9,14 +9,14 @@ use std::sync::OnceLock;
 
 use crate::events::{self, Agent};
 use crate::ffi::{
-    self, Callbacks, FunctionTable, JClass, JMethodId, Jint, MethodId, RawEnv,
+    self, Callbacks, FunctionTable, JClass, JMethodId, JavaVm, Jint, JniEnv, MethodId, RawEnv,
     EVENT_COMPILED_METHOD_LOAD, EVENT_DYNAMIC_CODE_GENERATED, JNI_OK,
 };
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
 
 /// Runs `f` on the agent, swallowing panics: nothing may unwind into the JVM.
-fn with_agent(f: impl FnOnce(&Agent)) {
+fn with_agent(f: impl FnOnce(&'static Agent)) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         if let Some(agent) = AGENT.get() {
             f(agent);
@@ -75,29 +75,29 @@ extern "C" fn on_dynamic_code_generated(
     });
 }
 
-extern "C" fn on_vm_init(_env: RawEnv, _jni: *mut c_void, _thread: *mut c_void) {
+extern "C" fn on_vm_init(_env: RawEnv, jni: *mut c_void, _thread: *mut c_void) {
     with_agent(|agent| {
         // Stubs generated before the live phase are not all posted; replaying them is cheap.
         agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
-        // Classes prepared before the live phase got no ClassPrepare.
-        events::all_loaded_classes(agent);
+        // Classes prepared before the live phase got no ClassPrepare; the naming thread starts.
+        events::vm_init(agent, JniEnv::of_vm(jni));
         events::flush(agent);
     });
 }
 
 extern "C" fn on_class_prepare(
     _env: RawEnv,
-    _jni: *mut c_void,
+    jni: *mut c_void,
     _thread: *mut c_void,
     class: JClass,
 ) {
     with_agent(|agent| {
-        events::classes_prepared(agent, &[class]);
+        events::prepared(agent, JniEnv::of_vm(jni), &[class]);
     });
 }
 
-extern "C" fn on_vm_death(_env: RawEnv, _jni: *mut c_void) {
-    with_agent(events::close);
+extern "C" fn on_vm_death(_env: RawEnv, jni: *mut c_void) {
+    with_agent(|agent| events::close(agent, JniEnv::of_vm(jni)));
 }
 
 /// Sets up the env: capabilities, callbacks, events. `Err` says what failed.
@@ -113,7 +113,7 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
         return Ok(());
     }
     let jvmti = ffi::open_jvmti(vm)?;
-    let agent = events::start(jvmti, &options)?;
+    let agent = events::start(JavaVm::of_vm(vm), jvmti, &options)?;
     if AGENT.set(agent).is_err() {
         return Err("the agent is already loaded in this VM".into());
     }
@@ -129,11 +129,13 @@ fn init(vm: *mut FunctionTable, options: *const c_char, live: bool) -> Result<()
     if live {
         // Attached to a running VM: replay what was compiled and generated before us.
         replay(agent);
+        events::start_naming(agent);
     }
     Ok(())
 }
 
-/// Asks the VM for what exists already: generated code, compiled methods, loaded classes.
+/// Asks the VM for what exists already: generated code, compiled methods, loaded classes
+/// (named here: the attaching thread has no JNI environment at hand).
 fn replay(agent: &Agent) {
     agent.jvmti.generate_events(EVENT_DYNAMIC_CODE_GENERATED);
     agent.jvmti.generate_events(EVENT_COMPILED_METHOD_LOAD);
@@ -180,5 +182,5 @@ pub extern "C" fn Agent_OnAttach(
 
 #[no_mangle]
 pub extern "C" fn Agent_OnUnload(_vm: *mut FunctionTable) {
-    with_agent(events::close);
+    with_agent(|agent| events::close(agent, None));
 }

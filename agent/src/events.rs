@@ -20,11 +20,16 @@ use jprof_format::jitdump_write::{self, CodeLoad};
 use crate::clock::Clock;
 use crate::debug::{DebugTables, IdMap, MethodInfo, PcStacks};
 use crate::dump::Dump;
-use crate::ffi::{self, JClass, Jvmti, MethodId};
+use crate::ffi::{self, JClass, JavaVm, JniEnv, Jvmti, MethodId};
 use crate::j9;
+use crate::naming::{self, Batch, Worker};
 
 pub struct Agent {
     pub jvmti: Jvmti,
+    /// To attach the naming thread.
+    vm: JavaVm,
+    /// Prepared classes waiting for the naming thread.
+    naming: naming::Queue,
     /// Replaced when the agent is attached again (a new jprof session).
     current: Mutex<Arc<Dump>>,
     pid: u32,
@@ -116,7 +121,7 @@ fn dump_dirs(options: &str) -> Vec<PathBuf> {
     dirs
 }
 
-pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
+pub fn start(vm: JavaVm, jvmti: Jvmti, options: &str) -> Result<Agent, String> {
     let pid = std::process::id();
     let dump = Dump::create(&dump_dirs(options), pid, Clock::detect())
         .map_err(|e| format!("cannot create the jitdump: {e}"))?;
@@ -128,6 +133,8 @@ pub fn start(jvmti: Jvmti, options: &str) -> Result<Agent, String> {
         !forced_opaque && ids_point_at_methods(&vm_name, spec_version.as_deref());
     Ok(Agent {
         jvmti,
+        vm,
+        naming: naming::Queue::default(),
         current: Mutex::new(dump),
         pid,
         openj9,
@@ -333,28 +340,110 @@ pub fn names_methods(agent: &Agent) -> bool {
 }
 
 /// JPROF_METHOD_NAMES for the methods of `classes` (HotSpot: `Method*` → name), so the report
-/// can name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md). Nothing
-/// on JDK 26+, where a jmethodID no longer leads to its `Method*` (interpreted frames stay
-/// `Interpreter` there).
+/// can name interpreted frames by the `Method*` HotSpot keeps in each (docs/java.md), named
+/// now. Nothing on JDK 26+, where a jmethodID no longer leads to its `Method*` (interpreted
+/// frames stay `Interpreter` there).
 pub fn classes_prepared(agent: &Agent, classes: &[JClass]) {
     if !names_methods(agent) {
         return;
     }
-    let methods: Vec<(MethodId, String)> = classes
+    let at = agent.dump().now();
+    let methods = classes
         .iter()
         .flat_map(|&class| agent.jvmti.named_methods(class))
         .collect();
+    write_names(agent, methods, at);
+}
+
+/// The names of `methods` as JPROF_METHOD_NAMES records stamped `at`.
+fn write_names(agent: &Agent, methods: Vec<(MethodId, String)>, at: u64) {
     let named = method_addresses(agent.ids_are_pointers, methods, ffi::vm_method);
     let dump = agent.dump();
     for chunk in named.chunks(NAMES_PER_RECORD) {
-        dump.write(jitdump_write::method_names(0, chunk));
+        dump.write_at(jitdump_write::method_names(0, chunk), at);
     }
 }
 
-/// JPROF_METHOD_NAMES for every class loaded so far (at VM start, and when attached).
+/// JPROF_METHOD_NAMES for every class loaded so far, named now (when attached).
 pub fn all_loaded_classes(agent: &Agent) {
     if names_methods(agent) {
         classes_prepared(agent, &agent.jvmti.loaded_classes());
+    }
+}
+
+/// ClassPrepare: `classes` go to the naming thread, held by weak references, with the time;
+/// without a JNI environment, or when that thread could not start, they are named here.
+pub fn prepared(agent: &Agent, jni: Option<JniEnv>, classes: &[JClass]) {
+    if !names_methods(agent) {
+        return;
+    }
+    let Some(jni) = jni else {
+        return classes_prepared(agent, classes);
+    };
+    let batch = Batch {
+        classes: classes.iter().filter_map(|&c| jni.weak(c)).collect(),
+        prepared_at: agent.dump().now(),
+    };
+    for batch in agent.naming.push(batch) {
+        name_batch(agent, jni, batch);
+    }
+}
+
+/// Names a batch's classes still loaded; a class unloaded before its turn is skipped: no frame
+/// of its methods can be sampled after that, and one sampled before keeps `Interpreter`.
+fn name_batch(agent: &Agent, jni: JniEnv, batch: Batch) {
+    let mut methods = Vec::new();
+    for weak in batch.classes {
+        jni.with_class(&weak, |class| {
+            methods.extend(agent.jvmti.named_methods(class));
+        });
+        jni.delete_weak(weak);
+    }
+    write_names(agent, methods, batch.prepared_at);
+}
+
+/// VM init: the classes loaded before it (they got no ClassPrepare, or got it before the
+/// naming thread could run) go to the naming thread, which starts.
+pub fn vm_init(agent: &'static Agent, jni: Option<JniEnv>) {
+    if !names_methods(agent) {
+        return;
+    }
+    prepared(agent, jni, &agent.jvmti.loaded_classes());
+    start_naming(agent);
+}
+
+/// Starts the naming thread (live phase only): attached to the VM as a daemon, it names what
+/// ClassPrepare queues.
+pub fn start_naming(agent: &'static Agent) {
+    if !names_methods(agent) {
+        return;
+    }
+    agent.naming.set_worker(Worker::Running);
+    let started = std::thread::Builder::new()
+        .name("jprof names".into())
+        .spawn(move || {
+            let jni = match agent.vm.attach_daemon(c"jprof names") {
+                Ok(jni) => jni,
+                Err(e) => {
+                    eprintln!("jprof agent: {e}; prepared classes are named where they load");
+                    agent.naming.set_worker(Worker::Failed);
+                    return;
+                }
+            };
+            let mut finished_one = false;
+            while let Some(batches) = agent.naming.next(finished_one) {
+                for batch in batches {
+                    name_batch(agent, jni, batch);
+                }
+                finished_one = true;
+            }
+            // Closed at VM death: stay attached (detaching then could block) and idle.
+            loop {
+                std::thread::park();
+            }
+        });
+    if started.is_err() {
+        agent.naming.set_worker(Worker::Failed);
     }
 }
 
@@ -362,7 +451,17 @@ pub fn flush(agent: &Agent) {
     agent.dump().flush();
 }
 
-pub fn close(agent: &Agent) {
+/// VM death (or unload): what is still queued is named by the calling thread (with its JNI
+/// environment) and the naming thread's batch in hand waited for; then the file is flushed and
+/// closed.
+pub fn close(agent: &Agent, jni: Option<JniEnv>) {
+    let left = agent.naming.close();
+    if let Some(jni) = jni {
+        for batch in left {
+            name_batch(agent, jni, batch);
+        }
+    }
+    agent.naming.wait_idle();
     agent.dump().close();
 }
 

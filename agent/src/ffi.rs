@@ -587,6 +587,113 @@ pub(crate) fn open_jvmti(vm: *mut FunctionTable) -> Result<Jvmti, String> {
     })
 }
 
+/// `JNI_VERSION_1_2` (jni.h): what an attaching thread asks for.
+const JNI_VERSION_1_2: Jint = 0x0001_0002;
+
+type AttachCurrentThreadFn =
+    unsafe extern "C" fn(*mut FunctionTable, *mut *mut c_void, *mut c_void) -> Jint;
+type NewRefFn = unsafe extern "C" fn(RawEnv, *mut c_void) -> *mut c_void;
+type DeleteRefFn = unsafe extern "C" fn(RawEnv, *mut c_void);
+
+/// jni.h's `JavaVMAttachArgs`.
+#[repr(C)]
+struct AttachArgs {
+    version: Jint,
+    name: *const c_char,
+    group: *mut c_void,
+}
+
+/// The VM (`JavaVM*`), kept from `Agent_OnLoad` / `Agent_OnAttach` to attach the agent's own
+/// thread.
+#[derive(Clone, Copy)]
+pub struct JavaVm(*mut FunctionTable);
+
+// SAFETY: a `JavaVM*` is process-wide and its invocation functions may be called from any
+// thread (JNI spec, "Invocation API").
+unsafe impl Send for JavaVm {}
+// SAFETY: as above; the struct holds only the pointer.
+unsafe impl Sync for JavaVm {}
+
+impl JavaVm {
+    pub(crate) fn of_vm(vm: *mut FunctionTable) -> Self {
+        Self(vm)
+    }
+
+    /// Attaches the calling native thread to the VM as a daemon thread named `name` (a
+    /// daemon: the VM does not wait for it to exit), so it may call JVMTI functions that need
+    /// a Java thread; its JNI environment. Only in the live phase.
+    pub fn attach_daemon(&self, name: &CStr) -> Result<JniEnv, String> {
+        if self.0.is_null() {
+            return Err("no JavaVM".into());
+        }
+        let attach = table_fn!(self.0, 8, AttachCurrentThreadFn)
+            .ok_or("AttachCurrentThreadAsDaemon missing")?;
+        let mut args = AttachArgs {
+            version: JNI_VERSION_1_2,
+            name: name.as_ptr(),
+            group: std::ptr::null_mut(),
+        };
+        let mut env: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `self.0` is the VM's JavaVM; `env` and `args` are valid for the call (the VM
+        // copies the name).
+        let err = unsafe { attach(self.0, &mut env, (&mut args as *mut AttachArgs).cast()) };
+        if err != JNI_OK || env.is_null() {
+            return Err(format!("AttachCurrentThreadAsDaemon failed ({err})"));
+        }
+        Ok(JniEnv(env.cast()))
+    }
+}
+
+/// A thread's JNI environment (`JNIEnv*`): usable on that thread only, so it is neither `Send`
+/// nor `Sync`.
+#[derive(Clone, Copy)]
+pub struct JniEnv(*mut FunctionTable);
+
+/// A class held by a JNI weak global reference: it does not keep the class loaded. Deleted
+/// with [`JniEnv::delete_weak`] (from any thread).
+pub struct WeakClass(usize);
+
+impl JniEnv {
+    /// The environment the VM passed to an event callback; `None` for null.
+    pub(crate) fn of_vm(env: *mut c_void) -> Option<Self> {
+        (!env.is_null()).then(|| Self(env.cast()))
+    }
+
+    /// A weak global reference to `class` (a live reference from the VM).
+    pub fn weak(self, class: JClass) -> Option<WeakClass> {
+        let new_weak = table_fn!(self.0, 227, NewRefFn)?;
+        // SAFETY: `self` is the calling thread's env; `class` a live reference from the VM.
+        let weak = unsafe { new_weak(self.0, class) };
+        (!weak.is_null()).then_some(WeakClass(weak as usize))
+    }
+
+    /// `f` of the class `weak` holds, while a local reference keeps it loaded; `None` when
+    /// the class was unloaded.
+    pub fn with_class<T>(self, weak: &WeakClass, f: impl FnOnce(JClass) -> T) -> Option<T> {
+        let new_local = table_fn!(self.0, 26, NewRefFn)?;
+        let delete_local = table_fn!(self.0, 24, DeleteRefFn)?;
+        // SAFETY: `self` is the calling thread's env; `weak` a weak global reference not yet
+        // deleted; a collected class gives null.
+        let class = unsafe { new_local(self.0, weak.0 as *mut c_void) };
+        if class.is_null() {
+            return None;
+        }
+        let out = f(class);
+        // SAFETY: `class` is the local reference made above, deleted once (an attached native
+        // thread has no frame whose return would free it).
+        unsafe { delete_local(self.0, class) };
+        Some(out)
+    }
+
+    /// Deletes a weak global reference.
+    pub fn delete_weak(self, weak: WeakClass) {
+        if let Some(delete_weak) = table_fn!(self.0, 228, DeleteRefFn) {
+            // SAFETY: `weak` is a weak global reference not yet deleted (taken by value).
+            unsafe { delete_weak(self.0, weak.0 as *mut c_void) };
+        }
+    }
+}
+
 /// The event callbacks the agent installs, with jvmti.h's signatures.
 pub(crate) struct Callbacks {
     pub(crate) vm_init: extern "C" fn(RawEnv, *mut c_void, *mut c_void),

@@ -6,8 +6,9 @@
 //! time. See docs/java.md.
 //!
 //! Layout, top down: `entry` is where the VM calls in (the exported `Agent_On*` functions and
-//! the event callbacks); `events` turns JVMTI events into jitdump records, `debug` builds line
-//! and inline tables, `dump` owns the file, `clock` the timestamps; `ffi` at the bottom is the
+//! the event callbacks); `events` turns JVMTI events into jitdump records (prepared classes'
+//! method names on the agent's own thread, queued by `naming`), `debug` builds line and inline
+//! tables, `dump` owns the file, `clock` the timestamps; `ffi` at the bottom is the
 //! boundary with the VM (JVMTI bindings, the VM's pointers decoded, the marker mmap, rdtsc)
 //! and holds every `unsafe` line, calling nothing above it.
 
@@ -24,3 +25,4 @@ mod events;
 mod ffi;
 mod j9;
 mod names;
+mod naming;

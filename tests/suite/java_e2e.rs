@@ -259,8 +259,12 @@ fn demo_run(jdk_name: &str, keep_side_files: bool) {
     let mut multiply_inlines_dot = false;
     let mut last_ts = 0;
     for r in &batch.records {
-        assert!(r.timestamp >= last_ts, "timestamps go back at {}", r.offset);
-        last_ts = r.timestamp;
+        // File order is time order, but for method names: written later by the agent's
+        // naming thread, they carry the time their class was prepared.
+        if !matches!(r.body, RecordBody::MethodNames(_)) {
+            assert!(r.timestamp >= last_ts, "timestamps go back at {}", r.offset);
+            last_ts = r.timestamp;
+        }
         match &r.body {
             RecordBody::JitTier(t) if t.kind == TierKind::INTERPRETER => interpreter_tier = true,
             RecordBody::DebugInfo2(info) => pending_info2 = Some(info.clone()),
@@ -973,6 +977,121 @@ fn jdk17_agent_with_opaque_method_ids() {
 #[test]
 fn jdk25_agent_with_opaque_method_ids() {
     opaque_ids_run("25");
+}
+
+/// The agent names a prepared class's methods on its own thread, later, but stamps the names
+/// with the time the class was prepared (a report names an interpreted frame only by a name
+/// given at or before the sample): `Late` loads 300 classes just before `System.exit`, each
+/// name must be in the jitdump (those still queued at VM death are named then), stamped between
+/// the times `Late` read around the loading (the agent's clock forced to CLOCK_MONOTONIC, which
+/// is `System.nanoTime`'s).
+fn late_classes_run(jdk_name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let build = tempfile::tempdir().expect("tempdir");
+    let count = 300;
+    let mut sources = Vec::new();
+    for i in 0..count {
+        let path = build.path().join(format!("C{i}.java"));
+        let source = format!(
+            "public final class C{i} {{ public static int f{i}(int x) {{ return x + {i}; }} }}\n"
+        );
+        std::fs::write(&path, source).expect("write");
+        sources.push(path);
+    }
+    let late = build.path().join("Late.java");
+    std::fs::write(
+        &late,
+        r#"public final class Late {
+    public static void main(String[] args) throws Exception {
+        int n = Integer.parseInt(args[0]);
+        long before = System.nanoTime();
+        long s = 0;
+        for (int i = 0; i < n; i++) {
+            s += (Integer) Class.forName("C" + i).getMethod("f" + i, int.class).invoke(null, i);
+        }
+        long after = System.nanoTime();
+        System.out.println("loaded " + before + " " + after + " " + s);
+        System.exit(0);
+    }
+}
+"#,
+    )
+    .expect("write");
+    sources.push(late);
+    let classes = build.path().join("classes");
+    compile(&classes, &sources);
+
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(&java)
+        .env("JPROF_AGENT_CLOCK", "monotonic")
+        .arg(format!(
+            "-agentpath:{}=dir={}",
+            agent().display(),
+            work.path().display()
+        ))
+        .arg("-cp")
+        .arg(&classes)
+        .args(["Late", &count.to_string()])
+        .output()
+        .expect("run java");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let times: Vec<u64> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("loaded "))
+        .expect("Late's times")
+        .split(' ')
+        .take(2)
+        .map(|t| t.parse().expect("a time"))
+        .collect();
+    let (before, after) = (times[0], times[1]);
+
+    let dumps = jitdumps(work.path());
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let bytes = std::fs::read(&dumps[0]).expect("read jitdump");
+    let header = jitdump::parse_header(&bytes).expect("header");
+    assert!(
+        !header.arch_timestamp(),
+        "JPROF_AGENT_CLOCK=monotonic was not taken"
+    );
+    let batch = jitdump::parse_records(&bytes, &header, 0);
+    assert!(batch.error.is_none(), "{:?}", batch.error);
+    let mut named = std::collections::HashMap::new();
+    for r in &batch.records {
+        if let RecordBody::MethodNames(list) = &r.body {
+            for (_, name) in list {
+                named.insert(name.clone(), r.timestamp);
+            }
+        }
+    }
+    for i in 0..count {
+        let name = format!("C{i}.f{i}(int)");
+        let Some(&at) = named.get(&name) else {
+            panic!(
+                "JDK {jdk_name}: {name} was not named ({} names)",
+                named.len()
+            );
+        };
+        assert!(
+            (before..=after).contains(&at),
+            "JDK {jdk_name}: {name} stamped {at}, not when its class was prepared ({before}..{after})"
+        );
+    }
+}
+
+#[test]
+fn jdk17_classes_loaded_just_before_exit_are_named_when_prepared() {
+    late_classes_run("17");
+}
+
+#[test]
+fn jdk25_classes_loaded_just_before_exit_are_named_when_prepared() {
+    late_classes_run("25");
 }
 
 /// A stack far deeper than the kernel's largest copy (64 KiB) and its callchain limit (127
