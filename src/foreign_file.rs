@@ -335,7 +335,7 @@ impl ForeignFile {
     pub fn into_bytes(self) -> Result<FileBytes, Refusal> {
         let meta = self.file.metadata()?;
         if FileBytes::may_map(&meta, self.in_container) {
-            let mapped = crate::sys::mapped_file::MappedFile::map(&self.file)?;
+            let mapped = crate::sys::mapped_file::MappedFile::map_keeping(self.file)?;
             return Ok(FileBytes::Mapped(mapped));
         }
         let len = meta.len();

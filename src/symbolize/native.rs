@@ -155,6 +155,9 @@ fn inflate_section(compressed: object::CompressedData<'_>) -> Option<Cow<'_, [u8
     }
 }
 
+/// Names read by string table and offset in it.
+type NamesRead = rustc_hash::FxHashMap<(u8, u32), Box<[u8]>>;
+
 /// One ELF file's symbols, DWARF and unwind sections. The symbol table is read when the file
 /// is opened; DWARF and the unwind sections are read on first use, since many binaries are
 /// only named (no unwinding) and some only unwound.
@@ -176,6 +179,9 @@ pub struct Binary {
     /// Demangled names by mangled name: the addresses hit in one function (and the functions
     /// inlined in many places) share them, and demangling C++ costs more than the lookup.
     demangled: Mutex<HashMap<Box<str>, String>>,
+    /// The names read from the file apart from its mapping (`name_in`), by string table and
+    /// offset: a function hit at many addresses, and its aliases, are read once.
+    names_read: Mutex<NamesRead>,
 }
 
 impl Binary {
@@ -246,6 +252,7 @@ impl Binary {
             dwarf_size: OnceLock::new(),
             unwind: OnceLock::new(),
             demangled: Mutex::default(),
+            names_read: Mutex::default(),
         })
     }
 
@@ -475,16 +482,34 @@ impl Binary {
     /// A symbol's name; names are checked to be UTF-8 only when shown (rare invalid bytes
     /// are replaced), since checking every name of a large binary costs more than naming.
     fn name(&self, symbol: &Symbol) -> Cow<'_, str> {
-        String::from_utf8_lossy(self.name_bytes(symbol))
+        match self.name_bytes(symbol) {
+            Cow::Borrowed(bytes) => String::from_utf8_lossy(bytes),
+            Cow::Owned(bytes) => Cow::Owned(
+                String::from_utf8(bytes)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
+        }
     }
 
-    fn name_bytes(&self, symbol: &Symbol) -> &[u8] {
-        name_in(
+    fn name_bytes(&self, symbol: &Symbol) -> Cow<'_, [u8]> {
+        let mut read = self
+            .names_read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (symbol.strings, symbol.name);
+        if let Some(name) = read.get(&key) {
+            return Cow::Owned(name.to_vec());
+        }
+        let name = name_in(
             &self.image,
-            self.debug_image.as_deref(),
+            self.debug_image.as_ref(),
             &self.strings,
             symbol,
-        )
+        );
+        if let Cow::Owned(bytes) = &name {
+            read.insert(key, bytes.as_slice().into());
+        }
+        name
     }
 
     fn symbol_at(&self, svma: u64) -> Option<Symbol> {
@@ -492,28 +517,55 @@ impl Binary {
     }
 }
 
+/// Bytes of a name read at a time from a file (most names are shorter).
+const NAME_PIECE: usize = 256;
+
 /// A symbol's name bytes, from the string table `strings` lists for it (in range: checked
-/// when collected).
+/// when collected). Read from the file apart from its mapping when it can be
+/// ([`SharedBytes::reads_apart`]): the names a recording hits are spread over string tables of
+/// megabytes (`node`'s 7.5 MB, `librustc_driver`'s tens), and reading each through the mapping
+/// mapped the 64 KiB around it (the kernel's fault-around), pages held to the end.
 fn name_in<'a>(
-    image: &'a [u8],
-    debug_image: Option<&'a [u8]>,
+    image: &'a Image,
+    debug_image: Option<&'a Image>,
     strings: &[StringTable],
     symbol: &Symbol,
-) -> &'a [u8] {
+) -> Cow<'a, [u8]> {
     let Some(table) = strings.get(usize::from(symbol.strings)) else {
-        return &[];
+        return Cow::Borrowed(&[]);
     };
     let bytes = match debug_image {
         Some(debug) if table.in_debug_file => debug,
         _ => image,
     };
-    let rest = bytes
-        .get(table.start + symbol.name as usize..table.end)
-        .unwrap_or(&[]);
-    // A name without its NUL is unreadable (as `object` reads names): none.
-    rest.iter()
-        .position(|&b| b == 0)
-        .map_or(&[][..], |nul| &rest[..nul])
+    let start = table.start + symbol.name as usize;
+    if !bytes.reads_apart() {
+        let rest = bytes.get(start..table.end).unwrap_or(&[]);
+        // A name without its NUL is unreadable (as `object` reads names): none.
+        return Cow::Borrowed(
+            rest.iter()
+                .position(|&b| b == 0)
+                .map_or(&[][..], |nul| &rest[..nul]),
+        );
+    }
+    let mut name = Vec::new();
+    let mut at = start;
+    while at < table.end {
+        let piece = (table.end - at).min(NAME_PIECE);
+        let old = name.len();
+        name.resize(old + piece, 0);
+        let got = bytes.read_at(at, &mut name[old..]);
+        name.truncate(old + got);
+        if let Some(nul) = name[old..].iter().position(|&b| b == 0) {
+            name.truncate(old + nul);
+            return Cow::Owned(name);
+        }
+        if got < piece {
+            break;
+        }
+        at += got;
+    }
+    Cow::Borrowed(&[])
 }
 
 /// Collects the defined functions of the symbol tables (.symtab, .dynsym). A name is kept as
@@ -1155,6 +1207,58 @@ mod tests {
         assert!(symbols > 1000, "{symbols} symbols");
     }
 
+    /// The resident bytes of this process's mapping that starts at `start` (/proc/self/smaps).
+    fn resident_of_mapping(start: *const u8) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let head = format!("{:x}-", start as usize);
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head));
+        assert!(lines.next().is_some(), "no mapping at {head}");
+        let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+        rss.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+            * 1024
+    }
+
+    /// Names are read from a mapped binary's file apart from its mapping (issue 28: each name
+    /// read through the mapping mapped the 64 KiB around it, and the few hundred names a
+    /// recording hits in `node` kept 7.5 MB of its string tables resident to the end): naming
+    /// every function of this test binary (megabytes of names) maps none of its pages, and
+    /// gives the names read through the mapping.
+    #[test]
+    fn names_are_read_without_mapping_their_pages() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let binary = Binary::open(&exe, false).unwrap();
+        assert!(binary.image.reads_apart());
+        let in_place = |s: &Symbol| {
+            let table = binary.strings[usize::from(s.strings)];
+            let rest = &binary.image[table.start + s.name as usize..table.end];
+            let nul = rest.iter().position(|&b| b == 0).unwrap();
+            rest[..nul].to_vec()
+        };
+        binary.image.release_pages();
+        let resident_before = resident_of_mapping(binary.image.as_ptr());
+        let mut named = 0;
+        let mut expected = Vec::new();
+        for s in binary.symbols.all() {
+            let found = binary.symbol_at(s.addr).unwrap();
+            expected.push((found, binary.name_bytes(&found).into_owned()));
+            named += 1;
+        }
+        let resident_after = resident_of_mapping(binary.image.as_ptr());
+        assert!(named > 1000, "{named} functions");
+        assert!(
+            resident_after <= resident_before + (64 << 10),
+            "{resident_before} bytes resident before naming, {resident_after} after"
+        );
+        for (found, name) in expected {
+            assert!(!name.is_empty());
+            assert_eq!(name, in_place(&found));
+        }
+    }
+
     /// The symbol table, read without its names, names every function exactly as reading every
     /// symbol through `object` (its generic symbols, the way they were read before) does: the
     /// same addresses, and at each the same name (best rank, then the smallest name). Checked
@@ -1188,15 +1292,17 @@ mod tests {
             expected.dedup_by_key(|e| e.0);
             let mut symbols = Vec::new();
             let mut strings = Vec::new();
-            // Mapped, as binaries are read.
+            // Mapped, as binaries are read, with the names read apart from the mapping.
             let file = std::fs::File::open(&path).unwrap();
-            let image =
-                SharedBytes::mapped(crate::sys::mapped_file::MappedFile::map(&file).unwrap());
+            let image = SharedBytes::mapped(
+                crate::sys::mapped_file::MappedFile::map_keeping(file).unwrap(),
+            );
+            assert!(image.reads_apart());
             collect_symbols(&obj, &image, false, &mut symbols, &mut strings);
-            finish_symbols(&mut symbols, |s| name_in(&bytes, None, &strings, s));
+            finish_symbols(&mut symbols, |s| name_in(&image, None, &strings, s));
             let own: Vec<(u64, u8, Vec<u8>)> = symbols
                 .iter()
-                .map(|s| (s.addr, s.rank, name_in(&bytes, None, &strings, s).to_vec()))
+                .map(|s| (s.addr, s.rank, name_in(&image, None, &strings, s).to_vec()))
                 .collect();
             assert!(
                 expected.len() > 100,

@@ -3,10 +3,14 @@
 //! (.symtab and .dynsym), while a recording hits a few hundred of its addresses: sorting the
 //! whole table and comparing the names of every alias (which reads most of its tens of MiB of
 //! string tables) cost more than all the naming. The symbols are instead put in buckets of
-//! addresses in one pass (a counting sort, no comparisons), and a bucket is sorted, and the
-//! aliases in it chosen between, the first time an address in it is looked up. The answers
-//! are those of the whole table sorted (`tests::lookups_match_the_whole_sorted_table`).
+//! addresses in one pass (a counting sort, no comparisons), and a bucket is sorted by address
+//! the first time an address in it is looked up; the aliases at one address are chosen between
+//! (their names compared) only when a lookup reaches that address, so only the names of the
+//! functions hit are read, not those of their neighbours in the bucket. The answers are those
+//! of the whole table sorted (`tests::lookups_match_the_whole_sorted_table`).
 
+use std::borrow::Cow;
+use std::cmp::Reverse;
 use std::sync::OnceLock;
 
 /// One function symbol: 24 bytes (a large binary has a few hundred thousand).
@@ -50,7 +54,7 @@ pub(super) struct SymbolTable {
     /// The lowest address; bucket of `addr`: `(addr - base) >> shift`.
     base: u64,
     shift: u32,
-    /// Each bucket sorted by address, one symbol per address, made on first use.
+    /// Each bucket sorted by address then rank (aliases kept), made on first use.
     sorted: Vec<OnceLock<Box<[Symbol]>>>,
 }
 
@@ -107,11 +111,12 @@ impl SymbolTable {
         &self.symbols
     }
 
-    /// Bucket `b` sorted by address with one symbol per address (see [`finish_symbols`]).
-    fn bucket<'a>(&self, b: usize, name: &impl Fn(&Symbol) -> &'a [u8]) -> &[Symbol] {
+    /// Bucket `b` sorted by address, then rank: the aliases of one address side by side, the
+    /// best ranked first.
+    fn bucket(&self, b: usize) -> &[Symbol] {
         self.sorted[b].get_or_init(|| {
             let mut symbols = self.symbols[self.starts[b]..self.starts[b + 1]].to_vec();
-            finish_symbols(&mut symbols, name);
+            symbols.sort_unstable_by_key(|s| (s.addr, s.rank));
             symbols.into_boxed_slice()
         })
     }
@@ -119,33 +124,67 @@ impl SymbolTable {
     /// The symbol naming `addr`: among the few nearest symbols at or below it, the nearest
     /// sized one containing it; else the nearest when it has no size (hand-written assembly
     /// extends to the next symbol). `name` reads a symbol's name (to choose between aliases).
-    pub(super) fn at<'a>(&self, addr: u64, name: impl Fn(&Symbol) -> &'a [u8]) -> Option<Symbol> {
+    pub(super) fn at<'a>(
+        &self,
+        addr: u64,
+        name: impl Fn(&Symbol) -> Cow<'a, [u8]>,
+    ) -> Option<Symbol> {
         let first = usize::try_from(addr.checked_sub(self.base)? >> self.shift)
             .unwrap_or(usize::MAX)
             .min(self.sorted.len().checked_sub(1)?);
-        // The nearest symbols at or below `addr`, nearest first, across buckets.
+        // The aliases of each address at or below `addr`, nearest first, across buckets.
         let mut nearest = (0..=first).rev().flat_map(|b| {
-            let sorted = self.bucket(b, &name);
+            let sorted = self.bucket(b);
             let below = sorted.partition_point(|s| s.addr <= addr);
-            sorted[..below].iter().rev()
+            sorted[..below].chunk_by(|x, y| x.addr == y.addr).rev()
         });
-        let closest = *nearest.next()?;
+        let closest = chosen(nearest.next()?, &name);
         if closest.size > 0 && addr < closest.addr.saturating_add(closest.size) {
             return Some(closest);
         }
-        for s in nearest.take(LOOK_BACK - 1) {
+        for aliases in nearest.take(LOOK_BACK - 1) {
+            let s = chosen(aliases, &name);
             if s.size > 0 && addr < s.addr.saturating_add(s.size) {
-                return Some(*s);
+                return Some(s);
             }
         }
         (closest.size == 0).then_some(closest)
     }
 }
 
+/// The symbol kept of the aliases at one address (sorted by rank): the best rank, then the
+/// smallest name, then the largest size (as `finish_symbols` keeps). Names are read only
+/// when two of the best rank are left to choose between.
+fn chosen<'a>(aliases: &[Symbol], name: &impl Fn(&Symbol) -> Cow<'a, [u8]>) -> Symbol {
+    let mut best = aliases[0];
+    let rank = best.rank;
+    let mut rivals = aliases[1..]
+        .iter()
+        .take_while(|s| s.rank == rank)
+        .peekable();
+    if rivals.peek().is_none() {
+        return best;
+    }
+    let mut best_name = name(&best);
+    for s in rivals {
+        let this = name(s);
+        if (&this, Reverse(s.size)) < (&best_name, Reverse(best.size)) {
+            best = *s;
+            best_name = this;
+        }
+    }
+    best
+}
+
 /// Sorts by address and keeps one symbol per address: the best rank, then the smallest name,
 /// then the largest size (the same name listed twice with different sizes; which one won
-/// was left to the sort's order before).
-pub(super) fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbol) -> &'a [u8]) {
+/// was left to the sort's order before). How the whole table was sorted before the buckets,
+/// for the tests.
+#[cfg(test)]
+pub(super) fn finish_symbols<'a>(
+    symbols: &mut Vec<Symbol>,
+    name: impl Fn(&Symbol) -> Cow<'a, [u8]>,
+) {
     symbols.sort_unstable_by_key(|s| (s.addr, s.rank));
     // Within one address the first has the best rank; names are compared only among those
     // of that rank (most are the same name from .symtab and .dynsym).
@@ -158,8 +197,7 @@ pub(super) fn finish_symbols<'a>(symbols: &mut Vec<Symbol>, name: impl Fn(&Symbo
         while j < symbols.len() && symbols[j].addr == addr {
             let (this, that) = (&symbols[j], &symbols[best]);
             if this.rank == rank
-                && (name(this), std::cmp::Reverse(this.size))
-                    < (name(that), std::cmp::Reverse(that.size))
+                && (name(this), Reverse(this.size)) < (name(that), Reverse(that.size))
             {
                 best = j;
             }
@@ -209,7 +247,7 @@ mod tests {
     fn lookups_match_the_whole_sorted_table() {
         // Names are their `name` as bytes (so which name is smaller is known).
         let names: Vec<[u8; 4]> = (0..100u32).map(u32::to_be_bytes).collect();
-        let name = |s: &Symbol| &names[s.name as usize][..];
+        let name = |s: &Symbol| Cow::Borrowed(&names[s.name as usize][..]);
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut random = move |n: u64| {
             state ^= state << 13;
@@ -276,9 +314,41 @@ mod tests {
         assert_eq!(std::mem::size_of::<Symbol>(), 24);
     }
 
+    /// A lookup reads the names of the aliases at the address it names and of no other
+    /// symbol: a large binary's names are spread over megabytes, and sorting a bucket by name
+    /// read those of every alias in it (issue 28).
+    #[test]
+    fn a_lookup_reads_only_the_names_of_the_aliases_it_chooses_between() {
+        let read = std::cell::RefCell::new(Vec::new());
+        let name = |s: &Symbol| {
+            read.borrow_mut().push(s.name);
+            Cow::Owned(s.name.to_be_bytes().to_vec())
+        };
+        // 64 functions of 16 bytes, each listed twice (.symtab and .dynsym) with equal rank.
+        let mut symbols = Vec::new();
+        for i in 0..64u32 {
+            let addr = 0x1000 + 16 * u64::from(i);
+            symbols.push(symbol(addr, 16, 1000 + i, 0));
+            symbols.push(symbol(addr, 16, 2000 + i, 0));
+        }
+        // A local alias of function 10: the global ones win without reading it.
+        symbols.push(symbol(0x1000 + 16 * 10, 16, 3010, 2));
+        let table = SymbolTable::new(symbols);
+        let found = table.at(0x1000 + 16 * 10 + 5, name).unwrap();
+        assert_eq!((found.addr, found.name), (0x1000 + 16 * 10, 1010));
+        let mut names = read.take();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names, [1010, 2010]);
+        // A function listed once: no name is read.
+        let single = SymbolTable::new(vec![symbol(0x1000, 16, 7, 0), symbol(0x1010, 16, 8, 0)]);
+        assert_eq!(single.at(0x1012, name).map(|s| s.name), Some(8));
+        assert!(read.borrow().is_empty());
+    }
+
     #[test]
     fn an_empty_table_names_nothing() {
         let table = SymbolTable::new(Vec::new());
-        assert_eq!(table.at(0x1000, |_| &[][..]), None);
+        assert_eq!(table.at(0x1000, |_| Cow::Borrowed(&[][..])), None);
     }
 }

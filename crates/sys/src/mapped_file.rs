@@ -4,11 +4,23 @@
 use std::fs::File;
 use std::io;
 use std::ops::Deref;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A file's bytes, mapped read-only (an empty file has no mapping).
 pub struct MappedFile {
     map: Option<memmap2::Mmap>,
+    /// The file itself, kept open (see [`MappedFile::map_keeping`]) while it counts in
+    /// [`KEPT_OPEN`].
+    file: Option<File>,
 }
+
+/// How many files [`MappedFile::map_keeping`] keeps open at most at once: far below the usual
+/// 1024 open files a process may have, whatever else jprof opens beside them.
+const MAX_KEPT_OPEN: usize = 256;
+
+/// How many mapped files are kept open now.
+static KEPT_OPEN: AtomicUsize = AtomicUsize::new(0);
 
 /// How far around a faulting address the kernel maps file pages that are already in the page
 /// cache (Linux's default `fault_around_bytes`).
@@ -19,7 +31,10 @@ impl MappedFile {
     /// SAFETY note): jprof maps only through `foreign_file::FileBytes` in the jprof crate.
     pub fn map(file: &File) -> io::Result<Self> {
         if file.metadata()?.len() == 0 {
-            return Ok(Self { map: None });
+            return Ok(Self {
+                map: None,
+                file: None,
+            });
         }
         // SAFETY: the mapping is read-only (PROT_READ), so no Rust code writes through it.
         // Every file mapping has one caveat: another process could rewrite or truncate the
@@ -33,7 +48,63 @@ impl MappedFile {
         // process with jprof's own privileges, or root, can still truncate a mapped file, which
         // the threat model leaves out (docs/security.md).
         let map = unsafe { memmap2::Mmap::map(file)? };
-        Ok(Self { map: Some(map) })
+        Ok(Self {
+            map: Some(map),
+            file: None,
+        })
+    }
+
+    /// [`MappedFile::map`], keeping `file` open (while fewer than 256 are) so that
+    /// [`MappedFile::read_at`] reads scattered bytes (a symbol's name here and there in a string
+    /// table of megabytes) without mapping them: a read through the mapping maps the 64 KiB of
+    /// page-cache pages around it into this process, and they count in its resident memory.
+    pub fn map_keeping(file: File) -> io::Result<Self> {
+        let mut mapped = Self::map(&file)?;
+        let kept = KEPT_OPEN.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < MAX_KEPT_OPEN).then_some(n + 1)
+        });
+        if kept.is_ok() {
+            mapped.file = Some(file);
+        }
+        Ok(mapped)
+    }
+
+    /// Whether the file was kept open ([`MappedFile::map_keeping`]).
+    pub fn is_kept_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Copies the bytes at `offset` into `buf`, as many as there are up to its length; returns
+    /// how many. From the file (pread) when it was kept open, so that no page gets mapped; else
+    /// from the mapping.
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> usize {
+        let len = self.len().saturating_sub(offset).min(buf.len());
+        let buf = &mut buf[..len];
+        if let Some(file) = &self.file {
+            // A file shortened since it was mapped gives fewer bytes: they are all there is.
+            let mut done = 0;
+            while done < len {
+                match file.read_at(&mut buf[done..], (offset + done) as u64) {
+                    Ok(0) => break,
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            return done;
+        }
+        if len > 0 {
+            buf.copy_from_slice(&self[offset..offset + len]);
+        }
+        len
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            KEPT_OPEN.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 

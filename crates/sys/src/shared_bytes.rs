@@ -70,6 +70,27 @@ impl SharedBytes {
         }
     }
 
+    /// Whether [`SharedBytes::read_at`] reads from the file, mapping nothing (a mapped file
+    /// kept open: [`MappedFile::map_keeping`]); else these bytes are best read in place.
+    pub fn reads_apart(&self) -> bool {
+        matches!(&*self.source, Source::Mapped(file) if file.is_kept_open())
+    }
+
+    /// Copies the bytes at `offset` (relative to these bytes) into `buf`, as many as there are
+    /// up to its length; returns how many. A mapped file kept open is read with pread, so
+    /// the pages read are not mapped into this process (see [`MappedFile::map_keeping`]).
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> usize {
+        let len = self.range.len().saturating_sub(offset).min(buf.len());
+        let at = self.range.start + offset;
+        match &*self.source {
+            Source::Mapped(file) => file.read_at(at, &mut buf[..len]),
+            Source::Owned(bytes) => {
+                buf[..len].copy_from_slice(&bytes[at..at + len]);
+                len
+            }
+        }
+    }
+
     /// Where `part` (a slice of these bytes) starts in them; `None` for bytes from elsewhere.
     pub fn offset_of(&self, part: &[u8]) -> Option<usize> {
         let start = (part.as_ptr() as usize).checked_sub(self.as_ptr() as usize)?;
@@ -114,6 +135,7 @@ unsafe impl stable_deref_trait::CloneStableDeref for SharedBytes {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
 
     #[test]
     fn slices_share_the_bytes_and_stay_in_bounds() {
@@ -146,5 +168,30 @@ mod tests {
         let owned = SharedBytes::owned(on_disk.clone());
         owned.release_pages();
         assert_eq!(&owned[..], &on_disk[..]);
+    }
+
+    /// Bytes read apart (pread from the file kept open) are the mapping's, within a slice and
+    /// cut at its end; without the file kept, or owned, they are copied from memory.
+    #[test]
+    fn bytes_read_apart_are_the_mapped_ones() {
+        let path = std::env::current_exe().unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        let kept =
+            SharedBytes::mapped(MappedFile::map_keeping(File::open(&path).unwrap()).unwrap());
+        let not_kept = SharedBytes::mapped(MappedFile::map(&File::open(&path).unwrap()).unwrap());
+        let owned = SharedBytes::owned(on_disk.clone());
+        assert!(kept.reads_apart());
+        assert!(!not_kept.reads_apart() && !owned.reads_apart());
+        let (start, end) = (on_disk.len() / 3, on_disk.len() / 3 + 5000);
+        for all in [kept, not_kept, owned] {
+            let part = all.slice(start..end).unwrap();
+            let mut buf = vec![0u8; 300];
+            assert_eq!(part.read_at(100, &mut buf), 300);
+            assert_eq!(buf, on_disk[start + 100..start + 400]);
+            // Past the slice's end: only what it holds.
+            assert_eq!(part.read_at(4900, &mut buf), 100);
+            assert_eq!(buf[..100], on_disk[start + 4900..end]);
+            assert_eq!(part.read_at(6000, &mut buf), 0);
+        }
     }
 }
