@@ -437,10 +437,10 @@ pub fn start_naming(agent: &'static Agent) {
                 }
                 finished_one = true;
             }
-            // Closed at VM death: stay attached (detaching then could block) and idle.
-            loop {
-                std::thread::park();
-            }
+            // Closed at VM death, which waits for this: a Java thread in native code (as this
+            // one is, idle) delays HotSpot's exit by up to 300 ms.
+            agent.vm.detach_current_thread();
+            agent.naming.set_worker(Worker::Detached);
         });
     if started.is_err() {
         agent.naming.set_worker(Worker::Failed);

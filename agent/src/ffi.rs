@@ -592,6 +592,7 @@ const JNI_VERSION_1_2: Jint = 0x0001_0002;
 
 type AttachCurrentThreadFn =
     unsafe extern "C" fn(*mut FunctionTable, *mut *mut c_void, *mut c_void) -> Jint;
+type DetachCurrentThreadFn = unsafe extern "C" fn(*mut FunctionTable) -> Jint;
 type NewRefFn = unsafe extern "C" fn(RawEnv, *mut c_void) -> *mut c_void;
 type DeleteRefFn = unsafe extern "C" fn(RawEnv, *mut c_void);
 
@@ -641,6 +642,19 @@ impl JavaVm {
             return Err(format!("AttachCurrentThreadAsDaemon failed ({err})"));
         }
         Ok(JniEnv(env.cast()))
+    }
+
+    /// Detaches the calling thread, attached by [`JavaVm::attach_daemon`]; its [`JniEnv`] must
+    /// not be used after this.
+    pub fn detach_current_thread(&self) {
+        if self.0.is_null() {
+            return;
+        }
+        if let Some(detach) = table_fn!(self.0, 6, DetachCurrentThreadFn) {
+            // SAFETY: `self.0` is the VM's JavaVM; the calling thread was attached and has no
+            // Java frames (a native thread), as DetachCurrentThread requires.
+            unsafe { detach(self.0) };
+        }
     }
 }
 

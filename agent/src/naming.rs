@@ -35,6 +35,8 @@ pub enum Worker {
     Running,
     /// It could not attach to the VM: classes are named by the thread that prepares them.
     Failed,
+    /// Closed, it detached from the VM.
+    Detached,
 }
 
 struct State {
@@ -95,6 +97,7 @@ impl Queue {
     /// Says where the naming thread stands.
     pub fn set_worker(&self, worker: Worker) {
         self.lock().worker = worker;
+        self.finished.notify_all();
     }
 
     /// For the naming thread: every batch queued, once there is one; `None` once the queue is
@@ -143,12 +146,14 @@ impl Queue {
         std::mem::take(&mut state.batches)
     }
 
-    /// Waits until the naming thread has finished its batch in hand, at most [`FINISH_WAIT`]
-    /// (the VM's exit must never hang on the agent).
+    /// Waits until the naming thread has finished its batch in hand and detached from the VM,
+    /// at most [`FINISH_WAIT`] (the VM's exit must never hang on the agent). Detached, it no
+    /// longer delays the exit: HotSpot's last safepoint waits up to 300 ms for every Java
+    /// thread in native code, which an idle attached thread is.
     pub fn wait_idle(&self) {
         let deadline = Instant::now() + FINISH_WAIT;
         let mut state = self.lock();
-        while state.in_hand > 0 {
+        while state.in_hand > 0 || state.worker == Worker::Running {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 return;
             };
@@ -211,6 +216,7 @@ mod tests {
         assert_eq!(times(&queue.close()), [1]);
         assert_eq!(times(&queue.push(batch(2))), [2]);
         assert!(queue.next(false).is_none());
+        queue.set_worker(Worker::Detached);
         queue.wait_idle();
     }
 
@@ -239,7 +245,9 @@ mod tests {
             let (queue, named) = (queue.clone(), named.clone());
             std::thread::spawn(move || {
                 named.store(true, Ordering::SeqCst);
-                queue.next(true).is_none()
+                let closed = queue.next(true).is_none();
+                queue.set_worker(Worker::Detached);
+                closed
             })
         };
         assert!(queue.close().is_empty());

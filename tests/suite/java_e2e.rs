@@ -984,7 +984,11 @@ fn jdk25_agent_with_opaque_method_ids() {
 /// given at or before the sample): `Late` loads 300 classes just before `System.exit`, each
 /// name must be in the jitdump (those still queued at VM death are named then), stamped between
 /// the times `Late` read around the loading (the agent's clock forced to CLOCK_MONOTONIC, which
-/// is `System.nanoTime`'s).
+/// is `System.nanoTime`'s). And the agent's naming thread does not delay the exit: HotSpot's
+/// last safepoint waits up to 300 ms for every Java thread in native code, which an attached
+/// thread left idle is; from `Late`'s last time to its exit takes less than 250 ms (the best of
+/// up to 3 runs, so a load spike does not fail it; with the thread left attached every run
+/// took 320–340 ms).
 fn late_classes_run(jdk_name: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let java = jdk(jdk_name);
@@ -1022,34 +1026,54 @@ fn late_classes_run(jdk_name: &str) {
     let classes = build.path().join("classes");
     compile(&classes, &sources);
 
-    let work = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(&java)
-        .env("JPROF_AGENT_CLOCK", "monotonic")
-        .arg(format!(
-            "-agentpath:{}=dir={}",
-            agent().display(),
-            work.path().display()
-        ))
-        .arg("-cp")
-        .arg(&classes)
-        .args(["Late", &count.to_string()])
-        .output()
-        .expect("run java");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let now = || {
+        let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("clock");
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    };
+    // (work directory, Late's times before and after the loading, its exit's lateness in ns)
+    let run = || {
+        let work = tempfile::tempdir().expect("tempdir");
+        let out = Command::new(&java)
+            .env("JPROF_AGENT_CLOCK", "monotonic")
+            .arg(format!(
+                "-agentpath:{}=dir={}",
+                agent().display(),
+                work.path().display()
+            ))
+            .arg("-cp")
+            .arg(&classes)
+            .args(["Late", &count.to_string()])
+            .output()
+            .expect("run java");
+        let exited = now();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let times: Vec<u64> = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("loaded "))
+            .expect("Late's times")
+            .split(' ')
+            .take(2)
+            .map(|t| t.parse().expect("a time"))
+            .collect();
+        (work, times[0], times[1], exited.saturating_sub(times[1]))
+    };
+    let (work, before, after, mut exit) = run();
+    for _ in 1..3 {
+        if exit < 250_000_000 {
+            break;
+        }
+        exit = exit.min(run().3);
+    }
     assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+        exit < 250_000_000,
+        "JDK {jdk_name}: the JVM took {} ms to exit after its last line",
+        exit / 1_000_000
     );
-    let times: Vec<u64> = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("loaded "))
-        .expect("Late's times")
-        .split(' ')
-        .take(2)
-        .map(|t| t.parse().expect("a time"))
-        .collect();
-    let (before, after) = (times[0], times[1]);
 
     let dumps = jitdumps(work.path());
     assert_eq!(dumps.len(), 1, "{dumps:?}");
@@ -1085,12 +1109,12 @@ fn late_classes_run(jdk_name: &str) {
 }
 
 #[test]
-fn jdk17_classes_loaded_just_before_exit_are_named_when_prepared() {
+fn jdk17_classes_loaded_just_before_exit_are_named_when_prepared_and_the_exit_is_prompt() {
     late_classes_run("17");
 }
 
 #[test]
-fn jdk25_classes_loaded_just_before_exit_are_named_when_prepared() {
+fn jdk25_classes_loaded_just_before_exit_are_named_when_prepared_and_the_exit_is_prompt() {
     late_classes_run("25");
 }
 
