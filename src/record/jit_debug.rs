@@ -1,11 +1,10 @@
 //! The jitdump records a recording keeps only for what its samples hit: line tables
 //! (DEBUG_INFO), inline trees (DEBUG_INFO2) and VM method names (METHOD_NAMES) are most of a
 //! JVM's jitdump, and most of them describe code no sample lands in. While recording they are
-//! taken out of the stored pieces and set aside here, compressed, in an unnamed temporary file;
+//! taken out of the stored pieces and set aside here, in an unnamed temporary file;
 //! at the end `symbolize` keeps those of the code and methods the samples hit (JIT_DEBUG
 //! chunks). CODE_LOAD records stay in the pieces: the timeline needs every one of them.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -89,10 +88,16 @@ const BLOCK_BYTES: usize = 1 << 20;
 /// at -1 (docs/performance.md). The spool is read back at the end and never stored as it is.
 const SPOOL_ZSTD_LEVEL: i32 = -1;
 
+/// The first bytes set aside go to the temporary file as they are, uncompressed: packing
+/// javac's 6 MB took 10 ms of the writer's CPU beside the JVM, and unpacking them 3–4 ms at
+/// the end, twice (docs/performance.md); only a longer recording's spool is compressed past
+/// this, so its file grows about five times slower.
+const RAW_SPOOL_BYTES: usize = 16 << 20;
+
 /// The deferred records of every jitdump of a recording: blocks of `u32 file, u64 ordinal,
-/// u32 len, records`, each a zstd frame, in an unnamed temporary file (in memory if none can
-/// be made), so a long recording's memory does not grow with them.
-#[derive(Default)]
+/// u32 len, records`, each as it is (the first [`RAW_SPOOL_BYTES`]) or a zstd frame, in an
+/// unnamed temporary file (compressed in memory if none can be made), so a long recording's
+/// memory does not grow with them.
 pub struct Spool {
     files: Vec<(u32, String)>,
     ids: HashMap<(u32, String), u32>,
@@ -101,10 +106,28 @@ pub struct Spool {
     file: Option<File>,
     /// No temporary file could be made (blocks are kept in memory), or writing one failed.
     problem: Option<String>,
+    /// Bytes the temporary file may still take uncompressed.
+    raw_left: usize,
+}
+
+impl Default for Spool {
+    fn default() -> Self {
+        Self {
+            files: Vec::new(),
+            ids: HashMap::new(),
+            buffer: Vec::new(),
+            blocks: Vec::new(),
+            file: None,
+            problem: None,
+            raw_left: RAW_SPOOL_BYTES,
+        }
+    }
 }
 
 enum Block {
-    /// A zstd frame in the temporary file, of `raw_len` bytes decompressed.
+    /// A zstd frame in the temporary file, of `raw_len` bytes decompressed; or the bytes
+    /// themselves (`len == raw_len`: a block starts with a small file number, never with
+    /// zstd's magic number).
     InFile {
         offset: u64,
         len: usize,
@@ -139,6 +162,24 @@ impl Spool {
     fn flush(&mut self) {
         if self.buffer.is_empty() {
             return;
+        }
+        let raw_len = self.buffer.len();
+        if raw_len <= self.raw_left {
+            let block = std::mem::take(&mut self.buffer);
+            let written = self.write(&block);
+            self.buffer = block;
+            if let Ok(offset) = written {
+                self.raw_left -= raw_len;
+                self.blocks.push(Block::InFile {
+                    offset,
+                    len: raw_len,
+                    raw_len,
+                });
+                self.buffer.clear();
+                return;
+            }
+            // Compressed and kept in memory then (the problem is noted there).
+            self.raw_left = 0;
         }
         let Ok(frame) = zstd::bulk::compress(&self.buffer, SPOOL_ZSTD_LEVEL) else {
             self.blocks
@@ -184,38 +225,49 @@ impl Spool {
 
     /// Every group set aside, read back; an unreadable block is a note and left out.
     /// `method_names_only`: of each group, only its METHOD_NAMES records (what
-    /// `jit_hits::method_names_of` keeps), so the rest is not held while the end's walk
+    /// `jit_hits::method_names_into` keeps), so the rest is not held while the end's walk
     /// runs: the spool is read again for it afterwards.
     pub fn groups(&mut self, notes: &mut Vec<String>, method_names_only: bool) -> DeferredDebug {
         self.flush();
         // Per file id, then keyed by the file once.
         let mut by_file: Vec<BTreeMap<u64, Vec<u8>>> = vec![BTreeMap::new(); self.files.len()];
+        // One buffer for every block read and one for it decompressed, so a block's megabyte
+        // is not allocated and faulted in afresh each time.
+        let mut frame = Vec::new();
+        let mut bytes = Vec::new();
+        let mut decompressor = None;
+        let mut names = Vec::new();
         for block in &self.blocks {
-            let bytes = match block {
-                Block::Raw(bytes) => Ok(bytes.clone()),
-                Block::Compressed { frame, raw_len } => decompressed(frame, *raw_len),
+            let read = match block {
+                Block::Raw(raw) => {
+                    bytes.clear();
+                    bytes.extend_from_slice(raw);
+                    Ok(())
+                }
+                Block::Compressed { frame, raw_len } => {
+                    decompress_into(&mut decompressor, frame, *raw_len, &mut bytes)
+                }
                 Block::InFile {
                     offset,
                     len,
                     raw_len,
                 } => {
-                    let mut frame = vec![0; *len];
+                    frame.resize(*len, 0);
                     let read = match self.file.as_mut() {
                         Some(f) => f
                             .seek(SeekFrom::Start(*offset))
                             .and_then(|_| f.read_exact(&mut frame)),
                         None => Ok(()),
                     };
-                    read.and_then(|()| decompressed(&frame, *raw_len))
+                    read.and_then(|()| {
+                        decompress_into(&mut decompressor, &frame, *raw_len, &mut bytes)
+                    })
                 }
             };
-            let bytes = match bytes {
-                Ok(b) => b,
-                Err(e) => {
-                    notes.push(format!("JIT line and inline tables lost: {e}"));
-                    continue;
-                }
-            };
+            if let Err(e) = read {
+                notes.push(format!("JIT line and inline tables lost: {e}"));
+                continue;
+            }
             let mut rest = &bytes[..];
             while rest.len() >= 16 {
                 let id = u32::from_le_bytes(rest[..4].try_into().unwrap_or_default());
@@ -229,16 +281,17 @@ impl Spool {
                 rest = &rest[16 + len..];
                 // A group is whole records (`Splitter`): its METHOD_NAMES records are those of
                 // the group it is part of.
-                let records = if method_names_only {
-                    Cow::Owned(crate::symbolize::jit_hits::method_names_of(records))
-                } else {
-                    Cow::Borrowed(records)
-                };
-                if !records.is_empty() {
+                if method_names_only {
+                    names.clear();
+                    crate::symbolize::jit_hits::method_names_into(records, &mut names);
+                    if !names.is_empty() {
+                        groups.entry(ordinal).or_default().extend_from_slice(&names);
+                    }
+                } else if !records.is_empty() {
                     groups
                         .entry(ordinal)
                         .or_default()
-                        .extend_from_slice(&records);
+                        .extend_from_slice(records);
                 }
             }
         }
@@ -254,13 +307,32 @@ impl Spool {
     }
 }
 
-/// A block's bytes: zstd frames decompressed into the size they were made from.
-fn decompressed(frame: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
-    if frame.starts_with(&ZSTD_MAGIC) {
-        zstd::bulk::decompress(frame, raw_len)
-    } else {
-        Ok(frame.to_vec())
+/// A block's bytes into `out`: a zstd frame decompressed into the size it was made from (with
+/// `decompressor`, made on first use), else the bytes as they are.
+fn decompress_into(
+    decompressor: &mut Option<zstd::bulk::Decompressor<'static>>,
+    frame: &[u8],
+    raw_len: usize,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    out.clear();
+    if !frame.starts_with(&ZSTD_MAGIC) {
+        out.extend_from_slice(frame);
+        return Ok(());
     }
+    let decompressor = match decompressor {
+        Some(d) => d,
+        None => decompressor.insert(zstd::bulk::Decompressor::new()?),
+    };
+    out.reserve(raw_len);
+    decompressor.decompress_to_buffer(frame, out)?;
+    if out.len() > raw_len {
+        return Err(std::io::Error::other(format!(
+            "a spool block of {} bytes where {raw_len} were written",
+            out.len()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -360,10 +432,14 @@ mod tests {
         assert_eq!(spool.groups(&mut notes, false), all);
     }
 
-    /// What is set aside comes back whole, by file and load, across several compressed blocks.
+    /// What is set aside comes back whole, by file and load, across several blocks: the first
+    /// ones stored as they are, the rest compressed once the uncompressed budget is spent.
     #[test]
     fn the_spool_gives_back_every_group() {
-        let mut spool = Spool::default();
+        let mut spool = Spool {
+            raw_left: 2 * BLOCK_BYTES + 64 * 1024,
+            ..Spool::default()
+        };
         let mut expected = DeferredDebug::new();
         // Varied, partly repeating bytes, so zstd has something to pack.
         let record = |i: u64| -> Vec<u8> {
@@ -382,10 +458,46 @@ mod tests {
                 .or_default()
                 .extend_from_slice(&r);
         }
-        assert!(spool.blocks.len() >= 2, "{} blocks", spool.blocks.len());
+        spool.flush();
+        let raw = |b: &Block| matches!(b, Block::InFile { len, raw_len, .. } if len == raw_len);
+        let raw_blocks = spool.blocks.iter().filter(|b| raw(b)).count();
+        assert_eq!(raw_blocks, 2, "{} blocks", spool.blocks.len());
+        assert!(spool.blocks.len() >= 4, "{} blocks", spool.blocks.len());
+        let file_len = spool.file.as_ref().unwrap().metadata().unwrap().len();
+        let raw_total: usize = expected
+            .values()
+            .flat_map(|g| g.values())
+            .map(Vec::len)
+            .sum();
+        assert!(
+            file_len < raw_total as u64 * 3 / 4,
+            "{file_len} bytes in the file for {raw_total}"
+        );
         let mut notes = Vec::new();
         let groups = spool.groups(&mut notes, false);
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(groups, expected);
+    }
+
+    /// A spool the size of javac's (6 MB) is written as it is: no CPU spent packing it beside
+    /// the JVM and unpacking it at the end.
+    #[test]
+    fn a_small_spool_is_not_compressed() {
+        let mut spool = Spool::default();
+        let record = |i: u64| format!("record {i};").repeat(40).into_bytes();
+        let mut total = 0;
+        for i in 0..10_000u64 {
+            let r = record(i);
+            total += r.len() + 16;
+            spool.push((7, "/tmp/jit-7.dump"), i, &r);
+        }
+        spool.flush();
+        assert!(total > 4 * BLOCK_BYTES, "{total}");
+        let file_len = spool.file.as_ref().unwrap().metadata().unwrap().len();
+        assert_eq!(file_len, total as u64);
+        let groups = spool.groups(&mut Vec::new(), false);
+        let group = &groups[&(7, "/tmp/jit-7.dump".to_string())];
+        assert_eq!(group.len(), 10_000);
+        assert!((0..10_000).all(|i| group[&i] == record(i)));
     }
 }

@@ -69,17 +69,25 @@ pub fn method_names_only(deferred: &DeferredDebug) -> DeferredDebug {
     out
 }
 
-/// The METHOD_NAMES records of a group of deferred records, and the bytes after its last whole
-/// record (records that do not read are passed on as they are).
+/// [`method_names_into`] a new vector.
+#[cfg(test)]
 pub fn method_names_of(records: &[u8]) -> Vec<u8> {
+    let mut names = Vec::new();
+    method_names_into(records, &mut names);
+    names
+}
+
+/// Appends to `out` the METHOD_NAMES records of a group of deferred records, and the bytes
+/// after its last whole record (records that do not read are passed on as they are).
+pub fn method_names_into(records: &[u8], out: &mut Vec<u8>) {
     let (records_read, tail) = jitdump::split_records(records, Endian::Little);
-    let mut names: Vec<u8> = records_read
+    for (_, record) in records_read
         .into_iter()
         .filter(|(id, _)| *id == RecordId::JPROF_METHOD_NAMES)
-        .flat_map(|(_, record)| record.iter().copied())
-        .collect();
-    names.extend_from_slice(tail);
-    names
+    {
+        out.extend_from_slice(record);
+    }
+    out.extend_from_slice(tail);
 }
 
 /// The JIT_DEBUG chunk payloads keeping what `hits` hit of `deferred` (everything without

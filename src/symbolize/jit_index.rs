@@ -3,6 +3,7 @@
 //! clock. Code loaded, moved and replaced at known times, so a reused address resolves to the
 //! code that was there when the sample was taken.
 
+use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -128,6 +129,10 @@ impl JitCode {
 /// The name Mono's `--jitmap` perf map gives code it cannot name.
 const UNNAMED_PERF_MAP: &str = "(null)";
 
+/// The largest body [`ProcessCode`] keeps among the small live ones (a compiled method is a
+/// few hundred bytes to some KiB).
+const SMALL_BODY: u64 = 16 * 1024;
+
 /// Per process: code bodies sorted by start address.
 #[derive(Debug, Default)]
 struct ProcessCode {
@@ -138,11 +143,21 @@ struct ProcessCode {
     /// instead of walking back over all that start within `max_size` of it (a JVM's
     /// interpreter is hundreds of KiB, its compiled bodies a few hundred bytes apart).
     reach: Vec<u64>,
+    /// Once finished: each body's start, apart, so a lookup's binary search reads a few cache
+    /// lines rather than one body each step.
+    starts: Vec<u64>,
     /// While loading: indices into `code` of the bodies not yet ended, by start address, so
-    /// a load looks only at bodies that can overlap it instead of at every earlier one.
+    /// a load looks only at bodies that can overlap it instead of at every earlier one; bodies
+    /// of up to [`SMALL_BODY`] bytes apart from larger ones, so a JVM's few large buffers
+    /// (hundreds of KiB) do not widen every load's look back to their size.
     live: BTreeMap<u64, Vec<usize>>,
-    /// JPROF_METHOD_NAMES: VM method address → (sample-clock time named, name), by time.
-    methods: rustc_hash::FxHashMap<u64, Vec<(u64, Arc<str>)>>,
+    live_large: BTreeMap<u64, Vec<usize>>,
+    /// JPROF_METHOD_NAMES: VM method address → (sample-clock time named, name), its first
+    /// naming; `renamed` holds the later ones.
+    methods: rustc_hash::FxHashMap<u64, (u64, Arc<str>)>,
+    /// VM methods named again (an address reused after a class was unloaded), in the order
+    /// named: few, so the tens of thousands named once cost no list each.
+    renamed: rustc_hash::FxHashMap<u64, Vec<(u64, Arc<str>)>>,
 }
 
 /// Every JIT code body of every process in a recording, each with the sample-clock interval it
@@ -288,39 +303,58 @@ impl ProcessCode {
     /// Adds a body at time `t`, ending every live body it overlaps (the address was reused).
     fn load(&mut self, code: JitCode) {
         let (s, e) = (code.start, code.start.saturating_add(code.size));
-        // A body starting before `s - max_size` ends before `s`.
-        let lowest = s.saturating_sub(self.max_size);
-        let mut emptied = Vec::new();
-        for (&start, indices) in self.live.range_mut(lowest..e) {
-            indices.retain(|&i| {
-                let old = &mut self.code[i];
-                // Ended since by an unload or a move.
-                if old.until.is_some() {
-                    return false;
+        let Self {
+            code: bodies,
+            live,
+            live_large,
+            max_size,
+            ..
+        } = self;
+        // A body starting before `s - its size` ends before `s`.
+        for (live, largest) in [(live, SMALL_BODY), (live_large, *max_size)] {
+            let lowest = s.saturating_sub(largest);
+            let mut emptied = Vec::new();
+            for (&start, indices) in live.range_mut(lowest..e) {
+                indices.retain(|&i| {
+                    let old = &mut bodies[i];
+                    // Ended since by an unload or a move.
+                    if old.until.is_some() {
+                        return false;
+                    }
+                    let overlaps = old.start < e && s < old.start.saturating_add(old.size);
+                    let ends =
+                        overlaps && old.from <= code.from && old.from_jitdump <= code.from_jitdump;
+                    if ends {
+                        old.until = Some(code.from);
+                    }
+                    !ends
+                });
+                if indices.is_empty() {
+                    emptied.push(start);
                 }
-                let overlaps = old.start < e && s < old.start.saturating_add(old.size);
-                let ends =
-                    overlaps && old.from <= code.from && old.from_jitdump <= code.from_jitdump;
-                if ends {
-                    old.until = Some(code.from);
-                }
-                !ends
-            });
-            if indices.is_empty() {
-                emptied.push(start);
             }
-        }
-        for start in emptied {
-            self.live.remove(&start);
+            for start in emptied {
+                live.remove(&start);
+            }
         }
         self.max_size = self.max_size.max(code.size);
         if code.until.is_none() {
-            self.live
+            let index = self.code.len();
+            self.live_of(code.size)
                 .entry(code.start)
                 .or_default()
-                .push(self.code.len());
+                .push(index);
         }
         self.code.push(code);
+    }
+
+    /// The live set a body of `size` bytes belongs to.
+    fn live_of(&mut self, size: u64) -> &mut BTreeMap<u64, Vec<usize>> {
+        if size <= SMALL_BODY {
+            &mut self.live
+        } else {
+            &mut self.live_large
+        }
     }
 
     /// Adds a body from a jitdump; an OpenJ9 body's cold code (`cold`: start, size), which
@@ -389,11 +423,17 @@ impl ProcessCode {
         self.code.sort_by_key(|c| (c.start, c.from));
         // Indices moved with the sort; another side file of this process may load more.
         self.live.clear();
-        for (i, c) in self.code.iter().enumerate() {
-            if c.until.is_none() {
-                self.live.entry(c.start).or_default().push(i);
+        self.live_large.clear();
+        for i in 0..self.code.len() {
+            let (start, size, ended) = {
+                let c = &self.code[i];
+                (c.start, c.size, c.until.is_some())
+            };
+            if !ended {
+                self.live_of(size).entry(start).or_default().push(i);
             }
         }
+        self.starts = self.code.iter().map(|c| c.start).collect();
         self.reach = self
             .code
             .iter()
@@ -405,7 +445,11 @@ impl ProcessCode {
     }
 
     fn lookup(&self, addr: u64, t: u64) -> Option<&JitCode> {
-        let end = self.code.partition_point(|c| c.start <= addr);
+        let end = if self.starts.len() == self.code.len() {
+            self.starts.partition_point(|&s| s <= addr)
+        } else {
+            self.code.partition_point(|c| c.start <= addr)
+        };
         // Bodies before `first` all end at or before `addr` (none if the index is not
         // finished: then every body within `max_size` is looked at).
         let first = match self.reach.get(..end) {
@@ -590,12 +634,17 @@ impl JitIndex {
                     }
                 }
                 RecordBody::MethodNames(list) => {
+                    process.methods.reserve(list.len());
                     for (method, name) in list {
-                        process
-                            .methods
-                            .entry(method)
-                            .or_default()
-                            .push((t, Arc::from(name)));
+                        let named = (t, Arc::from(name));
+                        match process.methods.entry(method) {
+                            Entry::Vacant(first) => {
+                                first.insert(named);
+                            }
+                            Entry::Occupied(_) => {
+                                process.renamed.entry(method).or_default().push(named)
+                            }
+                        }
                     }
                 }
                 RecordBody::CodeLoad {
@@ -812,9 +861,11 @@ impl JitIndex {
     /// The name of the VM method at `method` at time `t`: the latest naming at or before `t`
     /// (an address may name another method after its class was unloaded).
     pub fn method_name(&self, pid: u32, method: u64, t: u64) -> Option<&str> {
-        let names = self.processes.get(&pid)?.methods.get(&method)?;
-        names
-            .iter()
+        let process = self.processes.get(&pid)?;
+        let first = process.methods.get(&method)?;
+        let renamed = process.renamed.get(&method).map_or(&[][..], Vec::as_slice);
+        std::iter::once(first)
+            .chain(renamed)
             .filter(|(from, _)| *from <= t)
             .max_by_key(|(from, _)| *from)
             .map(|(_, name)| &**name)

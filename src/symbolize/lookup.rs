@@ -165,11 +165,14 @@ impl<'e> Symbolizer<'e> {
             }
         };
         if frames.is_empty() {
-            *self
-                .unknown
-                .by_module
-                .entry(mapping.path.to_string())
-                .or_default() += 1;
+            // Counted without a copy of the path once it is known (every frame in a JVM's
+            // JIT code is one of these).
+            match self.unknown.by_module.get_mut(&*mapping.path) {
+                Some(count) => *count += 1,
+                None => {
+                    self.unknown.by_module.insert(mapping.path.to_string(), 1);
+                }
+            }
         }
         UserLookup {
             path: Some(mapping.path.clone()),

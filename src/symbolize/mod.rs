@@ -210,6 +210,9 @@ fn walk(
         let at_limit = max_stack
             .is_some_and(|max| s.callchain.iter().filter(|&a| a < context::MAX).count() >= max);
         let mut copy_ended = false;
+        // The walk of the copy, when fixing the top of the stack made it for the interpreted
+        // frames' matching too.
+        let mut long_walk = None;
         match embedded.filter(|e| e.unwound) {
             Some(e) => {
                 let found = match &mut unwound {
@@ -236,9 +239,16 @@ fn walk(
                         copy_ended = walk.copy_ended;
                         stack.user = unwind::continue_walk(walk, &callchain_user);
                     } else if stack.user.first() == Some(&regs.ip) {
-                        if let Some(fixed) =
+                        let fixed = if jit.has_method_names(s.pid) {
+                            // The walk for interpreted frames below, made once for both.
+                            let walk = unwinders.walk_copy(&model, binaries, jit, &at, MAX_WALK);
+                            let fixed = unwind::frameless_top_from(&walk.0, &stack.user);
+                            long_walk = Some(walk);
+                            fixed
+                        } else {
                             unwinders.fix_frameless_top(&model, binaries, jit, &at, &stack.user)
-                        {
+                        };
+                        if let Some(fixed) = fixed {
                             stack.user = fixed;
                         }
                     }
@@ -288,12 +298,26 @@ fn walk(
                     regs,
                     stack: s.stack_user,
                 };
-                let (walked, ran_off) = unwinders.walk_copy(&model, binaries, jit, &at, MAX_WALK);
+                let (walked, ran_off) = long_walk
+                    .take()
+                    .unwrap_or_else(|| unwinders.walk_copy(&model, binaries, jit, &at, MAX_WALK));
+                // Asked several times per frame (by both matchings and below): each frame's
+                // JIT lookup is made once.
+                let known: Vec<std::cell::Cell<Option<bool>>> =
+                    vec![std::cell::Cell::new(None); stack.user.len()];
                 let in_interpreter = |i: usize| {
+                    if let Some(known) = known.get(i).and_then(std::cell::Cell::get) {
+                        return known;
+                    }
                     let addr = stack.user[i];
                     let probe = if i == 0 { addr } else { addr.wrapping_sub(1) };
-                    jit.lookup(s.pid, probe, s.time)
-                        .is_some_and(|code| code.name == INTERPRETER)
+                    let answer = jit
+                        .lookup(s.pid, probe, s.time)
+                        .is_some_and(|code| code.name == INTERPRETER);
+                    if let Some(cell) = known.get(i) {
+                        cell.set(Some(answer));
+                    }
+                    answer
                 };
                 let read = |addr: u64| {
                     let at = usize::try_from(addr.checked_sub(regs.sp)?).ok()?;
@@ -606,7 +630,7 @@ pub fn embedded_symbols_and_coverage(
 /// megabytes) is read once the walk is done, so it is not held beside the walk's symbol
 /// tables, where the end's memory peaks.
 pub struct SetAside<'a> {
-    /// Their METHOD_NAMES records (each group's [`jit_hits::method_names_of`]).
+    /// Their METHOD_NAMES records (each group's [`jit_hits::method_names_into`]).
     pub method_names: crate::recording::DeferredDebug,
     /// Whether any record was set aside.
     pub any: bool,
@@ -760,9 +784,6 @@ fn embed(
         },
     );
     out.kernel_hidden = symbolizer.kernel_hidden();
-    // The JIT index is not needed any more: freed (≈ 1 ms) before the binaries' DWARF is read,
-    // which is where the end's memory peaks.
-    drop(jit);
     // The set-aside records are read back and what the samples hit of them packed (zstd level
     // 9) on another core while the binaries' DWARF names what the walk named by symbol alone:
     // the target has exited, so both cores are free. Not beside a whole-host recording's DWARF,
@@ -770,11 +791,22 @@ fn embed(
     let SetAside {
         all, beside_dwarf, ..
     } = set_aside;
+    // The JIT index is not needed any more: freed before the binaries' DWARF is read, which is
+    // where the end's memory peaks; on the other core when the packing runs there (a JVM's
+    // index takes milliseconds to free, off the end's critical path there).
+    let mut jit = Some(jit);
+    if !beside_dwarf {
+        drop(jit.take());
+    }
     let (named_later, jit_debug) = std::thread::scope(|scope| {
         let packing = beside_dwarf.then(|| {
             let hits = &hits;
             let all = &mut *all;
-            scope.spawn(move || jit_hits::jit_debug_chunks(&all(), Some(hits)))
+            let jit = jit.take();
+            scope.spawn(move || {
+                drop(jit);
+                jit_hits::jit_debug_chunks(&all(), Some(hits))
+            })
         });
         let named_later = symbolizer.name_later(&mut binaries);
         let jit_debug = packing.map(|packing| {

@@ -70,6 +70,19 @@ fn extend_with_chain(mut walked: Vec<u64>, chain: &[u64]) -> Vec<u64> {
 /// address, or the rest of the walk when the chain ends there. A walk that never meets the
 /// chain past the IP adds only its first return address (the one step that is sure). None when
 /// the result is the chain itself.
+/// [`Unwinders::fix_frameless_top`] from a walk of the same copy ([`Unwinders::walk_copy`])
+/// that may have gone on further: a walk stops at its frame limit and nowhere else, so its
+/// first [`MAX_FRAMELESS`] + 1 frames are the shorter walk's (a JVM's samples walk their copy
+/// anyway, for interpreted frames: once serves both).
+pub fn frameless_top_from(walked: &[(u64, u64)], callchain_user: &[u64]) -> Option<Vec<u64>> {
+    let walked: Vec<u64> = walked
+        .iter()
+        .take(MAX_FRAMELESS + 1)
+        .map(|&(addr, _)| addr)
+        .collect();
+    stitch(&walked, callchain_user)
+}
+
 fn stitch(walked: &[u64], chain: &[u64]) -> Option<Vec<u64>> {
     let meet = (1..walked.len()).rev().find_map(|j| {
         // The same return address recurs in recursion (a deep interpreted stack): match the
@@ -269,13 +282,8 @@ impl Unwinders {
         at: &UserState<'_>,
         callchain_user: &[u64],
     ) -> Option<Vec<u64>> {
-        let walked: Vec<u64> = self
-            .walk_copy(model, binaries, jit, at, MAX_FRAMELESS)
-            .0
-            .into_iter()
-            .map(|(addr, _)| addr)
-            .collect();
-        stitch(&walked, callchain_user)
+        let (walked, _) = self.walk_copy(model, binaries, jit, at, MAX_FRAMELESS);
+        frameless_top_from(&walked, callchain_user)
     }
 
     /// Walks the stack copy from the sample's registers, frame by frame (CFI where a module or

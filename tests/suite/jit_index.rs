@@ -432,3 +432,134 @@ fn a_lookup_finds_what_a_look_at_every_body_finds() {
     // Most probes land in some body: the check is not of empty answers.
     assert!(found > 10_000, "{found} of 20000 found");
 }
+
+/// A VM method's name is the latest naming at or before the sample (an address reused after
+/// its class was unloaded names another method), whether the address was named once, twice
+/// in one record or again in later records; every naming of a record goes to its time.
+#[test]
+fn a_vm_method_is_named_by_its_latest_naming_before_the_sample() {
+    let names = |list: &[(u64, &str)]| -> Vec<(u64, String)> {
+        list.iter().map(|&(m, n)| (m, n.to_string())).collect()
+    };
+    let mut f = w::header(PID, 0, false);
+    f.extend(w::method_names(
+        1_000,
+        &names(&[(0x10, "LA;a"), (0x20, "LB;b"), (0x10, "LA;a2")]),
+    ));
+    f.extend(w::method_names(2_000, &names(&[(0x20, "LC;c")])));
+    f.extend(w::method_names(
+        3_000,
+        &names(&[(0x20, "LD;d"), (0x30, "LE;e")]),
+    ));
+    f.extend(w::method_names(3_000, &names(&[(0x30, "LF;f")])));
+    let mut index = JitIndex::default();
+    index.add_jitdump(PID, "/tmp/jit-77.dump", &f, &ClockConversion::default());
+    assert!(index.has_method_names(PID));
+    assert!(!index.has_method_names(PID + 1));
+    let name = |m, t| index.method_name(PID, m, t);
+    assert_eq!(name(0x10, 999), None);
+    // Two namings at one time: the later one.
+    assert_eq!(name(0x10, 1_000), Some("LA;a2"));
+    assert_eq!(name(0x10, 9_000), Some("LA;a2"));
+    assert_eq!(name(0x20, 1_500), Some("LB;b"));
+    assert_eq!(name(0x20, 2_000), Some("LC;c"));
+    assert_eq!(name(0x20, 2_999), Some("LC;c"));
+    assert_eq!(name(0x20, 3_000), Some("LD;d"));
+    assert_eq!(name(0x30, 2_999), None);
+    assert_eq!(name(0x30, 3_000), Some("LF;f"));
+    assert_eq!(name(0x40, 3_000), None);
+    assert_eq!(index.method_name(PID + 1, 0x10, 3_000), None);
+}
+
+/// Loads end the bodies they overlap as a look at every body loaded before ends them, with
+/// large bodies (a JVM's buffers of hundreds of KiB) among small ones, moves and unloads: each
+/// body gets the same end (or none).
+#[test]
+fn loads_end_what_a_look_at_every_earlier_body_ends() {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    // (name, start, size, from, until), in the order loaded.
+    let mut reference: Vec<(String, u64, u64, u64, Option<u64>)> = Vec::new();
+    fn ends_overlapped(
+        bodies: &mut [(String, u64, u64, u64, Option<u64>)],
+        start: u64,
+        size: u64,
+        t: u64,
+    ) {
+        for b in bodies.iter_mut().filter(|b| b.4.is_none()) {
+            if b.1 < start + size && start < b.1 + b.2 && b.3 <= t {
+                b.4 = Some(t);
+            }
+        }
+    }
+    let mut f = w::header(PID, 0, false);
+    for i in 0..4_000u64 {
+        let t = 100 + i * 10;
+        let addr = 0x40_0000 + next(0x20_0000) / 16 * 16;
+        match next(12) {
+            0 | 1 => {
+                // An address loaded before, now and then.
+                let Some(old) = reference.get(next(reference.len().max(1) as u64) as usize) else {
+                    continue;
+                };
+                let (old, size) = (old.1, old.2);
+                let new = addr;
+                f.extend(w::code_move(t, PID, old, new, size, i));
+                if let Some(b) = reference
+                    .iter_mut()
+                    .rev()
+                    .find(|b| b.1 == old && b.4.is_none())
+                {
+                    b.4 = Some(t);
+                    let moved = (b.0.clone(), new, size, t, None);
+                    ends_overlapped(&mut reference, new, size, t);
+                    reference.push(moved);
+                }
+            }
+            2 => {
+                let Some(old) = reference.get(next(reference.len().max(1) as u64) as usize) else {
+                    continue;
+                };
+                let old = old.1;
+                f.extend(w::code_unload(t, old, i));
+                if let Some(b) = reference
+                    .iter_mut()
+                    .rev()
+                    .find(|b| b.1 == old && b.4.is_none() && b.3 <= t)
+                {
+                    b.4 = Some(t);
+                }
+            }
+            _ => {
+                let size = if next(40) == 0 {
+                    0x4000 + next(0x8_0000)
+                } else {
+                    0x20 + next(0x800)
+                };
+                let name = format!("body_{i}");
+                f.extend(load(t, addr, &name, size as usize));
+                ends_overlapped(&mut reference, addr, size, t);
+                reference.push((name, addr, size, t, None));
+            }
+        }
+    }
+    let mut index = JitIndex::default();
+    index.add_jitdump(PID, "jit-77.dump", &f, &ClockConversion::default());
+    let built: Vec<_> = index
+        .code()
+        .map(|(_, c)| (c.name.clone(), c.start, c.size, c.from, c.until))
+        .collect();
+    // The index keeps its bodies by start, then load time (a stable sort).
+    reference.sort_by_key(|b| (b.1, b.3));
+    assert!(reference.iter().filter(|b| b.2 > 0x4000).count() > 50);
+    assert!(reference.iter().filter(|b| b.4.is_some()).count() > 1_000);
+    assert_eq!(built.len(), reference.len());
+    for (b, r) in built.iter().zip(&reference) {
+        assert_eq!(b, r);
+    }
+}
