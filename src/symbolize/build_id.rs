@@ -36,7 +36,15 @@ impl Lookup {
 
 /// Lower-case hex of a build id.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    // Not a `format!` per byte: the end of a recording writes a build id for every address it
+    // names the first time (thousands in a JVM's libjvm.so).
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// Where a copy of the binary mapped from `path` with build id `id` may be, in the order
@@ -186,6 +194,15 @@ impl Mismatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_two_lowercase_digits_a_byte() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff, 0x93]), "000fa0ff93");
+        let all: Vec<u8> = (0..=255).collect();
+        let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&all), expected);
+    }
 
     #[test]
     fn build_id_from_the_head_of_this_test_binary() {

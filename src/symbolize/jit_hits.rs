@@ -3,7 +3,9 @@
 //! sample hit, any sample (CPU or off-CPU, every frame of its stack), so a report of the
 //! recording names and places every frame as it would with all of them.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 use super::jit_index::{
@@ -22,11 +24,18 @@ pub const AFTER_LAST_LOAD: u64 = u64::MAX;
 /// The code bodies and VM methods the samples hit.
 #[derive(Debug, Default)]
 pub struct JitHits {
-    /// Per body, the offsets in it that frames were looked up at.
-    code: HashMap<(u32, CodeOrigin), BTreeSet<u32>>,
-    /// Per body, where it was when hit (start, size): a body moved since its load has several.
-    placed: HashMap<(u32, CodeOrigin), BTreeSet<(u64, u64)>>,
-    methods: HashSet<(u32, u64)>,
+    /// Per body (asked once per JIT frame of every sample: one map, hashed once).
+    code: FxHashMap<(u32, CodeOrigin), BodyHits>,
+    methods: FxHashSet<(u32, u64)>,
+}
+
+/// What the samples hit of one body.
+#[derive(Debug, Default)]
+struct BodyHits {
+    /// The offsets in it that frames were looked up at.
+    offsets: BTreeSet<u32>,
+    /// Where it was when hit (start, size): a body moved since its load has several.
+    placed: BTreeSet<(u64, u64)>,
 }
 
 impl JitHits {
@@ -35,12 +44,9 @@ impl JitHits {
     pub fn code(&mut self, pid: u32, code: &JitCode, probe: u64) {
         if let Some(origin) = &code.origin {
             let offset = probe.wrapping_sub(code.start) as u32;
-            let key = (pid, origin.clone());
-            self.placed
-                .entry(key.clone())
-                .or_default()
-                .insert((code.start, code.size));
-            self.code.entry(key).or_default().insert(offset);
+            let hits = self.code.entry((pid, origin.clone())).or_default();
+            hits.placed.insert((code.start, code.size));
+            hits.offsets.insert(offset);
         }
     }
 
@@ -109,8 +115,9 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
                 kept.push((ordinal, records.clone()));
                 continue;
             };
-            let offsets = hits.code.get(&(*pid, origin(ordinal)));
-            let placed = hits.placed.get(&(*pid, origin(ordinal)));
+            let body = hits.code.get(&(*pid, origin(ordinal)));
+            let offsets = body.map(|b| &b.offsets);
+            let placed = body.map(|b| &b.placed);
             let code_hit = ordinal == AFTER_LAST_LOAD || offsets.is_some();
             let mut group = Vec::new();
             // Deferred records are the file's; jitdumps are little-endian on the machines jprof
