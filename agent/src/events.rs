@@ -380,9 +380,22 @@ pub fn prepared(agent: &Agent, jni: Option<JniEnv>, classes: &[JClass]) {
     let Some(jni) = jni else {
         return classes_prepared(agent, classes);
     };
+    let prepared_at = agent.dump().now();
+    let mut held = Vec::with_capacity(classes.len());
+    let mut unheld = Vec::new();
+    for &class in classes {
+        match jni.weak(class) {
+            Some(weak) => held.push(weak),
+            // No reference could be made (the VM out of memory): named now, as before.
+            None => unheld.push(class),
+        }
+    }
+    if !unheld.is_empty() {
+        classes_prepared(agent, &unheld);
+    }
     let batch = Batch {
-        classes: classes.iter().filter_map(|&c| jni.weak(c)).collect(),
-        prepared_at: agent.dump().now(),
+        classes: held,
+        prepared_at,
     };
     for batch in agent.naming.push(batch) {
         name_batch(agent, jni, batch);
