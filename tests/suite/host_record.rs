@@ -782,6 +782,30 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_millis(ticks * 1000 / per_second)
 }
 
+/// A `record -a` without `--duration` that the test stops itself: SIGKILLed if the test fails
+/// first, so a failed assertion does not leave a host-wide recording running after the tests.
+struct Unstopped(Option<(Child, BufReader<std::process::ChildStderr>)>);
+
+impl Unstopped {
+    fn start(data: &Path, args: &[&str]) -> Self {
+        Unstopped(Some(start_all_cpus(data, args)))
+    }
+
+    /// [`stop_recording`].
+    fn stop(mut self) -> String {
+        stop_recording(self.0.take().expect("stopped once"))
+    }
+}
+
+impl Drop for Unstopped {
+    fn drop(&mut self) {
+        if let Some((mut run, _)) = self.0.take() {
+            let _ = run.kill();
+            let _ = run.wait();
+        }
+    }
+}
+
 /// Stops a recording [`start_all_cpus`] started (SIGINT, as Ctrl-C) and returns its summary.
 fn stop_recording((mut run, mut stderr): (Child, BufReader<std::process::ChildStderr>)) -> String {
     nix::sys::signal::kill(
@@ -806,13 +830,13 @@ fn all_cpus_gives_the_agent_to_jvms_that_start_during_the_recording() {
     let dir = tempfile::tempdir().unwrap();
 
     let off = dir.path().join("off.data");
-    let run = start_all_cpus(&off, &["--no-java-agent"]);
+    let run = Unstopped::start(&off, &["--no-java-agent"]);
     let jvm = start_hot_jvm(dir.path(), "off");
     // With the agent on, the attach comes before `ready` (the source launcher compiles Hot.java
     // first; the test below waits for it): two seconds more show that none comes.
     std::thread::sleep(Duration::from_secs(2));
     assert!(!maps_agent(jvm.pid()), "--no-java-agent loaded the agent");
-    let summary = stop_recording(run);
+    let summary = run.stop();
     assert!(
         !summary.contains(&format!("HotSpot JVM {}", jvm.pid())),
         "{summary}"
@@ -820,12 +844,12 @@ fn all_cpus_gives_the_agent_to_jvms_that_start_during_the_recording() {
     drop(jvm);
 
     let on = dir.path().join("on.data");
-    let run = start_all_cpus(&on, &[]);
+    let run = Unstopped::start(&on, &[]);
     let jvm = start_hot_jvm(dir.path(), "on");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !maps_agent(jvm.pid()) {
         if Instant::now() > deadline {
-            let summary = stop_recording(run);
+            let summary = run.stop();
             let stderr = std::fs::read_to_string(dir.path().join("on.err")).unwrap_or_default();
             panic!(
                 "no agent in JVM {} started during -a; its stderr: {stderr}; jprof: {summary}",
@@ -843,7 +867,7 @@ fn all_cpus_gives_the_agent_to_jvms_that_start_during_the_recording() {
     let deadline = Instant::now() + Duration::from_secs(300);
     while cpu_time(pid) < until {
         if Instant::now() > deadline {
-            let summary = stop_recording(run);
+            let summary = run.stop();
             panic!(
                 "JVM {pid} used only {:?} of CPU time in 300 s, {until:?} awaited; jprof: {summary}",
                 cpu_time(pid)
@@ -851,7 +875,7 @@ fn all_cpus_gives_the_agent_to_jvms_that_start_during_the_recording() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let summary = stop_recording(run);
+    let summary = run.stop();
     assert!(
         summary.contains(&format!(
             "HotSpot JVM {pid}: loaded jprof's JVMTI agent (it started during the recording)"
