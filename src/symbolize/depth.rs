@@ -27,7 +27,7 @@ pub fn is_thread_entry(name: &str) -> bool {
 }
 
 /// Why a stack that is not whole stops where it does, when the recording can tell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Cut {
     /// The callchain holds as many frames as the kernel gives (`sample_max_stack`).
     KernelLimit,
@@ -84,6 +84,25 @@ impl StackDepths {
                 Some(Cut::StackCopy) => p.stack_copy += 1,
                 None => {}
             }
+        }
+    }
+
+    /// Counts as whole `samples` samples [`Self::observe`] counted as not whole (cut by `cut`):
+    /// the end of `record` knows whether a frame without a symbol is named only once the
+    /// DWARF is read, after the walk.
+    pub fn now_whole(&mut self, pid: u32, tid: u32, cut: Option<Cut>, samples: u64) {
+        let Some(p) = self.by_pid.get_mut(&pid) else {
+            return;
+        };
+        let Some((thread, _)) = p.threads.get_mut(&tid) else {
+            return;
+        };
+        thread.whole += samples;
+        p.all.whole += samples;
+        match cut {
+            Some(Cut::KernelLimit) => p.kernel_limit = p.kernel_limit.saturating_sub(samples),
+            Some(Cut::StackCopy) => p.stack_copy = p.stack_copy.saturating_sub(samples),
+            None => {}
         }
     }
 
@@ -201,6 +220,24 @@ mod tests {
                  raises it); 4 ended at the end of the 64 KiB stack copy"
             ]
         );
+    }
+
+    /// Samples counted as not whole, then found whole (`now_whole`), give the line they would
+    /// have given counted whole at once, their cuts taken back.
+    #[test]
+    fn samples_found_whole_later_count_as_whole() {
+        let mut at_once = StackDepths::default();
+        let mut later = StackDepths::default();
+        for i in 0..40 {
+            let cut = (i % 4 == 0).then_some(Cut::KernelLimit);
+            let whole = i % 2 == 0;
+            at_once.observe(7, 8, "javac", whole, cut);
+            // The whole ones with a cut are not known to be whole yet.
+            later.observe(7, 8, "javac", whole && cut.is_none(), cut);
+        }
+        assert_ne!(at_once.lines(127, 1024), later.lines(127, 1024));
+        later.now_whole(7, 8, Some(Cut::KernelLimit), 10);
+        assert_eq!(at_once.lines(127, 1024), later.lines(127, 1024));
     }
 
     #[test]

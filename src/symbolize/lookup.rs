@@ -27,6 +27,10 @@ pub struct UserLookup {
     pub shown_offset: u64,
     /// Innermost first; empty when nothing names the address.
     pub frames: Arc<[NativeFrame]>,
+    /// For an address its binary's symbol table does not name, in a binary with DWARF, while
+    /// DWARF is read later ([`Symbolizer::name_dwarf_later`]): its key, whose frames (none
+    /// yet) [`Symbolizer::frames_later`] gives once [`Symbolizer::name_later`] read them.
+    pub pending: Option<NamedKey>,
 }
 
 /// Why addresses stayed unknown, for notes.
@@ -40,10 +44,11 @@ pub struct UnknownCounts {
     pub kernel: u64,
 }
 
-/// A binary's build id (hex) and the frames at one offset.
-type Named = (Option<Arc<str>>, Arc<[NativeFrame]>);
+/// A binary's build id (hex), the frames at one offset, and whether they are to come from
+/// DWARF after the walk (`UserLookup::pending`).
+type Named = (Option<Arc<str>>, Arc<[NativeFrame]>, bool);
 /// What [`Named`] is cached by: path, recorded build id, file offset.
-type NamedKey = (Arc<str>, Option<Arc<[u8]>>, u64);
+pub type NamedKey = (Arc<str>, Option<Arc<[u8]>>, u64);
 
 /// An address named for now by its binary's symbol table alone, whose DWARF frames (inlined
 /// calls, lines) [`Symbolizer::name_later`] reads.
@@ -122,6 +127,7 @@ impl<'e> Symbolizer<'e> {
                     continue;
                 };
                 entry.1 = frames.clone();
+                entry.2 = false;
                 named.push((i, (key.0, entry.0.clone(), key.2, frames)));
             }
             // The last holder of the binary: its DWARF and tables are freed here.
@@ -151,20 +157,21 @@ impl<'e> Symbolizer<'e> {
                 offset: probe,
                 shown_offset: addr,
                 frames: Arc::from([]),
+                pending: None,
             };
         };
         let offset = mapping.file_offset(probe);
         let key = (mapping.path.clone(), mapping.build_id.clone(), offset);
-        let (build_id, frames) = match self.cache.get(&key) {
+        let (build_id, frames, pending) = match self.cache.get(&key) {
             Some(hit) => hit.clone(),
             None => {
-                let (id, frames) = self.native(binaries, pid, mapping, offset);
-                let found: Named = (id.map(Arc::from), frames);
-                self.cache.insert(key, found.clone());
+                let (id, frames, pending) = self.native(binaries, pid, mapping, offset);
+                let found: Named = (id.map(Arc::from), frames, pending);
+                self.cache.insert(key.clone(), found.clone());
                 found
             }
         };
-        if frames.is_empty() {
+        if frames.is_empty() && !pending {
             // Counted without a copy of the path once it is known (every frame in a JVM's
             // JIT code is one of these).
             match self.unknown.by_module.get_mut(&*mapping.path) {
@@ -180,7 +187,13 @@ impl<'e> Symbolizer<'e> {
             offset,
             shown_offset: mapping.file_offset(addr),
             frames,
+            pending: pending.then_some(key),
         }
+    }
+
+    /// The frames of a key [`Self::user`] left pending, once [`Self::name_later`] read them.
+    pub fn frames_later(&self, key: &NamedKey) -> Option<&Arc<[NativeFrame]>> {
+        self.cache.get(key).map(|named| &named.1)
     }
 
     fn native(
@@ -189,45 +202,51 @@ impl<'e> Symbolizer<'e> {
         pid: u32,
         mapping: &Mapping,
         offset: u64,
-    ) -> (Option<String>, Arc<[NativeFrame]>) {
+    ) -> (Option<String>, Arc<[NativeFrame]>, bool) {
         let path = &mapping.path;
         let record_id = mapping.build_id.as_deref().map(hex);
         if let Some(e) = self.embedded {
             if let Some(b) = e.binary(path, record_id.as_deref()) {
                 if let Some(frames) = b.frames.get(&offset) {
                     let frames: Vec<NativeFrame> = frames.iter().map(NativeFrame::from).collect();
-                    return (b.build_id.clone().or(record_id), frames.into());
+                    return (b.build_id.clone().or(record_id), frames.into(), false);
                 }
             }
         }
         // Only the recorded build names the address (build_id.rs).
         let Ok(binary) = binaries.get_built(pid, path, mapping.build_id.as_deref()) else {
-            return (record_id, Arc::from([]));
+            return (record_id, Arc::from([]), false);
         };
         let disk_id = binary.build_id.as_deref().map(hex);
+        let mut pending = false;
         let frames = match binary.svma_in_mapping(offset, mapping.pgoff) {
             Some(svma) => match &mut self.later {
-                Some(later) if binary.dwarf_size() > 0 => match binary.symbol_name(svma) {
-                    Some(name) => {
-                        later.push(Later {
-                            binary: binary.clone(),
-                            svma,
-                            key: (mapping.path.clone(), mapping.build_id.clone(), offset),
-                        });
-                        vec![NativeFrame {
+                Some(later) if binary.dwarf_size() > 0 => {
+                    later.push(Later {
+                        binary: binary.clone(),
+                        svma,
+                        key: (mapping.path.clone(), mapping.build_id.clone(), offset),
+                    });
+                    match binary.symbol_name(svma) {
+                        Some(name) => vec![NativeFrame {
                             name,
                             file: None,
                             line: None,
-                        }]
+                        }],
+                        // Without a symbol (a PLT stub, libc's signal return trampoline), only
+                        // the DWARF may name it: read after the walk too (reading it now held
+                        // a binary's whole DWARF, libc's 30 MB parsed, through the walk).
+                        None => {
+                            pending = true;
+                            Vec::new()
+                        }
                     }
-                    // Without a symbol, only the DWARF may name it: read now.
-                    None => binary.frames(svma),
-                },
+                }
                 _ => binary.frames(svma),
             },
             None => Vec::new(),
         };
-        (record_id.or(disk_id), frames.into())
+        (record_id.or(disk_id), frames.into(), pending)
     }
 
     /// Names a kernel address (`exact` as for [`Self::user`]); None when unknown.
@@ -396,5 +415,72 @@ mod tests {
         // Looked up again: the whole frames.
         let again = symbolizer.user(&model, &mut binaries, 1, here, true);
         assert_eq!(&again.frames[..], &expected[..]);
+    }
+
+    /// An address the symbol table does not name (here the padding after a function of this
+    /// test binary; in `record -a`, libc's signal return trampoline, PLT stubs) is left pending
+    /// through the walk, so no DWARF is read then (reading it held libc's whole parsed DWARF,
+    /// 30 MB, through the walk), and gets the frames the DWARF read at once gives after it.
+    #[test]
+    fn an_address_without_a_symbol_waits_for_the_dwarf() {
+        use object::{Object, ObjectSymbol, SymbolKind};
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let whole = Binary::open(&exe, true).unwrap();
+        let bytes = std::fs::read(&exe).unwrap();
+        let obj = object::File::parse(&*bytes).unwrap();
+        let svma = obj
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+            .map(|s| s.address() + s.size())
+            .find(|&a| whole.symbol_name(a).is_none())
+            .expect("an address past a function that no symbol names");
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (start, end, pgoff) = maps
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (a, b) = f[0].split_once('-')?;
+                let (a, b) = (
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                );
+                let pgoff = u64::from_str_radix(f[2], 16).ok()?;
+                let base = whole.svma_of_mapping(pgoff)?;
+                (std::path::Path::new(f.get(5)?) == exe
+                    && f[1].contains('x')
+                    && (base..base + (b - a)).contains(&svma))
+                .then_some((a, b, pgoff))
+            })
+            .expect("the text mapping holding the PLT");
+        let here = start + (svma - whole.svma_of_mapping(pgoff).unwrap());
+        let mut model = ProcessModel::default();
+        let mapping = Mapping {
+            start,
+            end,
+            pgoff,
+            path: exe.to_str().unwrap().into(),
+            build_id: None,
+        };
+        model.add_mapping(1, mapping);
+        let mut binaries = BinaryCache::new(true, true);
+        let mut symbolizer = Symbolizer::new(None, true);
+        symbolizer.name_dwarf_later();
+        let found = symbolizer.user(&model, &mut binaries, 1, here, true);
+        let key = found.pending.clone().expect("left pending");
+        assert!(found.frames.is_empty());
+        // Looked up again during the walk: still pending, still no DWARF read.
+        let again = symbolizer.user(&model, &mut binaries, 1, here, true);
+        assert_eq!(again.pending.as_ref(), Some(&key));
+        assert_eq!(dwarf_count::get(), (0, 0), "DWARF read during the walk");
+        // Not counted as unknown before the DWARF had its say.
+        assert!(symbolizer.unknown.by_module.is_empty());
+        symbolizer.name_later(&mut binaries);
+        let expected = whole.frames(svma);
+        assert_eq!(
+            symbolizer.frames_later(&key).map(|f| f.to_vec()),
+            Some(expected.clone())
+        );
+        let after = symbolizer.user(&model, &mut binaries, 1, here, true);
+        assert_eq!((after.pending, &after.frames[..]), (None, &expected[..]));
     }
 }

@@ -652,6 +652,11 @@ pub fn all_jit_debug(deferred: &crate::recording::DeferredDebug) -> Vec<Vec<u8>>
 /// names somewhat smaller.
 const SYMBOLS_ZSTD_LEVEL: i32 = 3;
 
+/// Samples of one thread (pid, tid) and cut whose stacks are whole if the frames of these
+/// pending addresses are named (and, when the last flag is set, the last one, outermost, is a
+/// thread entry).
+type WholeIfNamed = (u32, u32, Option<depth::Cut>, Vec<lookup::NamedKey>, bool);
+
 /// The embedding; `exiting`: the process exits next, so its caches are not freed one by one.
 fn embed(
     recording: &Recording,
@@ -682,6 +687,10 @@ fn embed(
     let jit = jit_index::JitIndex::with_deferred(recording, &set_aside.method_names);
     drop(set_aside.method_names);
     let mut hits = jit_hits::JitHits::default();
+    // Samples whose stack is whole if the DWARF read after the walk names their frames that
+    // have no symbol (`UserLookup::pending`; the last one: the outermost frame, whose name
+    // must also be a thread entry), counted as not whole for now: by thread, cut and keys.
+    let mut whole_if_named: rustc_hash::FxHashMap<WholeIfNamed, u64> = Default::default();
     walk(
         recording,
         None,
@@ -722,6 +731,8 @@ fn embed(
             // Whole: from a thread entry to the leaf, every frame named (as `StackBuilder`
             // names them: JIT code first, a bare `Interpreter` frame unnamed).
             let mut whole = !s.stack.user.is_empty();
+            let mut pending = Vec::new();
+            let mut outermost_pending = false;
             let outermost = s.stack.user.len().saturating_sub(1);
             for &method in s.interpreted.iter().flatten() {
                 hits.method(s.pid, method);
@@ -751,17 +762,27 @@ fn embed(
                                     .is_some(),
                             &*code.name,
                         ),
-                        None => (
-                            !found.frames.is_empty(),
-                            found.frames.last().map_or("", |f| f.name.as_str()),
-                        ),
+                        None => match &found.pending {
+                            Some(key) => {
+                                pending.push(key.clone());
+                                outermost_pending = i == outermost;
+                                (true, "")
+                            }
+                            None => (
+                                !found.frames.is_empty(),
+                                found.frames.last().map_or("", |f| f.name.as_str()),
+                            ),
+                        },
                     };
-                    whole = named && (i < outermost || depth::is_thread_entry(name));
+                    whole = named
+                        && (i < outermost || outermost_pending || depth::is_thread_entry(name));
                 }
                 let Some(path) = &found.path else { continue };
-                if found.frames.is_empty() {
+                if found.frames.is_empty() && found.pending.is_none() {
                     continue;
                 }
+                // A pending address's frames are put in after the walk (or it is dropped,
+                // when the DWARF does not name it either).
                 hit.entry((
                     path.to_string(),
                     found.build_id.as_deref().map(str::to_string),
@@ -772,7 +793,14 @@ fn embed(
             }
             if !s.off_cpu {
                 let comm = model.thread(s.tid).map_or("", |t| t.comm.as_str());
-                depths.observe(s.pid, s.tid, comm, whole, s.cut);
+                if whole && !pending.is_empty() {
+                    depths.observe(s.pid, s.tid, comm, false, s.cut);
+                    *whole_if_named
+                        .entry((s.pid, s.tid, s.cut, pending, outermost_pending))
+                        .or_default() += 1;
+                } else {
+                    depths.observe(s.pid, s.tid, comm, whole, s.cut);
+                }
             }
             for (i, &addr) in s.stack.kernel.iter().enumerate() {
                 let exact = i == 0;
@@ -829,6 +857,24 @@ fn embed(
         }
     }
     drop(replaced);
+    // What the DWARF did not name either is dropped, as the walk drops what nothing names.
+    for frames in hit.values_mut() {
+        frames.retain(|_, f| !f.is_empty());
+    }
+    hit.retain(|_, frames| !frames.is_empty());
+    for ((pid, tid, cut, keys, outermost_pending), samples) in whole_if_named {
+        let frames = |key| symbolizer.frames_later(key).filter(|f| !f.is_empty());
+        let named = keys.iter().all(|key| frames(key).is_some());
+        let entry = !outermost_pending
+            || keys
+                .last()
+                .and_then(frames)
+                .and_then(|f| f.last())
+                .is_some_and(|f| depth::is_thread_entry(&f.name));
+        if named && entry {
+            depths.now_whole(pid, tid, cut, samples);
+        }
+    }
     out.binaries = hit
         .into_iter()
         .map(|((path, build_id), frames)| embedded::EmbeddedBinary {
