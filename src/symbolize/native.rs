@@ -754,6 +754,13 @@ fn load_dwarf_units(image: &Image, svmas: &[u64]) -> Option<Dwarf> {
     skipped_unit(sparse.get_mut(at..)?, endian)?;
     drop(section);
     dwarf.debug_info = EndianReader::new(SharedBytes::owned(sparse), endian).into();
+    // Finding the units read every unit's first entry and abbreviations: with DWARF stored
+    // uncompressed (`libpython3.11`'s), pages all over the file, megabytes. The units kept are
+    // copied: those pages are let go before addr2line reads the rest, which faults back what it
+    // reads.
+    image.release_pages();
+    #[cfg(test)]
+    units_count::released_before_parse();
     addr2line::Context::from_dwarf(dwarf).ok()
 }
 
@@ -781,10 +788,22 @@ pub(crate) mod units_count {
 
     thread_local! {
         static LAST: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+        static RELEASED: Cell<bool> = const { Cell::new(false) };
     }
 
     pub(super) fn set(kept: usize, total: usize) {
         LAST.set((kept, total));
+        RELEASED.set(false);
+    }
+
+    pub(super) fn released_before_parse() {
+        RELEASED.set(true);
+    }
+
+    /// Whether the last [`load_dwarf_units`](super::load_dwarf_units) let the pages it read
+    /// go before addr2line parsed the units kept.
+    pub(crate) fn released() -> bool {
+        RELEASED.get()
     }
 
     /// (kept, in the section).
@@ -1415,6 +1434,8 @@ mod tests {
         assert!(frames[0].iter().any(|f| f.line.is_some()), "{frames:?}");
         let (kept, total) = units_count::get();
         assert!(kept >= 1 && kept * 10 < total, "{kept} of {total} units");
+        // The pages finding them read were let go before the units kept were parsed.
+        assert!(units_count::released());
         assert_eq!(dwarf_count::get().0, 0, "DWARF still held");
     }
 
