@@ -735,6 +735,8 @@ fn load_dwarf(image: &Image) -> Option<Dwarf> {
 /// rest of the copy is pages never written. None when the units cannot be told apart.
 fn load_dwarf_units(image: &Image, svmas: &[u64]) -> Option<Dwarf> {
     let mut dwarf = load_sections(image)?;
+    // Compressed sections were read once, to inflate them (libc's debug file: 3 MB of pages).
+    image.release_pages();
     let (kept, _total) = super::dwarf_units::units_for(&dwarf, svmas).ok()?;
     #[cfg(test)]
     units_count::set(kept.len(), _total);
