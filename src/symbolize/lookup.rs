@@ -332,6 +332,17 @@ mod tests {
     use super::*;
     use crate::symbolize::native::{dwarf_count, Binary};
 
+    /// This process's mappings of `exe`: start, end, file offset, executable.
+    fn exe_mappings(exe: &std::path::Path) -> Vec<(u64, u64, u64, bool)> {
+        let maps = std::fs::read("/proc/self/maps").unwrap();
+        crate::format::procfs::parse_maps(&maps)
+            .unwrap()
+            .into_iter()
+            .filter(|m| std::path::Path::new(m.path) == exe)
+            .map(|m| (m.start, m.end, m.offset, m.perms.contains('x')))
+            .collect()
+    }
+
     /// The end of `record` names every address first by its symbol alone, then reads each
     /// binary's DWARF after the walk, one binary after the other: here two binaries with DWARF
     /// (two links to this test binary, so two binaries to the cache), one address in each.
@@ -345,19 +356,10 @@ mod tests {
         }
         let here = marker as fn() -> u64 as usize as u64;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let (start, end, pgoff) = maps
-            .lines()
-            .find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                let (a, b) = f[0].split_once('-')?;
-                let (a, b) = (
-                    u64::from_str_radix(a, 16).ok()?,
-                    u64::from_str_radix(b, 16).ok()?,
-                );
-                (std::path::Path::new(f.get(5)?) == exe && (a..b).contains(&here))
-                    .then(|| (a, b, u64::from_str_radix(f[2], 16).unwrap()))
-            })
+        let (start, end, pgoff) = exe_mappings(&exe)
+            .into_iter()
+            .find(|&(a, b, _, _)| (a..b).contains(&here))
+            .map(|(a, b, pgoff, _)| (a, b, pgoff))
             .expect("the mapping of this test's code");
         let dir = tempfile::tempdir().unwrap();
         let paths: Vec<std::path::PathBuf> = (1..=2)
@@ -434,23 +436,13 @@ mod tests {
             .map(|s| s.address() + s.size())
             .find(|&a| whole.symbol_name(a).is_none())
             .expect("an address past a function that no symbol names");
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let (start, end, pgoff) = maps
-            .lines()
-            .find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                let (a, b) = f[0].split_once('-')?;
-                let (a, b) = (
-                    u64::from_str_radix(a, 16).ok()?,
-                    u64::from_str_radix(b, 16).ok()?,
-                );
-                let pgoff = u64::from_str_radix(f[2], 16).ok()?;
-                let base = whole.svma_of_mapping(pgoff)?;
-                (std::path::Path::new(f.get(5)?) == exe
-                    && f[1].contains('x')
-                    && (base..base + (b - a)).contains(&svma))
-                .then_some((a, b, pgoff))
+        let (start, end, pgoff) = exe_mappings(&exe)
+            .into_iter()
+            .find(|&(a, b, pgoff, executable)| {
+                let base = whole.svma_of_mapping(pgoff);
+                executable && base.is_some_and(|base| (base..base + (b - a)).contains(&svma))
             })
+            .map(|(a, b, pgoff, _)| (a, b, pgoff))
             .expect("the text mapping holding the PLT");
         let here = start + (svma - whole.svma_of_mapping(pgoff).unwrap());
         let mut model = ProcessModel::default();

@@ -248,13 +248,8 @@ mod tests {
         // Names are their `name` as bytes (so which name is smaller is known).
         let names: Vec<[u8; 4]> = (0..100u32).map(u32::to_be_bytes).collect();
         let name = |s: &Symbol| Cow::Borrowed(&names[s.name as usize][..]);
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        let mut random = move |n: u64| rng.u64(..n);
         for round in 0..40 {
             let count = 1 + random(600) as usize;
             let spread = [64, 4096, 1 << 20, 1 << 40][round % 4];

@@ -359,13 +359,8 @@ fn node_unwind_tables_are_placed_right_after_their_code() {
 /// address; this checks the skip against all bodies, at random addresses and times.)
 #[test]
 fn a_lookup_finds_what_a_look_at_every_body_finds() {
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n
-    };
+    let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
+    let mut next = move |n: u64| rng.u64(..n);
     let mut f = w::header(PID, 0, false);
     f.extend(load(10, 0x20_0000, "Interpreter", 0x4_0000));
     let mut map = String::new();
@@ -476,13 +471,8 @@ fn a_vm_method_is_named_by_its_latest_naming_before_the_sample() {
 /// body gets the same end (or none).
 #[test]
 fn loads_end_what_a_look_at_every_earlier_body_ends() {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n
-    };
+    let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+    let mut next = move |n: u64| rng.u64(..n);
     // (name, start, size, from, until), in the order loaded.
     let mut reference: Vec<(String, u64, u64, u64, Option<u64>)> = Vec::new();
     fn ends_overlapped(
