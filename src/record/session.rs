@@ -431,8 +431,9 @@ impl Reading {
             self.jvm_starts.take(),
         );
         // The target is done: this machine's kernel symbols, which embedding the symbols
-        // needs first, are read on another core while the rings are drained and the writer
-        // finishes (tens of milliseconds off the time from the target's exit to the file).
+        // needs once its walk over the samples is done, are read on another core while the
+        // rings are drained, the writer finishes and the walk runs (tens of milliseconds off
+        // the time from the target's exit to the file).
         if session.config.embed_symbols && self.events.config.kernel_callchains {
             let _ = std::thread::Builder::new()
                 .name("jprof-kallsyms".into())

@@ -691,6 +691,9 @@ fn embed(
     // have no symbol (`UserLookup::pending`; the last one: the outermost frame, whose name
     // must also be a thread entry), counted as not whole for now: by thread, cut and keys.
     let mut whole_if_named: rustc_hash::FxHashMap<WholeIfNamed, u64> = Default::default();
+    // Every kernel address the samples hit (the innermost frame's as it is, a return address
+    // less one), named once the walk is done.
+    let mut kernel_probes: rustc_hash::FxHashSet<u64> = Default::default();
     walk(
         recording,
         None,
@@ -802,16 +805,13 @@ fn embed(
                     depths.observe(s.pid, s.tid, comm, whole, s.cut);
                 }
             }
+            // Named after the walk: this machine's kallsyms is still being read on another
+            // core while the walk starts (`record`'s end), and the walk need not wait for it.
             for (i, &addr) in s.stack.kernel.iter().enumerate() {
-                let exact = i == 0;
-                if let Some(name) = symbolizer.kernel(addr, exact) {
-                    let probe = if exact { addr } else { addr.wrapping_sub(1) };
-                    out.kernel.insert(probe, name);
-                }
+                kernel_probes.insert(if i == 0 { addr } else { addr.wrapping_sub(1) });
             }
         },
     );
-    out.kernel_hidden = symbolizer.kernel_hidden();
     // The set-aside records are read back and what the samples hit of them packed (zstd level
     // 9) on another core while the binaries' DWARF names what the walk named by symbol alone:
     // the target has exited, so both cores are free. Not beside a whole-host recording's DWARF,
@@ -844,6 +844,12 @@ fn embed(
         });
         (named_later, jit_debug)
     });
+    for probe in kernel_probes {
+        if let Some(name) = symbolizer.kernel(probe, true) {
+            out.kernel.insert(probe, name);
+        }
+    }
+    out.kernel_hidden = symbolizer.kernel_hidden();
     // Each address gets the frames its first lookup's DWARF gives (the walk inserted the first
     // lookup's frames in `hit`; later lookups of the same place did not replace them).
     let mut replaced = std::collections::HashSet::new();
