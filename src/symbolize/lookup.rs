@@ -3,14 +3,15 @@
 //! could not be named is counted for the profile's notes.
 
 use std::collections::BTreeMap;
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::build_id::hex;
 use super::embedded::EmbeddedIndex;
 use super::kernel::{self, KernelSymbols};
-use super::native::{Binary, BinaryCache, NativeFrame};
+use super::native::{Binary, BinaryCache, DwarfAhead, NativeFrame};
 use super::process::{Mapping, ProcessModel};
 use crate::profile::{Frame, FrameKind};
 
@@ -71,6 +72,10 @@ pub struct Symbolizer<'e> {
     pub unknown: UnknownCounts,
     /// When set (`name_dwarf_later`), the addresses named for now by their symbol alone.
     later: Option<Vec<Later>>,
+    /// Where each binary with addresses left for [`Self::name_later`] goes, once, to have its
+    /// DWARF sections read meanwhile ([`Self::prepare_dwarf_beside`]); the binaries sent, by
+    /// address.
+    prepare: Option<(Sender<DwarfAhead>, FxHashSet<usize>)>,
 }
 
 impl<'e> Symbolizer<'e> {
@@ -82,7 +87,20 @@ impl<'e> Symbolizer<'e> {
             cache: FxHashMap::default(),
             unknown: UnknownCounts::default(),
             later: None,
+            prepare: None,
         }
+    }
+
+    /// From now on, for each binary an address is left in for [`Self::name_later`], what
+    /// reads its DWARF sections is sent to `to` the first time, for a thread that reads them
+    /// while the walk goes on; until [`Self::stop_preparing`].
+    pub fn prepare_dwarf_beside(&mut self, to: Sender<DwarfAhead>) {
+        self.prepare = Some((to, FxHashSet::default()));
+    }
+
+    /// No more binaries are sent (the channel closes).
+    pub fn stop_preparing(&mut self) {
+        self.prepare = None;
     }
 
     /// From now on, an address in a binary with DWARF that its symbol table names gets that
@@ -222,6 +240,11 @@ impl<'e> Symbolizer<'e> {
         let frames = match binary.svma_in_mapping(offset, mapping.pgoff) {
             Some(svma) => match &mut self.later {
                 Some(later) if binary.dwarf_size() > 0 => {
+                    if let Some((to, sent)) = &mut self.prepare {
+                        if sent.insert(Arc::as_ptr(&binary) as usize) {
+                            let _ = to.send(binary.dwarf_ahead());
+                        }
+                    }
                     later.push(Later {
                         binary: binary.clone(),
                         svma,

@@ -637,7 +637,8 @@ pub struct SetAside<'a> {
     /// Reads them all.
     pub all: &'a mut (dyn FnMut() -> crate::recording::DeferredDebug + Send),
     /// Whether they may be read back and packed on another thread while the binaries' DWARF
-    /// is read (not at the end of a whole-host recording, whose memory peaks there).
+    /// is read, and the binaries' DWARF sections read on another thread while the walk runs
+    /// (not at the end of a whole-host recording, whose memory peaks there).
     pub beside_dwarf: bool,
 }
 
@@ -694,6 +695,17 @@ fn embed(
     // Every kernel address the samples hit (the innermost frame's as it is, a return address
     // less one), named once the walk is done.
     let mut kernel_probes: rustc_hash::FxHashSet<u64> = Default::default();
+    // Each binary the walk leaves addresses in for the DWARF has its DWARF sections read
+    // (libc's debug file inflated) on another core while the walk goes on: after the target
+    // exits both cores are free. Not at the end of a whole-host recording, whose memory peaks
+    // in the DWARF.
+    let preparing = set_aside.beside_dwarf.then(|| {
+        let (to, binaries) = std::sync::mpsc::channel::<native::DwarfAhead>();
+        symbolizer.prepare_dwarf_beside(to);
+        std::thread::Builder::new()
+            .name("jprof-dwarf".into())
+            .spawn(move || binaries.into_iter().for_each(native::DwarfAhead::read))
+    });
     walk(
         recording,
         None,
@@ -812,6 +824,7 @@ fn embed(
             }
         },
     );
+    symbolizer.stop_preparing();
     // The set-aside records are read back and what the samples hit of them packed (zstd level
     // 9) on another core while the binaries' DWARF names what the walk named by symbol alone:
     // the target has exited, so both cores are free. Not beside a whole-host recording's DWARF,
@@ -844,6 +857,12 @@ fn embed(
         });
         (named_later, jit_debug)
     });
+    if let Some(Ok(preparing)) = preparing {
+        // Done by now: `name_later` took what it read.
+        if let Err(panic) = preparing.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
     for probe in kernel_probes {
         if let Some(name) = symbolizer.kernel(probe, true) {
             out.kernel.insert(probe, name);

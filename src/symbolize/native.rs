@@ -62,6 +62,19 @@ pub struct UnwindSections {
 }
 
 type Dwarf = addr2line::Context<EndianReader<RunTimeEndian, SharedBytes>>;
+/// A binary's DWARF sections, compressed ones inflated, before any unit is parsed.
+type Sections = gimli::Dwarf<EndianReader<RunTimeEndian, SharedBytes>>;
+
+/// A binary's DWARF sections read ahead of [`Binary::frames_of`] ([`DwarfAhead`]).
+#[derive(Default)]
+enum Prepared {
+    #[default]
+    NotYet,
+    /// Read (None: the binary has none that load).
+    Ready(Option<Box<Sections>>),
+    /// `frames_of` took them, or read them itself: not read ahead any more.
+    Taken,
+}
 
 /// How many binaries of this thread hold their DWARF now, and the most that ever did (the end
 /// of `record` reads one binary's DWARF at a time: `lookup::tests`).
@@ -155,6 +168,31 @@ fn inflate_section(compressed: object::CompressedData<'_>) -> Option<Cow<'_, [u8
     }
 }
 
+/// A binary's image and where its DWARF sections read ahead go ([`Binary::dwarf_ahead`]):
+/// sent to another thread, as the binary itself, with its parsed DWARF, is not shared.
+pub(crate) struct DwarfAhead {
+    image: Image,
+    prepared: Arc<Mutex<Prepared>>,
+}
+
+impl DwarfAhead {
+    /// Reads the sections (inflating the compressed ones: libc's debug file, 8 MB), unless
+    /// `frames_of` got to them first. For the end of `record`, on another core while the walk
+    /// over the samples runs.
+    pub(crate) fn read(self) {
+        let mut prepared = self
+            .prepared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(*prepared, Prepared::NotYet) {
+            let sections = load_sections(&self.image).map(Box::new);
+            // The compressed pages were read once, to inflate them.
+            self.image.release_pages();
+            *prepared = Prepared::Ready(sections);
+        }
+    }
+}
+
 /// Names read by string table and offset in it.
 type NamesRead = rustc_hash::FxHashMap<(u8, u32), Box<[u8]>>;
 
@@ -173,6 +211,9 @@ pub struct Binary {
     /// Whether the separate debug file's DWARF is used.
     debug_dwarf: bool,
     dwarf: OnceLock<Option<Dwarf>>,
+    /// The DWARF sections read ahead, on another thread, for [`Binary::frames_of`]; locked
+    /// while they are read, so `frames_of` waits for them rather than reading them again.
+    prepared: Arc<Mutex<Prepared>>,
     /// The size of the .debug_info section the DWARF is read from (0: none).
     dwarf_size: OnceLock<u64>,
     unwind: OnceLock<UnwindSections>,
@@ -249,6 +290,7 @@ impl Binary {
             debug_image,
             debug_dwarf,
             dwarf: OnceLock::new(),
+            prepared: Arc::default(),
             dwarf_size: OnceLock::new(),
             unwind: OnceLock::new(),
             demangled: Mutex::default(),
@@ -392,7 +434,7 @@ impl Binary {
     /// let go of before returning.
     pub(crate) fn frames_of(&self, svmas: &[u64]) -> Vec<Vec<NativeFrame>> {
         if self.dwarf.get().is_none() {
-            if let Some(units) = load_dwarf_units(self.dwarf_image(), svmas) {
+            if let Some(units) = load_dwarf_units(self.dwarf_image(), self.take_sections(), svmas) {
                 #[cfg(test)]
                 dwarf_count::loaded();
                 let frames = svmas.iter().map(|&a| self.frames_in(Some(&units), a));
@@ -404,6 +446,30 @@ impl Binary {
             }
         }
         svmas.iter().map(|&a| self.frames(a)).collect()
+    }
+
+    /// What reads the DWARF sections [`Binary::frames_of`] will need on another thread.
+    pub(crate) fn dwarf_ahead(&self) -> DwarfAhead {
+        DwarfAhead {
+            image: self.dwarf_image().clone(),
+            prepared: self.prepared.clone(),
+        }
+    }
+
+    /// The sections [`Binary::prepare_dwarf`] read (waiting while it reads them), else read
+    /// now.
+    fn take_sections(&self) -> Option<Sections> {
+        let mut prepared = self
+            .prepared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match std::mem::replace(&mut *prepared, Prepared::Taken) {
+            Prepared::Ready(sections) => sections.map(|s| *s),
+            Prepared::NotYet | Prepared::Taken => {
+                drop(prepared);
+                load_sections(self.dwarf_image())
+            }
+        }
     }
 
     fn frames_in(&self, dwarf: Option<&Dwarf>, svma: u64) -> Vec<NativeFrame> {
@@ -728,13 +794,13 @@ fn load_dwarf(image: &Image) -> Option<Dwarf> {
     addr2line::Context::from_dwarf(dwarf).ok()
 }
 
-/// The units of the DWARF in `image` that name `svmas` (`dwarf_units::units_for`) for
+/// The units of the DWARF in `image` (its `sections`, read) that name `svmas` (`dwarf_units::units_for`) for
 /// addr2line, which reads every unit of .debug_info: it gets a copy of the section with those
 /// units at their places (references between units are offsets in it) and, in place of each
 /// run of other units, one unit it skips (its abbreviations are past the section's end). The
 /// rest of the copy is pages never written. None when the units cannot be told apart.
-fn load_dwarf_units(image: &Image, svmas: &[u64]) -> Option<Dwarf> {
-    let mut dwarf = load_sections(image)?;
+fn load_dwarf_units(image: &Image, sections: Option<Sections>, svmas: &[u64]) -> Option<Dwarf> {
+    let mut dwarf = sections?;
     // Compressed sections were read once, to inflate them (libc's debug file: 3 MB of pages).
     image.release_pages();
     let (kept, _total) = super::dwarf_units::units_for(&dwarf, svmas).ok()?;
@@ -815,7 +881,7 @@ pub(crate) mod units_count {
 }
 
 /// The DWARF sections of `image`, read in place when stored uncompressed.
-fn load_sections(image: &Image) -> Option<gimli::Dwarf<EndianReader<RunTimeEndian, SharedBytes>>> {
+fn load_sections(image: &Image) -> Option<Sections> {
     let obj = object::File::parse(&**image).ok()?;
     obj.section_by_name(".debug_info")?;
     let endian = if obj.is_little_endian() {
@@ -1416,6 +1482,51 @@ mod tests {
             if whole.dwarf_size() > 0 {
                 assert!(with_lines > 0, "{}", path.display());
             }
+        }
+    }
+
+    /// The DWARF sections read ahead on another thread (`record`'s end, while its walk runs)
+    /// give `frames_of` the same frames, whichever of the two gets to the sections first; read
+    /// ahead, `frames_of` does not read them again.
+    #[test]
+    fn frames_of_sections_read_ahead_match_frames_of_its_own() {
+        for path in this_binary_and_its_libc() {
+            let own = Binary::open(&path, true).unwrap();
+            let mut addresses: Vec<u64> = own
+                .symbols
+                .all()
+                .iter()
+                .step_by(7)
+                .flat_map(|s| [s.addr, s.addr + s.size / 2])
+                .collect();
+            addresses.sort_unstable();
+            addresses.dedup();
+            let expected = own.frames_of(&addresses);
+            assert!(
+                own.dwarf_size() == 0
+                    || expected.iter().any(|f| f.iter().any(|f| f.line.is_some())),
+                "{}",
+                path.display()
+            );
+
+            let ahead = Binary::open(&path, true).unwrap();
+            let reading = ahead.dwarf_ahead();
+            std::thread::spawn(move || reading.read()).join().unwrap();
+            assert!(
+                matches!(*ahead.prepared.lock().unwrap(), Prepared::Ready(Some(_)))
+                    || ahead.dwarf_size() == 0,
+                "{}",
+                path.display()
+            );
+            assert_eq!(ahead.frames_of(&addresses), expected, "{}", path.display());
+            assert!(matches!(*ahead.prepared.lock().unwrap(), Prepared::Taken));
+
+            // Read ahead too late: `frames_of` read them itself, and the thread does nothing.
+            let late = Binary::open(&path, true).unwrap();
+            let reading = late.dwarf_ahead();
+            assert_eq!(late.frames_of(&addresses), expected, "{}", path.display());
+            std::thread::spawn(move || reading.read()).join().unwrap();
+            assert!(matches!(*late.prepared.lock().unwrap(), Prepared::Taken));
         }
     }
 
