@@ -316,21 +316,13 @@ pub fn dynamic_code_generated(agent: &Agent, name: &str, address: u64, code_size
 /// Names per JPROF_METHOD_NAMES record.
 const NAMES_PER_RECORD: usize = 2048;
 
-/// (VM method address, name) for each method whose address can be read: none when jmethodIDs
-/// are not pointers (`readable` false: `read` is never called), and no null address.
-fn method_addresses(
-    readable: bool,
-    methods: Vec<(MethodId, String)>,
-    read: impl Fn(MethodId) -> u64,
-) -> Vec<(u64, String)> {
+/// The VM method address of `id` when it can be read: never when jmethodIDs are not pointers
+/// (`readable` false: `read` is not called), and not a null address.
+fn method_address(readable: bool, id: MethodId, read: impl Fn(MethodId) -> u64) -> Option<u64> {
     if !readable {
-        return Vec::new();
+        return None;
     }
-    methods
-        .into_iter()
-        .map(|(id, name)| (read(id), name))
-        .filter(|(address, _)| *address != 0)
-        .collect()
+    Some(read(id)).filter(|&address| address != 0)
 }
 
 /// Whether the agent publishes `Method*` names (HotSpot before JDK 26), so a prepared class's
@@ -347,20 +339,62 @@ pub fn classes_prepared(agent: &Agent, classes: &[JClass]) {
     if !names_methods(agent) {
         return;
     }
-    let at = agent.dump().now();
-    let methods = classes
-        .iter()
-        .flat_map(|&class| agent.jvmti.named_methods(class))
-        .collect();
-    write_names(agent, methods, at);
+    let mut names = Names::new(agent, agent.dump().now());
+    for &class in classes {
+        names.add_class(class);
+    }
+    names.write();
 }
 
-/// The names of `methods` as JPROF_METHOD_NAMES records stamped `at`.
-fn write_names(agent: &Agent, methods: Vec<(MethodId, String)>, at: u64) {
-    let named = method_addresses(agent.ids_are_pointers, methods, ffi::vm_method);
-    let dump = agent.dump();
-    for chunk in named.chunks(NAMES_PER_RECORD) {
-        dump.write_at(jitdump_write::method_names(0, chunk), at);
+/// The JPROF_METHOD_NAMES records of classes prepared at one time, built in one buffer as the
+/// VM answers (no list of names first), and written at once, stamped with that time.
+struct Names<'a> {
+    agent: &'a Agent,
+    at: u64,
+    records: Vec<u8>,
+    writer: jitdump_write::MethodNamesInto,
+    /// The name being made, reused from one method to the next.
+    name: String,
+}
+
+impl<'a> Names<'a> {
+    fn new(agent: &'a Agent, at: u64) -> Self {
+        Self {
+            agent,
+            at,
+            records: Vec::new(),
+            writer: jitdump_write::MethodNamesInto::new(0, NAMES_PER_RECORD),
+            name: String::new(),
+        }
+    }
+
+    fn add_class(&mut self, class: JClass) {
+        let Names {
+            agent,
+            records,
+            writer,
+            name,
+            ..
+        } = self;
+        agent.jvmti.for_each_named_method(class, name, |id, name| {
+            if let Some(address) = method_address(agent.ids_are_pointers, id, ffi::vm_method) {
+                writer.push(records, address, name);
+            }
+        });
+    }
+
+    fn write(self) {
+        let Names {
+            agent,
+            at,
+            mut records,
+            writer,
+            ..
+        } = self;
+        writer.finish(&mut records);
+        if !records.is_empty() {
+            agent.dump().write_at(records, at);
+        }
     }
 }
 
@@ -405,14 +439,12 @@ pub fn prepared(agent: &Agent, jni: Option<JniEnv>, classes: &[JClass]) {
 /// Names a batch's classes still loaded; a class unloaded before its turn is skipped: no frame
 /// of its methods can be sampled after that, and one sampled before keeps `Interpreter`.
 fn name_batch(agent: &Agent, jni: JniEnv, batch: Batch) {
-    let mut methods = Vec::new();
+    let mut names = Names::new(agent, batch.prepared_at);
     for weak in batch.classes {
-        jni.with_class(&weak, |class| {
-            methods.extend(agent.jvmti.named_methods(class));
-        });
+        jni.with_class(&weak, |class| names.add_class(class));
         jni.delete_weak(weak);
     }
-    write_names(agent, methods, batch.prepared_at);
+    names.write();
 }
 
 /// VM init: the classes loaded before it (they got no ClassPrepare, or got it before the
@@ -527,14 +559,14 @@ mod tests {
     /// The JDK 26+ path never touches an id's memory, and names nothing.
     #[test]
     fn opaque_ids_are_never_dereferenced() {
-        let methods = vec![
-            (MethodId::from_raw(8), "a.A.f()".to_string()),
-            (MethodId::from_raw(16), "a.A.g()".to_string()),
-        ];
-        let none = method_addresses(false, methods.clone(), |_| panic!("an opaque id was read"));
-        assert!(none.is_empty());
-        let read = method_addresses(true, methods, |id| if id.raw() == 8 { 0 } else { 0x1000 });
-        assert_eq!(read, [(0x1000, "a.A.g()".to_string())]);
+        let never = |_| panic!("an opaque id was read");
+        assert_eq!(method_address(false, MethodId::from_raw(8), never), None);
+        let read = |id: MethodId| if id.raw() == 8 { 0 } else { 0x1000 };
+        assert_eq!(method_address(true, MethodId::from_raw(8), read), None);
+        assert_eq!(
+            method_address(true, MethodId::from_raw(16), read),
+            Some(0x1000)
+        );
     }
 
     /// JVMTI is asked once per method; the same id with another `Method*` behind it (a slot

@@ -359,31 +359,44 @@ impl Jvmti {
             .collect()
     }
 
-    /// `class`'s methods, each with the name jprof's records use
-    /// (`pkg.Class.method(int, java.lang.String)`); the class's signature is asked and made
-    /// readable once, and each name is written straight from the VM's strings: this runs on the
-    /// thread that loads the class, for every method of every class.
-    pub fn named_methods(&self, class: JClass) -> Vec<(MethodId, String)> {
-        let ids = self.methods_of(class);
-        if ids.is_empty() {
-            return Vec::new();
-        }
-        let Some(signature) = self.class_signature(class) else {
-            return Vec::new();
+    /// Calls `f` with each of `class`'s methods and the name jprof's records use
+    /// (`pkg.Class.method(int, java.lang.String)`), written into `name` (reused, so no
+    /// allocation per method) straight from the VM's strings; the class's signature is asked and
+    /// made readable once. Nothing for a class not yet prepared. This runs for every method of
+    /// every class the VM prepares.
+    pub fn for_each_named_method(
+        &self,
+        class: JClass,
+        name: &mut String,
+        mut f: impl FnMut(MethodId, &str),
+    ) {
+        let Some(get_methods) = table_fn!(self.env, 52, GetClassMethodsFn) else {
+            return;
         };
-        let class = names::class_name(&signature);
-        ids.into_iter()
-            .filter_map(|id| {
-                let full = self.with_name_and_descriptor(id, true, |name, descriptor| {
-                    let mut full = String::with_capacity(
-                        class.len() + name.len() + 2 + descriptor.map_or(0, |d| 2 * d.len()),
-                    );
-                    names::push_method_name(&mut full, &class, name, descriptor);
-                    full
-                })?;
-                Some((id, full))
-            })
-            .collect()
+        let mut n: Jint = 0;
+        let mut methods: *mut JMethodId = std::ptr::null_mut();
+        // SAFETY: `class` is a live reference from the VM; fails for classes not yet
+        // prepared, leaving `methods` null.
+        let err = unsafe { get_methods(self.env, class, &mut n, &mut methods) };
+        if err == JVMTI_ERROR_NONE && !methods.is_null() && n > 0 {
+            // SAFETY: JVMTI returned `n` method ids at `methods`, freed only below, after
+            // their last use.
+            let ids = unsafe { std::slice::from_raw_parts(methods, n as usize) };
+            if let Some(signature) = self.class_signature(class) {
+                let class = names::class_name(&signature);
+                for &id in ids {
+                    let id = MethodId(id as usize);
+                    let named = self.with_name_and_descriptor(id, true, |method, descriptor| {
+                        name.clear();
+                        names::push_method_name(name, &class, method, descriptor);
+                    });
+                    if named.is_some() {
+                        f(id, name);
+                    }
+                }
+            }
+        }
+        self.deallocate(methods.cast());
     }
 
     /// Name, source file and line table of `method`; `None` if the VM cannot tell (e.g. the

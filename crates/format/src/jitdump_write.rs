@@ -413,6 +413,64 @@ pub fn method_names(timestamp: u64, methods: &[(u64, String)]) -> Vec<u8> {
     record(RecordId::JPROF_METHOD_NAMES, timestamp, &b)
 }
 
+/// JPROF_METHOD_NAMES records appended to a buffer one name at a time, at most `per_record`
+/// names to a record: the bytes [`method_names`] makes of the same names cut into chunks of
+/// `per_record`, without a list of owned names first (the JVMTI agent names every method of
+/// every class the VM prepares).
+pub struct MethodNamesInto {
+    timestamp: u64,
+    per_record: usize,
+    /// The record being filled: where it starts in the buffer, and its names so far.
+    open: Option<(usize, usize)>,
+}
+
+impl MethodNamesInto {
+    /// Records stamped `timestamp`, each with at most `per_record` (at least 1) names.
+    pub fn new(timestamp: u64, per_record: usize) -> Self {
+        Self {
+            timestamp,
+            per_record: per_record.max(1),
+            open: None,
+        }
+    }
+
+    /// Appends the name of the VM method at `method` to `out`, in a new record when the last
+    /// one is full.
+    pub fn push(&mut self, out: &mut Vec<u8>, method: u64, name: &str) {
+        let (start, count) = match self.open {
+            Some((start, count)) if count < self.per_record => (start, count),
+            _ => {
+                self.finish_record(out);
+                let start = out.len();
+                out.extend(RecordId::JPROF_METHOD_NAMES.0.to_le_bytes());
+                out.extend(0u32.to_le_bytes());
+                out.extend(self.timestamp.to_le_bytes());
+                out.extend(0u32.to_le_bytes());
+                (start, 0)
+            }
+        };
+        out.extend(method.to_le_bytes());
+        out.extend((name.len() as u32).to_le_bytes());
+        out.extend(name.as_bytes());
+        self.open = Some((start, count + 1));
+    }
+
+    /// Ends the last record (its count, padding and size); nothing when no name was pushed.
+    pub fn finish(mut self, out: &mut Vec<u8>) {
+        self.finish_record(out);
+    }
+
+    fn finish_record(&mut self, out: &mut Vec<u8>) {
+        let Some((start, count)) = self.open.take() else {
+            return;
+        };
+        out[start + 16..start + 20].copy_from_slice(&(count as u32).to_le_bytes());
+        let total = (out.len() - start).div_ceil(8) * 8;
+        out.resize(start + total, 0);
+        out[start + 4..start + 8].copy_from_slice(&(total as u32).to_le_bytes());
+    }
+}
+
 /// CODE_CLOSE: the file's last record.
 pub fn close(timestamp: u64) -> Vec<u8> {
     record(RecordId::CODE_CLOSE, timestamp, &[])
@@ -427,6 +485,35 @@ mod tests {
     /// Every field of a parsed DEBUG_INFO2 reads back as it was, a missing file included.
     /// The appending forms add to a buffer exactly the bytes of the allocating ones, and the
     /// records read back (the agent writes its records through them).
+    /// Names pushed one by one make the records `method_names` makes of the same chunks.
+    #[test]
+    fn method_names_pushed_one_by_one_are_the_same_bytes() {
+        let names: Vec<(u64, String)> = (0..7u64)
+            .map(|i| {
+                (
+                    0x1000 + i,
+                    format!("p.C{i}.m{}(int)", "x".repeat(i as usize)),
+                )
+            })
+            .collect();
+        for per_record in [1, 3, 7, 100] {
+            let mut out = vec![0xAA; 3];
+            let mut writer = MethodNamesInto::new(42, per_record);
+            for (method, name) in &names {
+                writer.push(&mut out, *method, name);
+            }
+            writer.finish(&mut out);
+            let mut expected = vec![0xAA; 3];
+            for chunk in names.chunks(per_record) {
+                expected.extend(method_names(42, chunk));
+            }
+            assert_eq!(out, expected, "{per_record} a record");
+        }
+        let mut out = Vec::new();
+        MethodNamesInto::new(1, 4).finish(&mut out);
+        assert!(out.is_empty());
+    }
+
     #[test]
     fn appended_records_are_the_same_bytes() {
         let inlines = [Inline {
