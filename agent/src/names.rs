@@ -20,10 +20,15 @@ fn push_class_name(out: &mut String, signature: &str) {
     }
 }
 
-/// Appends an internal name (`pkg/Class`) with dots for its slashes. One pass over the
-/// characters: names are short, and this runs for every parameter of every method named.
+/// Appends an internal name (`pkg/Class`) with dots for its slashes, a part at a time (not
+/// a character at a time): this runs for every parameter of every method named.
 fn push_dotted(out: &mut String, internal: &str) {
-    out.extend(internal.chars().map(|c| if c == '/' { '.' } else { c }));
+    let mut parts = internal.split('/');
+    out.push_str(parts.next().unwrap_or_default());
+    for part in parts {
+        out.push('.');
+        out.push_str(part);
+    }
 }
 
 /// `pkg.Class.method`, without the signature.
@@ -134,6 +139,7 @@ mod tests {
             "demo.App$$Lambda+0x0000000801001234.run"
         );
         assert_eq!(class_name("[I"), "[I");
+        assert_eq!(class_name("La//b/;"), "a..b.");
     }
 
     #[test]
