@@ -10,20 +10,29 @@
 
 use std::ops::Range;
 
-/// The byte ranges in .debug_info of the units needed to name `addresses`, in section order,
-/// and how many units the section has. An error where addr2line would fail too (reading the
-/// whole DWARF then fails the same way).
-pub(super) fn units_for<R: gimli::Reader<Offset = usize>>(
+/// What addresses a unit names, by the ranges addr2line gives it (see the module's comment).
+enum Covers {
+    /// None: a partial unit (only referred to), or one without any range.
+    Nothing,
+    /// Its ranges (each counts only when not empty).
+    Ranges(Vec<gimli::Range>),
+    /// Any address: its line program could not be read to its end (kept: a unit too many
+    /// changes no answer).
+    Anything,
+}
+
+/// Every unit of a binary's DWARF (its byte range in .debug_info and its header) with what it
+/// covers: read once, beside `record`'s walk over the samples, before the addresses are known
+/// ([`units`]); the units a set of addresses needs are then told at once ([`Units::needed`]).
+pub(super) struct Units<R: gimli::Reader<Offset = usize>> {
+    units: Vec<(Range<usize>, gimli::UnitHeader<R>, Covers)>,
+}
+
+/// The units of `dwarf` and what each covers. An error where addr2line would fail too (reading
+/// the whole DWARF then fails the same way).
+pub(super) fn units<R: gimli::Reader<Offset = usize>>(
     dwarf: &gimli::Dwarf<R>,
-    addresses: &[u64],
-) -> gimli::Result<(Vec<Range<usize>>, usize)> {
-    let mut probes = addresses.to_vec();
-    probes.sort_unstable();
-    probes.dedup();
-    let covers = |r: gimli::Range| {
-        let i = probes.partition_point(|&p| p < r.begin);
-        r.begin < r.end && i < probes.len() && probes[i] < r.end
-    };
+) -> gimli::Result<Units<R>> {
     let mut aranges = Vec::new();
     let mut headers = dwarf.debug_aranges.headers();
     while let Some(header) = headers.next()? {
@@ -32,63 +41,88 @@ pub(super) fn units_for<R: gimli::Reader<Offset = usize>>(
     aranges.sort_unstable_by_key(|a| a.0);
 
     let mut units = Vec::new();
-    let mut keep = Vec::new();
     let mut headers = dwarf.units();
     while let Some(header) = headers.next()? {
         let Some(offset) = header.debug_info_offset() else {
             continue;
         };
-        let needed = match header.type_() {
+        let covers = match header.type_() {
             gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. } => continue,
             // Only referred to: no addresses.
-            gimli::UnitType::Partial => false,
-            _ => covers_any(dwarf, header.clone(), offset.0, &aranges, &covers)?,
+            gimli::UnitType::Partial => Covers::Nothing,
+            _ => unit_covers(dwarf, header.clone(), offset.0, &aranges)?,
         };
-        units.push((offset.0..offset.0 + header.length_including_self(), header));
-        keep.push(needed);
+        let range = offset.0..offset.0 + header.length_including_self();
+        units.push((range, header, covers));
     }
+    Ok(Units { units })
+}
 
-    // Every unit a kept unit refers into, and so on.
-    let mut walk: Vec<usize> = (0..units.len()).filter(|&i| keep[i]).collect();
-    while let Some(i) = walk.pop() {
-        let Ok(unit) = dwarf.unit(units[i].1.clone()) else {
-            continue;
+impl<R: gimli::Reader<Offset = usize>> Units<R> {
+    /// The byte ranges in .debug_info of the units needed to name `addresses`, in section
+    /// order, and how many units the section has.
+    pub(super) fn needed(
+        &self,
+        dwarf: &gimli::Dwarf<R>,
+        addresses: &[u64],
+    ) -> gimli::Result<(Vec<Range<usize>>, usize)> {
+        let mut probes = addresses.to_vec();
+        probes.sort_unstable();
+        probes.dedup();
+        let covers = |r: &gimli::Range| {
+            let i = probes.partition_point(|&p| p < r.begin);
+            r.begin < r.end && i < probes.len() && probes[i] < r.end
         };
-        let mut entries = unit.entries_raw(None)?;
-        while !entries.is_empty() {
-            let Some(abbrev) = entries.read_abbreviation()? else {
+        let units = &self.units;
+        let mut keep: Vec<bool> = units
+            .iter()
+            .map(|(_, _, c)| match c {
+                Covers::Nothing => false,
+                Covers::Ranges(ranges) => ranges.iter().any(covers),
+                Covers::Anything => true,
+            })
+            .collect();
+
+        // Every unit a kept unit refers into, and so on.
+        let mut walk: Vec<usize> = (0..units.len()).filter(|&i| keep[i]).collect();
+        while let Some(i) = walk.pop() {
+            let Ok(unit) = dwarf.unit(units[i].1.clone()) else {
                 continue;
             };
-            for spec in abbrev.attributes() {
-                let attr = entries.read_attribute(*spec)?;
-                if let gimli::AttributeValue::DebugInfoRef(target) = attr.value() {
-                    let j = units.partition_point(|u| u.0.start <= target.0);
-                    if j > 0 && !keep[j - 1] {
-                        keep[j - 1] = true;
-                        walk.push(j - 1);
+            let mut entries = unit.entries_raw(None)?;
+            while !entries.is_empty() {
+                let Some(abbrev) = entries.read_abbreviation()? else {
+                    continue;
+                };
+                for spec in abbrev.attributes() {
+                    let attr = entries.read_attribute(*spec)?;
+                    if let gimli::AttributeValue::DebugInfoRef(target) = attr.value() {
+                        let j = units.partition_point(|u| u.0.start <= target.0);
+                        if j > 0 && !keep[j - 1] {
+                            keep[j - 1] = true;
+                            walk.push(j - 1);
+                        }
                     }
                 }
             }
         }
+        let kept = units
+            .iter()
+            .zip(keep)
+            .filter_map(|((range, _, _), keep)| keep.then_some(range.clone()))
+            .collect();
+        Ok((kept, units.len()))
     }
-    let total = units.len();
-    let kept = units
-        .into_iter()
-        .zip(keep)
-        .filter_map(|((range, _), keep)| keep.then_some(range))
-        .collect();
-    Ok((kept, total))
 }
 
-/// Whether the unit covers one of the addresses, by the ranges addr2line gives it (see the
-/// module's comment). A unit addr2line skips covers none.
-fn covers_any<R: gimli::Reader<Offset = usize>>(
+/// What the unit covers, by the ranges addr2line gives it (see the module's comment). A unit
+/// addr2line skips covers nothing.
+fn unit_covers<R: gimli::Reader<Offset = usize>>(
     dwarf: &gimli::Dwarf<R>,
     header: gimli::UnitHeader<R>,
     offset: usize,
     aranges: &[(usize, gimli::DebugArangesOffset<usize>)],
-    covers: &impl Fn(gimli::Range) -> bool,
-) -> gimli::Result<bool> {
+) -> gimli::Result<Covers> {
     // Most units are told by their .debug_aranges entries, from the root DIE's abbreviation
     // alone (no DW_AT_ranges): without parsing the unit's line-program header.
     if let Ok(abbreviations) = dwarf.abbreviations(&header) {
@@ -99,19 +133,19 @@ fn covers_any<R: gimli::Reader<Offset = usize>>(
                 ranges |= entries.read_attribute(*spec)?.name() == gimli::DW_AT_ranges;
             }
             if !ranges {
-                if let (true, covered) = by_aranges(dwarf, offset, aranges, covers)? {
-                    return Ok(covered);
+                if let Some(ranges) = by_aranges(dwarf, offset, aranges)? {
+                    return Ok(Covers::Ranges(ranges));
                 }
             }
         }
     }
     let Ok(unit) = dwarf.unit(header) else {
-        return Ok(false);
+        return Ok(Covers::Nothing);
     };
     let unit = gimli::UnitRef::new(dwarf, &unit);
     let mut entries = unit.entries_raw(None)?;
     let Some(abbrev) = entries.read_abbreviation()? else {
-        return Ok(false);
+        return Ok(Covers::Nothing);
     };
     let (mut low_pc, mut high_pc, mut size, mut ranges_offset) = (None, None, None, None);
     for spec in abbrev.attributes() {
@@ -130,70 +164,61 @@ fn covers_any<R: gimli::Reader<Offset = usize>>(
             _ => {}
         }
     }
-    let (mut has_ranges, mut covered) = match ranges_offset {
-        None => by_aranges(dwarf, offset, aranges, covers)?,
-        Some(_) => (false, false),
-    };
-    if !has_ranges {
-        let mut add = |range: gimli::Range| {
-            if range.begin < range.end {
-                has_ranges = true;
-                covered |= covers(range);
-            }
-        };
-        if let Some(at) = ranges_offset {
-            let mut list = unit.ranges(at)?;
-            while let Some(range) = list.next()? {
-                add(range);
-            }
-        } else if let (Some(begin), Some(end)) = (low_pc, high_pc) {
-            add(gimli::Range { begin, end });
-        } else if let (Some(begin), Some(size)) = (low_pc, size) {
-            add(gimli::Range {
-                begin,
-                end: begin.wrapping_add(size),
-            });
+    if ranges_offset.is_none() {
+        if let Some(ranges) = by_aranges(dwarf, offset, aranges)? {
+            return Ok(Covers::Ranges(ranges));
         }
     }
-    if has_ranges {
-        return Ok(covered);
+    let mut declared = Vec::new();
+    if let Some(at) = ranges_offset {
+        let mut list = unit.ranges(at)?;
+        while let Some(range) = list.next()? {
+            declared.push(range);
+        }
+    } else if let (Some(begin), Some(end)) = (low_pc, high_pc) {
+        declared.push(gimli::Range { begin, end });
+    } else if let (Some(begin), Some(size)) = (low_pc, size) {
+        declared.push(gimli::Range {
+            begin,
+            end: begin.wrapping_add(size),
+        });
+    }
+    if declared.iter().any(|r| r.begin < r.end) {
+        return Ok(Covers::Ranges(declared));
     }
     // No ranges declared: the line program's sequences, from each one's first row to its end.
     let Some(program) = unit.line_program.clone() else {
-        return Ok(false);
+        return Ok(Covers::Nothing);
     };
     let mut rows = program.rows();
     let mut start = None;
+    let mut sequences = Vec::new();
     loop {
         match rows.next_row() {
             Ok(Some((_, row))) if row.end_sequence() => {
                 if let Some(begin) = start.take() {
-                    if covers(gimli::Range {
+                    sequences.push(gimli::Range {
                         begin,
                         end: row.address(),
-                    }) {
-                        return Ok(true);
-                    }
+                    });
                 }
             }
             Ok(Some((_, row))) => {
                 start.get_or_insert(row.address());
             }
-            Ok(None) => return Ok(false),
-            // Kept: a unit too many changes no answer.
-            Err(_) => return Ok(true),
+            Ok(None) => return Ok(Covers::Ranges(sequences)),
+            Err(_) => return Ok(Covers::Anything),
         }
     }
 }
 
-/// Whether the unit at `offset` has .debug_aranges entries, and whether they cover an address.
+/// The unit at `offset`'s .debug_aranges entries that are not empty; None when it has none.
 fn by_aranges<R: gimli::Reader<Offset = usize>>(
     dwarf: &gimli::Dwarf<R>,
     offset: usize,
     aranges: &[(usize, gimli::DebugArangesOffset<usize>)],
-    covers: &impl Fn(gimli::Range) -> bool,
-) -> gimli::Result<(bool, bool)> {
-    let (mut has_ranges, mut covered) = (false, false);
+) -> gimli::Result<Option<Vec<gimli::Range>>> {
+    let mut ranges = Vec::new();
     let mut i = aranges.partition_point(|a| a.0 < offset);
     while let Some((_, at)) = aranges.get(i).filter(|a| a.0 == offset) {
         i += 1;
@@ -203,10 +228,9 @@ fn by_aranges<R: gimli::Reader<Offset = usize>>(
             // past).
             let Ok(arange) = arange else { continue };
             if arange.length() != 0 {
-                has_ranges = true;
-                covered |= covers(arange.range());
+                ranges.push(arange.range());
             }
         }
     }
-    Ok((has_ranges, covered))
+    Ok((!ranges.is_empty()).then_some(ranges))
 }

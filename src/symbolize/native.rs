@@ -65,13 +65,32 @@ type Dwarf = addr2line::Context<EndianReader<RunTimeEndian, SharedBytes>>;
 /// A binary's DWARF sections, compressed ones inflated, before any unit is parsed.
 type Sections = gimli::Dwarf<EndianReader<RunTimeEndian, SharedBytes>>;
 
-/// A binary's DWARF sections read ahead of [`Binary::frames_of`] ([`DwarfAhead`]).
+/// What [`Binary::frames_of`] reads of a binary's DWARF before it knows which units it needs:
+/// the sections, and every unit with what it covers (None: they could not be told apart).
+struct Ahead {
+    sections: Sections,
+    units: Option<super::dwarf_units::Units<EndianReader<RunTimeEndian, SharedBytes>>>,
+}
+
+/// Reads the [`Ahead`] of the DWARF in `image`; None when it has none that loads.
+fn read_ahead(image: &Image) -> Option<Ahead> {
+    let sections = load_sections(image)?;
+    // Compressed sections were read once, to inflate them (libc's debug file: 3 MB of pages).
+    image.release_pages();
+    let units = super::dwarf_units::units(&sections).ok();
+    // Telling the units apart read every unit's first entry and abbreviations: with DWARF
+    // stored uncompressed (`libpython3.11`'s), pages all over the file, megabytes.
+    image.release_pages();
+    Some(Ahead { sections, units })
+}
+
+/// A binary's DWARF read ahead of [`Binary::frames_of`] ([`DwarfAhead`]).
 #[derive(Default)]
 enum Prepared {
     #[default]
     NotYet,
     /// Read (None: the binary has none that load).
-    Ready(Option<Box<Sections>>),
+    Ready(Option<Box<Ahead>>),
     /// `frames_of` took them, or read them itself: not read ahead any more.
     Taken,
 }
@@ -176,8 +195,8 @@ pub(crate) struct DwarfAhead {
 }
 
 impl DwarfAhead {
-    /// Reads the sections (inflating the compressed ones: libc's debug file, 8 MB), unless
-    /// `frames_of` got to them first. For the end of `record`, on another core while the walk
+    /// Reads the sections (inflating the compressed ones: libc's debug file, 8 MB) and tells
+    /// the units apart, unless `frames_of` got to them first. For the end of `record`, on another core while the walk
     /// over the samples runs.
     pub(crate) fn read(self) {
         let mut prepared = self
@@ -185,10 +204,7 @@ impl DwarfAhead {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if matches!(*prepared, Prepared::NotYet) {
-            let sections = load_sections(&self.image).map(Box::new);
-            // The compressed pages were read once, to inflate them.
-            self.image.release_pages();
-            *prepared = Prepared::Ready(sections);
+            *prepared = Prepared::Ready(read_ahead(&self.image).map(Box::new));
         }
     }
 }
@@ -434,7 +450,7 @@ impl Binary {
     /// let go of before returning.
     pub(crate) fn frames_of(&self, svmas: &[u64]) -> Vec<Vec<NativeFrame>> {
         if self.dwarf.get().is_none() {
-            if let Some(units) = load_dwarf_units(self.dwarf_image(), self.take_sections(), svmas) {
+            if let Some(units) = load_dwarf_units(self.dwarf_image(), self.take_ahead(), svmas) {
                 #[cfg(test)]
                 dwarf_count::loaded();
                 let frames = svmas.iter().map(|&a| self.frames_in(Some(&units), a));
@@ -456,18 +472,17 @@ impl Binary {
         }
     }
 
-    /// The sections [`Binary::prepare_dwarf`] read (waiting while it reads them), else read
-    /// now.
-    fn take_sections(&self) -> Option<Sections> {
+    /// What [`DwarfAhead::read`] read (waiting while it reads), else read now.
+    fn take_ahead(&self) -> Option<Ahead> {
         let mut prepared = self
             .prepared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match std::mem::replace(&mut *prepared, Prepared::Taken) {
-            Prepared::Ready(sections) => sections.map(|s| *s),
+            Prepared::Ready(ahead) => ahead.map(|a| *a),
             Prepared::NotYet | Prepared::Taken => {
                 drop(prepared);
-                load_sections(self.dwarf_image())
+                read_ahead(self.dwarf_image())
             }
         }
     }
@@ -794,16 +809,18 @@ fn load_dwarf(image: &Image) -> Option<Dwarf> {
     addr2line::Context::from_dwarf(dwarf).ok()
 }
 
-/// The units of the DWARF in `image` (its `sections`, read) that name `svmas` (`dwarf_units::units_for`) for
-/// addr2line, which reads every unit of .debug_info: it gets a copy of the section with those
-/// units at their places (references between units are offsets in it) and, in place of each
-/// run of other units, one unit it skips (its abbreviations are past the section's end). The
-/// rest of the copy is pages never written. None when the units cannot be told apart.
-fn load_dwarf_units(image: &Image, sections: Option<Sections>, svmas: &[u64]) -> Option<Dwarf> {
-    let mut dwarf = sections?;
-    // Compressed sections were read once, to inflate them (libc's debug file: 3 MB of pages).
-    image.release_pages();
-    let (kept, _total) = super::dwarf_units::units_for(&dwarf, svmas).ok()?;
+/// The units of the DWARF in `image` that name `svmas` (`ahead`: its sections and units,
+/// read) for addr2line, which reads every unit of .debug_info: it gets a copy of the section
+/// with those units at their places (references between units are offsets in it) and, in
+/// place of each run of other units, one unit it skips (its abbreviations are past the
+/// section's end). The rest of the copy is pages never written. None when the units cannot be
+/// told apart.
+fn load_dwarf_units(image: &Image, ahead: Option<Ahead>, svmas: &[u64]) -> Option<Dwarf> {
+    let Ahead {
+        sections: mut dwarf,
+        units,
+    } = ahead?;
+    let (kept, _total) = units?.needed(&dwarf, svmas).ok()?;
     #[cfg(test)]
     units_count::set(kept.len(), _total);
     use gimli::{Reader, Section};
