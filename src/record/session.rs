@@ -433,8 +433,13 @@ impl Reading {
         // The target is done: this machine's kernel symbols, which embedding the symbols
         // needs once its walk over the samples is done, are read on another core while the
         // rings are drained, the writer finishes and the walk runs (tens of milliseconds off
-        // the time from the target's exit to the file).
-        if session.config.embed_symbols && self.events.config.kernel_callchains {
+        // the time from the target's exit to the file). Not for a whole-host recording, whose
+        // end reads only the symbols of the kernel addresses hit, after the walk: its memory
+        // peaks in the walk.
+        if session.config.embed_symbols
+            && self.events.config.kernel_callchains
+            && !matches!(session.profiled, Profiled::System)
+        {
             let _ = std::thread::Builder::new()
                 .name("jprof-kallsyms".into())
                 .spawn(|| drop(crate::symbolize::kernel::this_machine()));

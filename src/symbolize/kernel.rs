@@ -1,4 +1,5 @@
-//! Kernel symbols from /proc/kallsyms: sorted text symbols, looked up by address. When the
+//! Kernel symbols from /proc/kallsyms: sorted text symbols, looked up by address; the whole
+//! table (reports), or only the symbols some addresses need (`jprof record`'s end). When the
 //! kernel hides addresses (kptr_restrict), every address reads as 0 and `hidden` says so.
 
 use std::sync::{Arc, OnceLock};
@@ -33,34 +34,29 @@ pub struct KernelSymbols {
 
 impl KernelSymbols {
     /// Reads this machine's /proc/kallsyms; an unreadable file gives an empty, hidden table.
-    /// Read a block of lines at a time: the text (5 MB and more) is never held whole.
     pub fn load() -> Self {
-        use std::io::Read;
-        let Ok(mut file) = std::fs::File::open("/proc/kallsyms") else {
+        let mut table = Builder::default();
+        if !read_kallsyms(|text| table.add(text)) {
             return Self {
                 hidden: true,
                 ..Self::default()
             };
-        };
-        let mut table = Builder::default();
-        let mut block = Vec::with_capacity(KALLSYMS_BLOCK);
-        let mut chunk = vec![0u8; KALLSYMS_BLOCK];
-        loop {
-            let n = match file.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            block.extend_from_slice(&chunk[..n]);
-            // Whole lines now, the partial last line with the next read.
-            let Some(end) = block.iter().rposition(|&b| b == b'\n') else {
-                continue;
-            };
-            if !table.add(&block[..=end]) {
-                return table.finish();
-            }
-            block.drain(..=end);
         }
-        table.add(&block);
+        table.finish()
+    }
+
+    /// The symbols of this machine's /proc/kallsyms that `addrs` need: a lookup of one of them
+    /// gives what a lookup in the whole table gives, but only the symbol of each is kept (a
+    /// recording hits a few thousand kernel addresses; the table has 100 000 symbols and more,
+    /// 5 MB). An unreadable file gives an empty, hidden table.
+    pub fn of_addresses(addrs: &[u64]) -> Self {
+        let mut table = Selection::new(addrs);
+        if !read_kallsyms(|text| table.add(text)) {
+            return Self {
+                hidden: true,
+                ..Self::default()
+            };
+        }
         table.finish()
     }
 
@@ -70,6 +66,19 @@ impl KernelSymbols {
     pub fn from_kallsyms(text: &[u8]) -> Self {
         let mut table = Builder::default();
         table.add(text);
+        table.finish()
+    }
+
+    /// [`KernelSymbols::of_addresses`] of a kallsyms text, handed over `blocks` lines at a time.
+    #[cfg(test)]
+    fn of_addresses_in(text: &[u8], addrs: &[u64], blocks: usize) -> Self {
+        let mut table = Selection::new(addrs);
+        let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
+        for block in lines.chunks(blocks.max(1)) {
+            if !table.add(&block.concat()) {
+                break;
+            }
+        }
         table.finish()
     }
 
@@ -84,6 +93,119 @@ impl KernelSymbols {
 /// Bytes of /proc/kallsyms read at a time.
 const KALLSYMS_BLOCK: usize = 256 * 1024;
 
+/// Hands /proc/kallsyms to `add` a block of whole lines at a time (the text, 5 MB and more, is
+/// never held whole) until `add` says stop; false when the file cannot be opened.
+fn read_kallsyms(mut add: impl FnMut(&[u8]) -> bool) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open("/proc/kallsyms") else {
+        return false;
+    };
+    let mut block = Vec::with_capacity(KALLSYMS_BLOCK);
+    let mut chunk = vec![0u8; KALLSYMS_BLOCK];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        block.extend_from_slice(&chunk[..n]);
+        // Whole lines now, the partial last line with the next read.
+        let Some(end) = block.iter().rposition(|&b| b == b'\n') else {
+            continue;
+        };
+        if !add(&block[..=end]) {
+            return true;
+        }
+        block.drain(..=end);
+    }
+    add(&block);
+    true
+}
+
+/// Calls `symbol` with each text symbol (`t`, `T`, `W`, `w`, address not 0) of whole kallsyms
+/// lines; sets `any` when a line was read; false once a line is damaged (the rest is not read).
+fn text_symbols(text: &[u8], any: &mut bool, mut symbol: impl FnMut(u64, &str) -> bool) -> bool {
+    for entry in procfs::kallsyms_entries(text) {
+        let Ok(e) = entry else { return false };
+        *any = true;
+        if !matches!(e.kind, 't' | 'T' | 'W' | 'w') || e.addr == 0 {
+            continue;
+        }
+        if !symbol(e.addr, e.name) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The symbols some addresses need, found as kallsyms is read (its symbols are not sorted
+/// across modules). Slot `i` keeps the best symbol starting in `(addrs[i - 1], addrs[i]]`:
+/// the highest start, then the smallest name (as the whole table keeps one name an address);
+/// the symbol of `addrs[i]` is then the last slot at or before `i` that holds one.
+struct Selection {
+    /// Sorted, without repeats.
+    addrs: Vec<u64>,
+    slots: Vec<Option<(u64, Box<str>)>>,
+    any: bool,
+    /// Whether any text symbol had an address.
+    some_text: bool,
+}
+
+impl Selection {
+    fn new(addrs: &[u64]) -> Self {
+        let mut addrs = addrs.to_vec();
+        addrs.sort_unstable();
+        addrs.dedup();
+        Self {
+            slots: vec![None; addrs.len()],
+            addrs,
+            any: false,
+            some_text: false,
+        }
+    }
+
+    /// Takes in whole kallsyms lines; false once a line is damaged.
+    fn add(&mut self, text: &[u8]) -> bool {
+        let Self {
+            addrs,
+            slots,
+            any,
+            some_text,
+        } = self;
+        text_symbols(text, any, |addr, name| {
+            *some_text = true;
+            let i = addrs.partition_point(|&a| a < addr);
+            if let Some(slot) = slots.get_mut(i) {
+                let better = slot.as_ref().is_none_or(|(best, best_name)| {
+                    addr > *best || (addr == *best && name < &**best_name)
+                });
+                if better {
+                    *slot = Some((addr, name.into()));
+                }
+            }
+            true
+        })
+    }
+
+    fn finish(self) -> KernelSymbols {
+        let mut names = String::new();
+        let mut symbols: Vec<(u64, u32, u32)> = Vec::new();
+        for slot in self.slots.into_iter().flatten() {
+            // Slots hold ascending starts; each name is stored once.
+            let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(slot.1.len()))
+            else {
+                break;
+            };
+            names.push_str(&slot.1);
+            symbols.push((slot.0, start, len));
+        }
+        KernelSymbols {
+            hidden: self.any && !self.some_text,
+            symbols,
+            names,
+        }
+    }
+}
+
 /// The table as it is read.
 #[derive(Default)]
 struct Builder {
@@ -96,21 +218,20 @@ impl Builder {
     /// Adds the text symbols of whole kallsyms lines; false once a line is damaged (the rest
     /// is not read).
     fn add(&mut self, text: &[u8]) -> bool {
-        for entry in procfs::kallsyms_entries(text) {
-            let Ok(e) = entry else { return false };
-            self.any = true;
-            if !matches!(e.kind, 't' | 'T' | 'W' | 'w') || e.addr == 0 {
-                continue;
-            }
-            let (Ok(start), Ok(len)) =
-                (u32::try_from(self.names.len()), u32::try_from(e.name.len()))
+        let Self {
+            any,
+            names,
+            symbols,
+        } = self;
+        text_symbols(text, any, |addr, name| {
+            let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(name.len()))
             else {
                 return false;
             };
-            self.names.push_str(e.name);
-            self.symbols.push((e.addr, start, len));
-        }
-        true
+            names.push_str(name);
+            symbols.push((addr, start, len));
+            true
+        })
     }
 
     fn finish(self) -> KernelSymbols {
@@ -176,8 +297,84 @@ mod tests {
 
     #[test]
     fn all_zero_means_hidden() {
-        let k = KernelSymbols::from_kallsyms(b"0000000000000000 T a\n0000000000000000 t b\n");
+        let text = b"0000000000000000 T a\n0000000000000000 t b\n";
+        let k = KernelSymbols::from_kallsyms(text);
         assert!(k.hidden);
         assert_eq!(k.lookup(0xffffffff81000000), None);
+        let some = KernelSymbols::of_addresses_in(text, &[0xffffffff81000000], 1);
+        assert!(some.hidden);
+        assert_eq!(some.lookup(0xffffffff81000000), None);
+        // Nothing read is not hidden; text symbols with addresses, none of them needed, are not.
+        assert!(!KernelSymbols::of_addresses_in(b"", &[1], 1).hidden);
+        assert!(!KernelSymbols::of_addresses_in(b"ffffffff81000000 T a\n", &[1], 1).hidden);
+    }
+
+    /// A kallsyms text of `n` symbols in no order: text and other kinds, repeated addresses
+    /// with other names, zero addresses, module symbols.
+    fn random_kallsyms(rng: &mut fastrand::Rng, n: usize) -> (Vec<u8>, u64, u64) {
+        let (low, high) = (0xffffffff81000000u64, 0xffffffff81000000u64 + 64 * n as u64);
+        let mut text = String::new();
+        let mut starts: Vec<u64> = Vec::new();
+        for i in 0..n {
+            let addr = match rng.u8(..10) {
+                0 if !starts.is_empty() => starts[rng.usize(..starts.len())],
+                1 => 0,
+                _ => rng.u64(low..high),
+            };
+            starts.push(addr);
+            let kind = ['t', 'T', 'W', 'w', 'd', 'D', 'b', 'r'][rng.usize(..8)];
+            let name = format!("f{}_{}", rng.u32(..1000), i);
+            let module = if rng.bool() { " [mod]" } else { "" };
+            text.push_str(&format!("{addr:016x} {kind} {name}{module}\n"));
+        }
+        (text.into_bytes(), low, high)
+    }
+
+    #[test]
+    fn a_selection_names_its_addresses_as_the_whole_table_does() {
+        let mut rng = fastrand::Rng::with_seed(28);
+        for round in 0..200 {
+            let n = rng.usize(1..400);
+            let (text, low, high) = random_kallsyms(&mut rng, n);
+            let whole = KernelSymbols::from_kallsyms(&text);
+            // Addresses below, inside and past the symbols, the starts themselves among them.
+            let mut addrs: Vec<u64> = (0..rng.usize(1..60))
+                .map(|_| rng.u64(low - 1000..high + 1000))
+                .collect();
+            addrs.extend(whole.symbols.iter().take(5).map(|s| s.0));
+            addrs.push(addrs[0]);
+            let some = KernelSymbols::of_addresses_in(&text, &addrs, rng.usize(1..50));
+            assert_eq!(some.hidden, whole.hidden, "round {round}");
+            for &a in &addrs {
+                assert_eq!(some.lookup(a), whole.lookup(a), "round {round}, {a:#x}");
+            }
+            // One symbol kept per address at most.
+            assert!(some.symbols.len() <= addrs.len());
+        }
+    }
+
+    #[test]
+    fn a_selection_of_this_machines_kallsyms_names_as_the_whole_table_does() {
+        let text = std::fs::read("/proc/kallsyms").unwrap();
+        let whole = KernelSymbols::from_kallsyms(&text);
+        assert!(whole.symbols.len() > 1000, "{}", whole.symbols.len());
+        let (low, high) = (whole.symbols[0].0, whole.symbols[whole.symbols.len() - 1].0);
+        let mut rng = fastrand::Rng::with_seed(5);
+        let addrs: Vec<u64> = (0..5000).map(|_| rng.u64(low - 16..high + 4096)).collect();
+        let some = KernelSymbols::of_addresses_in(&text, &addrs, 4096);
+        for &a in &addrs {
+            assert_eq!(some.lookup(a), whole.lookup(a), "{a:#x}");
+        }
+        assert!(some.symbols.len() <= addrs.len());
+    }
+
+    #[test]
+    fn a_damaged_line_ends_the_selection_as_it_ends_the_table() {
+        let text =
+            b"ffffffff81000000 T a\nffffffff81000100 T b\nnot a line\nffffffff81000080 T c\n";
+        let whole = KernelSymbols::from_kallsyms(text);
+        let some = KernelSymbols::of_addresses_in(text, &[0xffffffff81000090], 1);
+        assert_eq!(whole.lookup(0xffffffff81000090), Some("a"));
+        assert_eq!(some.lookup(0xffffffff81000090), Some("a"));
     }
 }

@@ -637,8 +637,10 @@ pub struct SetAside<'a> {
     /// Reads them all.
     pub all: &'a mut (dyn FnMut() -> crate::recording::DeferredDebug + Send),
     /// Whether they may be read back and packed on another thread while the binaries' DWARF
-    /// is read, and the binaries' DWARF sections read on another thread while the walk runs
-    /// (not at the end of a whole-host recording, whose memory peaks there).
+    /// is read, the binaries' DWARF sections read on another thread while the walk runs, and
+    /// kernel addresses named from this machine's whole kallsyms (not at the end of a
+    /// whole-host recording, whose memory peaks there: kallsyms is then read after the walk,
+    /// for the symbols of the kernel addresses hit alone).
     pub beside_dwarf: bool,
 }
 
@@ -693,7 +695,9 @@ fn embed(
     // must also be a thread entry), counted as not whole for now: by thread, cut and keys.
     let mut whole_if_named: rustc_hash::FxHashMap<WholeIfNamed, u64> = Default::default();
     // Every kernel address the samples hit (the innermost frame's as it is, a return address
-    // less one), named once the walk is done.
+    // less one), named once the walk is done: from this machine's whole kallsyms, read on
+    // another core since the recording stopped; at the end of a whole-host recording, whose
+    // memory peaks there, from its symbols of these addresses alone, read after the walk.
     let mut kernel_probes: rustc_hash::FxHashSet<u64> = Default::default();
     // Each binary the walk leaves addresses in for the DWARF has its DWARF sections read
     // (libc's debug file inflated) on another core while the walk goes on: after the target
@@ -839,7 +843,15 @@ fn embed(
     if !beside_dwarf {
         drop(jit.take());
     }
-    let (named_later, jit_debug) = std::thread::scope(|scope| {
+    let (named_later, jit_debug, kallsyms) = std::thread::scope(|scope| {
+        // /proc/kallsyms takes the kernel tens of milliseconds to write out: read on the other
+        // core while the binaries' DWARF is read.
+        let kallsyms = (!beside_dwarf && !kernel_probes.is_empty()).then(|| {
+            scope.spawn(|| {
+                let addrs: Vec<u64> = kernel_probes.iter().copied().collect();
+                kernel::KernelSymbols::of_addresses(&addrs)
+            })
+        });
         let packing = beside_dwarf.then(|| {
             let hits = &hits;
             let all = &mut *all;
@@ -855,7 +867,12 @@ fn embed(
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-        (named_later, jit_debug)
+        let kallsyms = kallsyms.map(|reading| {
+            reading
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        (named_later, jit_debug, kallsyms)
     });
     if let Some(Ok(preparing)) = preparing {
         // Done by now: `name_later` took what it read.
@@ -863,12 +880,24 @@ fn embed(
             std::panic::resume_unwind(panic);
         }
     }
-    for probe in kernel_probes {
-        if let Some(name) = symbolizer.kernel(probe, true) {
-            out.kernel.insert(probe, name);
+    match kallsyms {
+        Some(kallsyms) => {
+            for probe in kernel_probes {
+                if let Some(name) = kallsyms.lookup(probe) {
+                    out.kernel.insert(probe, name.to_string());
+                }
+            }
+            out.kernel_hidden = kallsyms.hidden;
+        }
+        None => {
+            for probe in kernel_probes {
+                if let Some(name) = symbolizer.kernel(probe, true) {
+                    out.kernel.insert(probe, name);
+                }
+            }
+            out.kernel_hidden = symbolizer.kernel_hidden();
         }
     }
-    out.kernel_hidden = symbolizer.kernel_hidden();
     // Each address gets the frames its first lookup's DWARF gives (the walk inserted the first
     // lookup's frames in `hit`; later lookups of the same place did not replace them).
     let mut replaced = std::collections::HashSet::new();

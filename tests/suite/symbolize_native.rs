@@ -405,6 +405,73 @@ fn kernel_frames_from_kallsyms_and_embedded() {
     );
 }
 
+/// A whole-host recording's end (and `embedded_symbols`) reads this machine's kallsyms keeping
+/// only the symbols of the kernel addresses its samples hit: every kernel frame still gets the
+/// name the whole table gives
+/// (addresses all over the kernel's text; symbol starts, as the leaf and as return addresses,
+/// among them).
+#[test]
+fn embedded_kernel_names_are_those_of_the_whole_kallsyms() {
+    let fx = Fixture::new();
+    let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    // The kernel's own text symbols (not modules' or BPF programs', which come and go).
+    let starts: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            let kind = f.next()?;
+            f.next()?;
+            (matches!(kind, "t" | "T") && addr != 0 && f.next().is_none()).then_some(addr)
+        })
+        .collect();
+    if starts.is_empty() {
+        eprintln!("skipped: /proc/kallsyms shows no addresses here (kptr_restrict)");
+        return;
+    }
+    let mut rng = fastrand::Rng::with_seed(28);
+    let mut records = fx.preamble();
+    for t in 0..60 {
+        let kernel: Vec<u64> = (0..8)
+            .map(|_| starts[rng.usize(..starts.len())] + [0, 1, rng.u64(2..200)][rng.usize(..3)])
+            .collect();
+        records.push(sample(
+            PID,
+            PID,
+            10 + t,
+            1,
+            &[fx.addr(WORK, 1)],
+            &kernel,
+            None,
+            &[],
+        ));
+    }
+    let whole = resolve(
+        &open(recording_bytes(&meta("fp"), &records)),
+        &Default::default(),
+    )
+    .unwrap();
+    // Another machine's kernel: the report names kernel frames from the embedded names alone.
+    let mut other = meta("fp");
+    other.host.kernel_release = "0.0.0-elsewhere".into();
+    let embedded = resolve(
+        &open(with_embedded_symbols(recording_bytes(&other, &records))),
+        &Default::default(),
+    )
+    .unwrap();
+    let (whole, embedded) = (folded(&whole), folded(&embedded));
+    assert_eq!(whole.len(), 60);
+    assert!(
+        whole.iter().all(|s| !s.contains("[unknown]")),
+        "{:?}",
+        &whole[..3]
+    );
+    assert_eq!(embedded.len(), whole.len());
+    for (i, (e, w)) in embedded.iter().zip(&whole).enumerate() {
+        assert_eq!(e, w, "sample {i}");
+    }
+}
+
 #[test]
 fn records_are_replayed_in_time_order_and_filtered() {
     let fx = Fixture::new();
