@@ -98,6 +98,52 @@ pub(super) struct Reading {
     java_attach: Vec<jvm_attach::Running>,
     /// `-a` with the agent: JVMs that start while recording get it too.
     jvm_starts: Option<jvm_starts::JvmStarts>,
+    /// This machine's kallsyms being read while a launched target runs.
+    kallsyms: Option<EarlyKallsyms>,
+}
+
+/// This machine's kallsyms (which the end's embedding needs for kernel frames) read while a
+/// launched target runs, by a thread in SCHED_IDLE: it takes CPU time only when no other
+/// thread, the target's included, wants it. Read at the end, it took ≈55 ms of CPU beside the
+/// end's own work on two cores. Once the target exits, the thread is put back in the normal
+/// class if it is not done.
+struct EarlyKallsyms {
+    /// The reading thread's id while it reads in SCHED_IDLE (0: done, or not idle).
+    idle_tid: std::sync::Arc<std::sync::Mutex<i32>>,
+}
+
+impl EarlyKallsyms {
+    fn start() -> Option<Self> {
+        let idle_tid = std::sync::Arc::new(std::sync::Mutex::new(0));
+        let tid = idle_tid.clone();
+        std::thread::Builder::new()
+            .name("jprof-kallsyms".into())
+            .spawn(move || {
+                let set = |value: i32| {
+                    *tid.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = value;
+                };
+                if crate::sys::sched::set_idle(0, true).is_ok() {
+                    set(crate::sys::sched::thread_id());
+                }
+                drop(crate::symbolize::kernel::this_machine());
+                set(0);
+            })
+            .ok()?;
+        Some(Self { idle_tid })
+    }
+
+    /// Puts the thread back in the normal class if it still reads (under the lock, so the
+    /// thread id is still its own).
+    fn hurry(&self) {
+        let tid = self
+            .idle_tid
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *tid != 0 {
+            let _ = crate::sys::sched::set_idle(*tid, false);
+        }
+    }
 }
 
 /// What reading the rings ended with, for [`Session::finish`].
@@ -367,6 +413,11 @@ pub(super) fn start<'a>(
     }
     // From here on, whatever stops jprof leaves the partial recording readable.
     output.keep_if_dropped();
+    let kallsyms = (config.embed_symbols
+        && events.config.kernel_callchains
+        && matches!(profiled, Profiled::Child(_)))
+    .then(EarlyKallsyms::start)
+    .flatten();
 
     // A HotSpot JVM gets jprof's agent through the attach protocol, off the reader loop (the
     // JVM takes a moment to start its attach listener).
@@ -414,6 +465,7 @@ pub(super) fn start<'a>(
         writer,
         java_attach,
         jvm_starts,
+        kallsyms,
     };
     Ok((session, reading))
 }
@@ -433,16 +485,22 @@ impl Reading {
         // The target is done: this machine's kernel symbols, which embedding the symbols
         // needs once its walk over the samples is done, are read on another core while the
         // rings are drained, the writer finishes and the walk runs (tens of milliseconds off
-        // the time from the target's exit to the file). Not for a whole-host recording, whose
-        // end reads only the symbols of the kernel addresses hit, after the walk: its memory
-        // peaks in the walk.
+        // the time from the target's exit to the file); a launched target's are mostly read
+        // already, in CPU time it left idle. Not for a whole-host recording, whose end reads
+        // only the symbols of the kernel addresses hit, after the walk: its memory peaks in the
+        // walk.
         if session.config.embed_symbols
             && self.events.config.kernel_callchains
             && !matches!(session.profiled, Profiled::System)
         {
-            let _ = std::thread::Builder::new()
-                .name("jprof-kallsyms".into())
-                .spawn(|| drop(crate::symbolize::kernel::this_machine()));
+            match &self.kallsyms {
+                Some(early) => early.hurry(),
+                None => {
+                    let _ = std::thread::Builder::new()
+                        .name("jprof-kallsyms".into())
+                        .spawn(|| drop(crate::symbolize::kernel::this_machine()));
+                }
+            }
         }
         // An attach still talking to its JVM gives up now: the stop is obeyed whatever it does.
         self.java_attach.iter().for_each(jvm_attach::Running::stop);

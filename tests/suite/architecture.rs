@@ -204,6 +204,7 @@ const PUBLIC_MODULES: &[&str] = &[
     "sys::mapped_file",
     "sys::memory",
     "sys::perf_event",
+    "sys::sched",
     "sys::shared_bytes",
     "timeline",
     "tools",
