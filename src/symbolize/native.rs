@@ -178,15 +178,7 @@ fn uncompressed<'d>(section: &impl ObjectSection<'d>) -> Option<Cow<'d, [u8]>> {
 }
 
 fn inflate_section(compressed: object::CompressedData<'_>) -> Option<Cow<'_, [u8]>> {
-    let size = usize::try_from(compressed.uncompressed_size).ok()?;
-    if size
-        > compressed
-            .data
-            .len()
-            .saturating_mul(crate::recording::MAX_INFLATION)
-    {
-        return None;
-    }
+    let size = inflated_size(&compressed)?;
     match compressed.format {
         object::CompressionFormat::Zstandard => {
             let out = zstd::bulk::decompress(compressed.data, size).ok()?;
@@ -195,6 +187,77 @@ fn inflate_section(compressed: object::CompressedData<'_>) -> Option<Cow<'_, [u8
         // zlib decompresses into the size declared, no further.
         _ => compressed.decompress().ok(),
     }
+}
+
+/// The size a compressed section declares, when it is believable (see [`uncompressed`]).
+fn inflated_size(compressed: &object::CompressedData<'_>) -> Option<usize> {
+    let size = usize::try_from(compressed.uncompressed_size).ok()?;
+    (size
+        <= compressed
+            .data
+            .len()
+            .saturating_mul(crate::recording::MAX_INFLATION))
+    .then_some(size)
+}
+
+/// [`uncompressed`] for a section of `image`, whose pages of compressed bytes are let go of as
+/// they are inflated (zlib, a piece at a time), else once it is inflated: they are not held
+/// beside the inflated bytes (libc6-dbg's .debug_info: 2.3 MB inflated into 5.8).
+fn uncompressed_letting_go<'d>(
+    section: &impl ObjectSection<'d>,
+    image: &Image,
+) -> Option<Cow<'d, [u8]>> {
+    let compressed = section.compressed_data().ok()?;
+    match compressed.format {
+        object::CompressionFormat::None => Some(Cow::Borrowed(compressed.data)),
+        object::CompressionFormat::Zlib => {
+            let size = inflated_size(&compressed)?;
+            let inflated = inflate_zlib(compressed.data, size, |read| {
+                release_pages_of(image, read);
+            });
+            // Whatever reading the pieces mapped around them as well.
+            release_pages_of(image, compressed.data);
+            inflated.map(Cow::Owned)
+        }
+        _ => {
+            let inflated = inflate_section(compressed)?;
+            release_pages_of(image, compressed.data);
+            Some(inflated)
+        }
+    }
+}
+
+/// Compressed bytes inflated at a time by [`inflate_zlib`].
+const INFLATE_PIECE: usize = 256 * 1024;
+
+/// A zlib stream inflated into exactly `size` bytes (None when it is damaged or holds fewer),
+/// as `object` inflates it, but [`INFLATE_PIECE`] bytes at a time: `read` is handed each part
+/// of `data` once it is inflated.
+fn inflate_zlib(data: &[u8], size: usize, mut read: impl FnMut(&[u8])) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(size).ok()?;
+    let mut inflater = flate2::Decompress::new(true);
+    let mut at = 0usize;
+    loop {
+        let end = at.saturating_add(INFLATE_PIECE).min(data.len());
+        let flush = if end == data.len() {
+            flate2::FlushDecompress::Finish
+        } else {
+            flate2::FlushDecompress::None
+        };
+        let (total_in, written) = (inflater.total_in(), out.len());
+        let status = inflater
+            .decompress_vec(&data[at..end], &mut out, flush)
+            .ok()?;
+        let taken = usize::try_from(inflater.total_in() - total_in).ok()?;
+        read(&data[at..at + taken]);
+        at += taken;
+        let stuck = taken == 0 && out.len() == written;
+        if status == flate2::Status::StreamEnd || out.len() == size || stuck {
+            break;
+        }
+    }
+    (out.len() == size).then_some(out)
 }
 
 /// A binary's image and where its DWARF sections read ahead go ([`Binary::dwarf_ahead`]):
@@ -934,15 +997,9 @@ fn load_sections(image: &Image) -> Option<Sections> {
             // looked up are read.
             let data = obj
                 .section_by_name(id.name())
-                .and_then(|s| {
-                    let data = uncompressed(&s)?;
-                    // An inflated section's compressed pages are let go of at once, not held
-                    // beside every other section's inflated bytes (libc6-dbg's: 3 MB beside 8.6).
-                    if let (Cow::Owned(_), Ok(packed)) = (&data, s.compressed_data()) {
-                        release_pages_of(image, packed.data);
-                    }
-                    Some(data)
-                })
+                // A compressed section's pages are let go of as it is inflated, not held beside
+                // every section's inflated bytes (libc6-dbg's: 3 MB beside 8.6).
+                .and_then(|s| uncompressed_letting_go(&s, image))
                 .map_or_else(
                     || SharedBytes::owned(Vec::new()),
                     |d| section_bytes(image, d),
@@ -1397,6 +1454,71 @@ mod tests {
         // Inflated whole all the same.
         let info = gimli::Section::reader(&sections.debug_info).len();
         assert!(info > compressed, "{info} bytes of .debug_info");
+    }
+
+    /// zlib inflated a piece at a time gives what `object` inflates at once: the same bytes,
+    /// and None where `object` fails (the stream cut short, a byte damaged, a size declared
+    /// larger or smaller than the stream's); the pieces handed back cover the compressed bytes
+    /// in order, a piece at a time.
+    #[test]
+    fn zlib_inflated_a_piece_at_a_time_is_what_object_inflates() {
+        use std::io::Write;
+        let mut rng = fastrand::Rng::with_seed(28);
+        // Compresses to well over one piece.
+        let plain: Vec<u8> = (0..3_000_000u32)
+            .map(|i| {
+                if rng.u8(..4) == 0 {
+                    rng.u8(..)
+                } else {
+                    (i / 7) as u8
+                }
+            })
+            .collect();
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&plain).unwrap();
+        let packed = z.finish().unwrap();
+        assert!(
+            packed.len() > 2 * INFLATE_PIECE,
+            "{} bytes packed",
+            packed.len()
+        );
+        let by_object = |data: &[u8], size: usize| {
+            object::CompressedData {
+                format: object::CompressionFormat::Zlib,
+                data,
+                uncompressed_size: size as u64,
+            }
+            .decompress()
+            .ok()
+            .map(Cow::into_owned)
+        };
+        let mut damaged = packed.clone();
+        damaged[packed.len() / 2] ^= 0x55;
+        let cases: [(&[u8], usize); 5] = [
+            (&packed, plain.len()),
+            (&packed[..packed.len() / 2], plain.len()),
+            (&damaged, plain.len()),
+            (&packed, plain.len() + 1),
+            (&packed, plain.len() - 1),
+        ];
+        for (i, (data, size)) in cases.into_iter().enumerate() {
+            let mut pieces = Vec::new();
+            let ours = inflate_zlib(data, size, |read| {
+                pieces.push((read.as_ptr() as usize - data.as_ptr() as usize, read.len()))
+            });
+            assert_eq!(ours, by_object(data, size), "case {i}");
+            if i == 0 {
+                assert_eq!(ours.as_deref(), Some(&plain[..]));
+                let mut at = 0;
+                for &(start, len) in &pieces {
+                    assert_eq!(start, at);
+                    assert!(len <= INFLATE_PIECE);
+                    at += len;
+                }
+                assert_eq!(at, packed.len());
+                assert!(pieces.len() > 2, "{pieces:?}");
+            }
+        }
     }
 
     /// Names are read from a mapped binary's file apart from its mapping (issue 28: each name
