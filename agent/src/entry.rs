@@ -19,6 +19,7 @@ static AGENT: OnceLock<Agent> = OnceLock::new();
 fn with_agent(f: impl FnOnce(&'static Agent)) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         if let Some(agent) = AGENT.get() {
+            events::first_event_on_this_thread();
             f(agent);
         }
     }));

@@ -781,6 +781,28 @@ impl Jvmti {
     }
 }
 
+/// The calling thread's name as the kernel has it (`comm`: at most 15 bytes).
+pub(crate) fn this_thread_name() -> Option<String> {
+    nix::sys::prctl::get_name()
+        .ok()
+        .map(|name| name.to_string_lossy().into_owned())
+}
+
+/// Moves the calling thread from SCHED_OTHER to SCHED_BATCH, keeping its nice value: it keeps
+/// its fair share of CPU time but no longer preempts the thread running where it wakes, so
+/// work posted to it one item at a time is done in runs. Any other policy (a real-time or idle
+/// JVM) is left alone. Whether it moved.
+pub(crate) fn batch_this_thread() -> bool {
+    // SAFETY: sched_getscheduler(0) only reads the calling thread's policy.
+    if unsafe { libc::sched_getscheduler(0) } != libc::SCHED_OTHER {
+        return false;
+    }
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler only reads `param`, a valid sched_param that outlives the
+    // call, and changes nothing but the calling thread's scheduling (pid 0: this thread).
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0 }
+}
+
 /// The jitdump marker: an executable private mapping of the file's first page, which the
 /// kernel reports to perf as an MMAP2 record. Deliberately never unmapped (perf's agent keeps
 /// it until exit too).

@@ -979,6 +979,98 @@ fn jdk25_agent_with_opaque_method_ids() {
     opaque_ids_run("25");
 }
 
+/// A Java program that compiles methods until HotSpot's Service Thread is in SCHED_BATCH
+/// (policy 3 in `/proc/self/task/TID/stat`) or `args[0]` seconds pass, then prints its policy.
+const SERVICE_THREAD_POLICY: &str = r#"import java.nio.file.Files;
+import java.nio.file.Path;
+
+/** Compiles methods until HotSpot's Service Thread is in SCHED_BATCH or args[0] seconds pass; prints its policy. */
+public class ServiceThreadPolicy {
+    static long work(int n) {
+        long s = 0;
+        for (int i = 0; i < n; i++) s += (i * 31L) ^ (s >>> 3);
+        return s;
+    }
+
+    public static void main(String[] args) throws Exception {
+        long deadline = System.nanoTime() + Long.parseLong(args[0]) * 1_000_000_000L;
+        String policy = "none";
+        long sink = 0;
+        do {
+            for (int i = 0; i < 2000; i++) sink += work(1000 + i);
+            policy = policyOf("Service Thread");
+        } while (!policy.equals("3") && System.nanoTime() < deadline);
+        System.out.println("Service Thread policy " + policy + " (" + (sink & 1) + ")");
+    }
+
+    /** Field 41 of the thread's stat (its scheduling policy), "none" without such a thread. */
+    static String policyOf(String name) throws Exception {
+        try (var tasks = Files.newDirectoryStream(Path.of("/proc/self/task"))) {
+            for (Path task : tasks) {
+                if (Files.readString(task.resolve("comm")).strip().equals(name)) {
+                    String stat = Files.readString(task.resolve("stat"));
+                    String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                    return fields[41 - 3];
+                }
+            }
+        }
+        return "none";
+    }
+}
+"#;
+
+/// The agent moves HotSpot's Service Thread, which posts it every compiled method, to
+/// SCHED_BATCH (no wake-up preemption: the context-switch storm it caused cost the JVM more
+/// than the agent's own work); without the agent (`JAVA_TOOL_OPTIONS` taken out of the JVM's
+/// environment) the thread stays in SCHED_OTHER (0), so the change is the agent's.
+fn service_thread_run(jdk_name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk(jdk_name);
+    let classes = tempfile::tempdir().expect("tempdir");
+    let source = classes.path().join("ServiceThreadPolicy.java");
+    std::fs::write(&source, SERVICE_THREAD_POLICY).expect("write the source");
+    compile(classes.path(), &[source]);
+    let run = |with_agent: bool, seconds: &str| {
+        let work = tempfile::tempdir().expect("tempdir");
+        let mut command = vec![];
+        if !with_agent {
+            command.extend(["env", "-u", "JAVA_TOOL_OPTIONS"]);
+        }
+        command.extend([
+            java.to_str().unwrap(),
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "ServiceThreadPolicy",
+            seconds,
+        ]);
+        let out = record_only(work.path(), &[], &command);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("Service Thread policy ").map(str::to_string))
+            .unwrap_or_else(|| panic!("JDK {jdk_name}: no policy printed: {out:?}"))
+    };
+    let with = run(true, "20");
+    assert!(
+        with.starts_with("3 "),
+        "JDK {jdk_name}: under the agent the Service Thread's policy is {with}, not SCHED_BATCH"
+    );
+    let without = run(false, "2");
+    assert!(
+        without.starts_with("0 "),
+        "JDK {jdk_name}: without the agent the Service Thread's policy is {without}, not SCHED_OTHER"
+    );
+}
+
+#[test]
+fn jdk17_the_service_thread_runs_in_sched_batch_under_the_agent() {
+    service_thread_run("17");
+}
+
+#[test]
+fn jdk25_the_service_thread_runs_in_sched_batch_under_the_agent() {
+    service_thread_run("25");
+}
+
 /// The agent names a prepared class's methods on its own thread, later, but stamps the names
 /// with the time the class was prepared (a report names an interpreted frame only by a name
 /// given at or before the sample): `Late` loads 300 classes just before `System.exit`, each
