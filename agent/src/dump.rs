@@ -2,7 +2,8 @@
 //! recorder discovers, then appended to by every event. Compiler threads build their records
 //! outside the lock and only copy them into a `BufWriter` under it; the buffer is flushed every
 //! [`FLUSH_RECORDS`] writes, when a write comes [`FLUSH_AFTER`] after the last flush, by a small
-//! background thread when writes stop, and at VM death — never fsync'd, so no thread waits on
+//! background thread [`FLUSH_AFTER`] after writes stop (it sleeps until there is something to
+//! flush: an idle JVM is not woken), and at VM death — never fsync'd, so no thread waits on
 //! the disk for long. Timestamps are stamped under the lock, so file order is time order, but
 //! for the method names of prepared classes: named later on the agent's own thread, they carry
 //! the time their class was prepared ([`Dump::write_at`]).
@@ -12,7 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use jprof_format::jitdump_write;
@@ -27,6 +28,8 @@ struct State {
     out: Option<BufWriter<File>>,
     unflushed: usize,
     last_flush: Instant,
+    /// The flusher waits for a write (see [`Dump::start_flusher`]).
+    flusher_waits: bool,
     /// Live compiled code by start address: (owner method, code index), to match unloads.
     live: HashMap<u64, (usize, u64)>,
 }
@@ -34,6 +37,8 @@ struct State {
 pub struct Dump {
     clock: Clock,
     state: Mutex<State>,
+    /// Signalled when a write leaves something unflushed while the flusher waits, and at close.
+    written: Condvar,
     next_index: AtomicU64,
 }
 
@@ -128,8 +133,10 @@ impl Dump {
                 out: Some(BufWriter::with_capacity(256 * 1024, file)),
                 unflushed: 0,
                 last_flush: Instant::now(),
+                flusher_waits: false,
                 live: HashMap::new(),
             }),
+            written: Condvar::new(),
             next_index: AtomicU64::new(1),
         });
         Self::start_flusher(&dump);
@@ -146,14 +153,27 @@ impl Dump {
         Ok(file)
     }
 
-    /// Flushes writes that would otherwise wait for the next event.
+    /// Flushes writes that would otherwise wait for the next event: it waits until a write
+    /// leaves something unflushed, gives later writes [`FLUSH_AFTER`] to join it, and flushes
+    /// what is still unflushed then. It never wakes while nothing is written (a long-running
+    /// JVM the agent stays in after an attach), and ends at [`Dump::close`].
     fn start_flusher(dump: &Arc<Dump>) {
-        let weak = Arc::downgrade(dump);
+        let dump = dump.clone();
         let _ = std::thread::Builder::new()
             .name("jprof-jitdump".into())
             .spawn(move || loop {
+                {
+                    let mut state = dump.lock();
+                    while state.out.is_some() && state.unflushed == 0 {
+                        state.flusher_waits = true;
+                        state = dump.written.wait(state).unwrap_or_else(|e| e.into_inner());
+                        state.flusher_waits = false;
+                    }
+                    if state.out.is_none() {
+                        break;
+                    }
+                }
                 std::thread::sleep(FLUSH_AFTER);
-                let Some(dump) = weak.upgrade() else { break };
                 let mut state = dump.lock();
                 if state.out.is_none() {
                     break;
@@ -182,11 +202,11 @@ impl Dump {
 
     fn append(&self, state: &mut State, records: &mut [u8]) {
         restamp(records, self.clock.now());
-        Self::append_stamped(state, records);
+        self.append_stamped(state, records);
     }
 
     /// Appends records whose timestamps are set already.
-    fn append_stamped(state: &mut State, records: &[u8]) {
+    fn append_stamped(&self, state: &mut State, records: &[u8]) {
         let Some(out) = &mut state.out else { return };
         if out.write_all(records).is_err() {
             state.out = None;
@@ -195,6 +215,9 @@ impl Dump {
         state.unflushed += 1;
         if state.unflushed >= FLUSH_RECORDS || state.last_flush.elapsed() >= FLUSH_AFTER {
             Self::flush_locked(state);
+        } else if state.flusher_waits {
+            state.flusher_waits = false;
+            self.written.notify_one();
         }
     }
 
@@ -228,7 +251,7 @@ impl Dump {
     /// Writes records stamped `timestamp` (a time taken earlier with [`Dump::now`]).
     pub fn write_at(&self, mut records: Vec<u8>, timestamp: u64) {
         restamp(&mut records, timestamp);
-        Self::append_stamped(&mut self.lock(), &records);
+        self.append_stamped(&mut self.lock(), &records);
     }
 
     /// The time now, as records are stamped.
@@ -250,6 +273,7 @@ impl Dump {
         let mut state = self.lock();
         Self::flush_locked(&mut state);
         state.out = None;
+        self.written.notify_all();
     }
 }
 
@@ -258,8 +282,77 @@ mod tests {
     use super::*;
     use jprof_format::jitdump::{self, RecordBody};
 
+    /// The tests here look for their Dump's flusher thread by name: one at a time.
+    static ONE_DUMP: Mutex<()> = Mutex::new(());
+
+    /// Threads of this process named `jprof-jitdump`, with their voluntary context switches.
+    fn flushers() -> HashMap<u32, u64> {
+        let mut found = HashMap::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() != "jprof-jitdump" {
+                continue;
+            }
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            let switches = status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let tid = task.file_name().to_string_lossy().parse().unwrap();
+            found.insert(tid, switches);
+        }
+        found
+    }
+
+    #[test]
+    fn the_flusher_flushes_a_lone_write_and_sleeps_while_nothing_is_written() {
+        let _one = ONE_DUMP.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = std::env::temp_dir().join(format!("jprof-agent-flush-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let before = flushers();
+        let dump = Dump::create(std::slice::from_ref(&dir), 4343, Clock::detect()).unwrap();
+        // A new thread names itself once it runs.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let tid = loop {
+            if let Some(&tid) = flushers().keys().find(|tid| !before.contains_key(tid)) {
+                break tid;
+            }
+            assert!(Instant::now() < deadline, "no flusher thread");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let file = dir.join("jit-4343.dump");
+        let header_len = std::fs::metadata(&file).unwrap().len();
+        // One write, nothing after it: the flusher writes it out FLUSH_AFTER later.
+        dump.write(jitdump_write::close(0));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::metadata(&file).unwrap().len() == header_len {
+            assert!(Instant::now() < deadline, "a lone write was never flushed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Then it waits for the next write: over 10 flush periods it does not wake once (it
+        // used to wake every period).
+        std::thread::sleep(FLUSH_AFTER * 2);
+        let idle_from = flushers()[&tid];
+        std::thread::sleep(FLUSH_AFTER * 10);
+        assert_eq!(
+            flushers()[&tid],
+            idle_from,
+            "the flusher woke with nothing to flush"
+        );
+        // close() ends it.
+        dump.close();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while flushers().contains_key(&tid) {
+            assert!(Instant::now() < deadline, "the flusher outlived close()");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn records_reach_the_file_with_increasing_timestamps() {
+        let _one = ONE_DUMP.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("jprof-agent-dump-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let clock = Clock::detect();
