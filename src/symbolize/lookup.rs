@@ -29,9 +29,11 @@ pub struct UserLookup {
     /// Innermost first; empty when nothing names the address.
     pub frames: Arc<[NativeFrame]>,
     /// For an address its binary's symbol table does not name, in a binary with DWARF, while
-    /// DWARF is read later ([`Symbolizer::name_dwarf_later`]): its key, whose frames (none
-    /// yet) [`Symbolizer::frames_later`] gives once [`Symbolizer::name_later`] read them.
-    pub pending: Option<NamedKey>,
+    /// DWARF is read later ([`Symbolizer::name_dwarf_later`]), or for any address in a binary
+    /// while symbols are read later too ([`Symbolizer::name_symbols_later`]): what
+    /// [`Symbolizer::frames_later`] gives its frames (none yet) by, once
+    /// [`Symbolizer::name_later`] read them.
+    pub pending: Option<PendingId>,
 }
 
 /// Why addresses stayed unknown, for notes.
@@ -45,18 +47,21 @@ pub struct UnknownCounts {
     pub kernel: u64,
 }
 
-/// A binary's build id (hex), the frames at one offset, and whether they are to come from
-/// DWARF after the walk (`UserLookup::pending`).
-type Named = (Option<Arc<str>>, Arc<[NativeFrame]>, bool);
+/// A binary's build id (hex), the frames at one offset, and, when they are to come after the
+/// walk, which address left for then they are (`UserLookup::pending`).
+type Named = (Option<Arc<str>>, Arc<[NativeFrame]>, Option<PendingId>);
 /// What [`Named`] is cached by: path, recorded build id, file offset.
 pub type NamedKey = (Arc<str>, Option<Arc<[u8]>>, u64);
+/// An address left for [`Symbolizer::name_later`]: 4 bytes, not its 40-byte [`NamedKey`], as
+/// the end of `record -a` keeps one per frame of each distinct stack until then.
+pub type PendingId = u32;
 
-/// An address named for now by its binary's symbol table alone, whose DWARF frames (inlined
-/// calls, lines) [`Symbolizer::name_later`] reads.
+/// An address named for now by its binary's symbol table alone (or not named yet), whose
+/// frames [`Symbolizer::name_later`] reads.
 struct Later {
     binary: Arc<Binary>,
     svma: u64,
-    key: NamedKey,
+    id: PendingId,
 }
 
 /// The frames [`Symbolizer::name_later`] read: a binary's path, its build id (hex), the file
@@ -72,6 +77,10 @@ pub struct Symbolizer<'e> {
     pub unknown: UnknownCounts,
     /// When set (`name_dwarf_later`), the addresses named for now by their symbol alone.
     later: Option<Vec<Later>>,
+    /// The key of each address left for later, by [`PendingId`].
+    later_keys: Vec<NamedKey>,
+    /// Whether the symbol tables too are read after the walk (`name_symbols_later`).
+    symbols_later: bool,
     /// Where each binary with addresses left for [`Self::name_later`] goes, once, to have its
     /// DWARF sections read meanwhile ([`Self::prepare_dwarf_beside`]); the binaries sent, by
     /// address.
@@ -87,6 +96,8 @@ impl<'e> Symbolizer<'e> {
             cache: FxHashMap::default(),
             unknown: UnknownCounts::default(),
             later: None,
+            later_keys: Vec::new(),
+            symbols_later: false,
             prepare: None,
         }
     }
@@ -111,6 +122,15 @@ impl<'e> Symbolizer<'e> {
         self.later.get_or_insert_with(Vec::new);
     }
 
+    /// [`Self::name_dwarf_later`], and from now on every address in a binary is left for
+    /// [`Self::name_later`] unnamed, its symbol table not read: so the end of `record -a` holds
+    /// one binary's symbol table at a time, after its walk, instead of those of every binary
+    /// sampled through it (`node`'s, `libjvm`'s, jprof's own: ≈ 4.5 MB).
+    pub fn name_symbols_later(&mut self) {
+        self.name_dwarf_later();
+        self.symbols_later = true;
+    }
+
     /// The frames of every address named for now by its symbol alone, with its DWARF: one
     /// binary after the other, each binary let go of (with its DWARF and symbol table) before
     /// the next one's DWARF is read, the binaries with the least DWARF first. Every binary
@@ -122,33 +142,43 @@ impl<'e> Symbolizer<'e> {
         };
         binaries.release();
         // Grouped by binary, in the order they were first looked up in.
-        // Each binary with its addresses: (which lookup, ELF address, cache key).
-        type Group = (Arc<Binary>, Vec<(usize, u64, NamedKey)>);
+        // Each binary with its addresses: (which lookup, ELF address, id).
+        type Group = (Arc<Binary>, Vec<(usize, u64, PendingId)>);
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of: FxHashMap<*const Binary, usize> = FxHashMap::default();
-        for (i, Later { binary, svma, key }) in later.into_iter().enumerate() {
+        for (i, Later { binary, svma, id }) in later.into_iter().enumerate() {
             let g = *group_of.entry(Arc::as_ptr(&binary)).or_insert_with(|| {
                 groups.push((binary.clone(), Vec::new()));
                 groups.len() - 1
             });
-            groups[g].1.push((i, svma, key));
+            groups[g].1.push((i, svma, id));
         }
         drop(group_of);
         groups.sort_by_key(|(binary, _)| binary.dwarf_size());
         let mut named = Vec::new();
         for (binary, addresses) in groups {
             let svmas: Vec<u64> = addresses.iter().map(|a| a.1).collect();
-            let all_frames = binary.frames_of(&svmas);
-            for ((i, _, key), frames) in addresses.into_iter().zip(all_frames) {
+            // A binary without DWARF to read by units (left here only with its symbols) is
+            // named as the walk would have named it.
+            let all_frames = if binary.dwarf_size() > 0 {
+                binary.frames_of(&svmas)
+            } else {
+                svmas.iter().map(|&a| binary.frames(a)).collect()
+            };
+            for ((i, _, id), frames) in addresses.into_iter().zip(all_frames) {
                 let frames: Arc<[NativeFrame]> = frames.into();
-                let Some(entry) = self.cache.get_mut(&key) else {
+                let Some(key) = self.later_keys.get(id as usize) else {
+                    continue;
+                };
+                let Some(entry) = self.cache.get_mut(key) else {
                     continue;
                 };
                 entry.1 = frames.clone();
-                entry.2 = false;
-                named.push((i, (key.0, entry.0.clone(), key.2, frames)));
+                entry.2 = None;
+                named.push((i, (key.0.clone(), entry.0.clone(), key.2, frames)));
             }
-            // The last holder of the binary: its DWARF and tables are freed here.
+            // The last holder of the binary: its symbol table, DWARF and the rest are freed
+            // here, before the next binary's are read.
             drop(binary);
         }
         // In the order they were first looked up in.
@@ -185,11 +215,11 @@ impl<'e> Symbolizer<'e> {
             None => {
                 let (id, frames, pending) = self.native(binaries, pid, mapping, offset);
                 let found: Named = (id.map(Arc::from), frames, pending);
-                self.cache.insert(key.clone(), found.clone());
+                self.cache.insert(key, found.clone());
                 found
             }
         };
-        if frames.is_empty() && !pending {
+        if frames.is_empty() && pending.is_none() {
             // Counted without a copy of the path once it is known (every frame in a JVM's
             // JIT code is one of these).
             match self.unknown.by_module.get_mut(&*mapping.path) {
@@ -205,12 +235,14 @@ impl<'e> Symbolizer<'e> {
             offset,
             shown_offset: mapping.file_offset(addr),
             frames,
-            pending: pending.then_some(key),
+            pending,
         }
     }
 
-    /// The frames of a key [`Self::user`] left pending, once [`Self::name_later`] read them.
-    pub fn frames_later(&self, key: &NamedKey) -> Option<&Arc<[NativeFrame]>> {
+    /// The frames of an address [`Self::user`] left pending, once [`Self::name_later`] read
+    /// them.
+    pub fn frames_later(&self, id: PendingId) -> Option<&Arc<[NativeFrame]>> {
+        let key = self.later_keys.get(id as usize)?;
         self.cache.get(key).map(|named| &named.1)
     }
 
@@ -220,54 +252,64 @@ impl<'e> Symbolizer<'e> {
         pid: u32,
         mapping: &Mapping,
         offset: u64,
-    ) -> (Option<String>, Arc<[NativeFrame]>, bool) {
+    ) -> (Option<String>, Arc<[NativeFrame]>, Option<PendingId>) {
         let path = &mapping.path;
         let record_id = mapping.build_id.as_deref().map(hex);
         if let Some(e) = self.embedded {
             if let Some(b) = e.binary(path, record_id.as_deref()) {
                 if let Some(frames) = b.frames.get(&offset) {
                     let frames: Vec<NativeFrame> = frames.iter().map(NativeFrame::from).collect();
-                    return (b.build_id.clone().or(record_id), frames.into(), false);
+                    return (b.build_id.clone().or(record_id), frames.into(), None);
                 }
             }
         }
         // Only the recorded build names the address (build_id.rs).
         let Ok(binary) = binaries.get_built(pid, path, mapping.build_id.as_deref()) else {
-            return (record_id, Arc::from([]), false);
+            return (record_id, Arc::from([]), None);
         };
         let disk_id = binary.build_id.as_deref().map(hex);
-        let mut pending = false;
-        let frames = match binary.svma_in_mapping(offset, mapping.pgoff) {
-            Some(svma) => match &mut self.later {
-                Some(later) if binary.dwarf_size() > 0 => {
-                    if let Some((to, sent)) = &mut self.prepare {
-                        if sent.insert(Arc::as_ptr(&binary) as usize) {
-                            let _ = to.send(binary.dwarf_ahead());
-                        }
-                    }
-                    later.push(Later {
-                        binary: binary.clone(),
-                        svma,
-                        key: (mapping.path.clone(), mapping.build_id.clone(), offset),
-                    });
-                    match binary.symbol_name(svma) {
-                        Some(name) => vec![NativeFrame {
-                            name,
-                            file: None,
-                            line: None,
-                        }],
-                        // Without a symbol (a PLT stub, libc's signal return trampoline), only
-                        // the DWARF may name it: read after the walk too (reading it now held
-                        // a binary's whole DWARF, libc's 30 MB parsed, through the walk).
-                        None => {
-                            pending = true;
-                            Vec::new()
-                        }
+        let mut pending = None;
+        let id = PendingId::try_from(self.later_keys.len()).ok();
+        let frames = match (binary.svma_in_mapping(offset, mapping.pgoff), id) {
+            (Some(svma), Some(id))
+                if self.later.is_some() && (self.symbols_later || binary.dwarf_size() > 0) =>
+            {
+                if let Some((to, sent)) = &mut self.prepare {
+                    if binary.dwarf_size() > 0 && sent.insert(Arc::as_ptr(&binary) as usize) {
+                        let _ = to.send(binary.dwarf_ahead());
                     }
                 }
-                _ => binary.frames(svma),
-            },
-            None => Vec::new(),
+                let later = self.later.as_mut().expect("checked above");
+                later.push(Later {
+                    binary: binary.clone(),
+                    svma,
+                    id,
+                });
+                self.later_keys
+                    .push((mapping.path.clone(), mapping.build_id.clone(), offset));
+                let symbol = if self.symbols_later {
+                    None
+                } else {
+                    binary.symbol_name(svma)
+                };
+                match symbol {
+                    Some(name) => vec![NativeFrame {
+                        name,
+                        file: None,
+                        line: None,
+                    }],
+                    // Without a symbol (a PLT stub, libc's signal return trampoline), only
+                    // the DWARF may name it: read after the walk too (reading it now held
+                    // a binary's whole DWARF, libc's 30 MB parsed, through the walk). With
+                    // the symbols read later, every address waits.
+                    None => {
+                        pending = Some(id);
+                        Vec::new()
+                    }
+                }
+            }
+            (Some(svma), _) => binary.frames(svma),
+            (None, _) => Vec::new(),
         };
         (record_id.or(disk_id), frames.into(), pending)
     }
@@ -442,6 +484,113 @@ mod tests {
         assert_eq!(&again.frames[..], &expected[..]);
     }
 
+    /// The end of `record -a` reads no symbol table during its walk, then one binary's at a
+    /// time after it: every address gets the frames its binary's whole table (and DWARF) give.
+    /// Here addresses spread over the code of this test binary (twice, through two links: two
+    /// binaries to the cache) and of the C library it runs with (its debug file's symbols and
+    /// DWARF too when installed), as calls and as return addresses.
+    #[test]
+    fn the_end_reads_one_symbol_table_at_a_time() {
+        use crate::symbolize::native::symbols_count;
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = std::fs::read("/proc/self/maps").unwrap();
+        let maps = crate::format::procfs::parse_maps(&maps).unwrap();
+        let code = |wanted: &dyn Fn(&str) -> bool| {
+            maps.iter()
+                .find(|m| m.perms.contains('x') && wanted(m.path))
+                .map(|m| (m.start, m.end, m.offset, m.path.to_string()))
+        };
+        let exe_code = code(&|p| std::path::Path::new(p) == exe).expect("this binary's code");
+        let libc_code = code(&|p| {
+            p.rsplit('/')
+                .next()
+                .is_some_and(|f| f.starts_with("libc.so"))
+        })
+        .expect("the C library's code");
+        let dir = tempfile::tempdir().unwrap();
+        let mut binaries_mapped = Vec::new();
+        for i in 1..=2 {
+            let path = dir.path().join(format!("copy-{i}"));
+            if std::fs::hard_link(&exe, &path).is_err() {
+                std::fs::copy(&exe, &path).unwrap();
+            }
+            let (start, end, pgoff, _) = exe_code.clone();
+            binaries_mapped.push((
+                start,
+                end,
+                pgoff,
+                path.to_str().unwrap().to_string(),
+                exe.clone(),
+            ));
+        }
+        let (start, end, pgoff, libc) = libc_code;
+        binaries_mapped.push((start, end, pgoff, libc.clone(), libc.into()));
+        let mut model = ProcessModel::default();
+        for (pid, (start, end, pgoff, path, _)) in (1u32..).zip(&binaries_mapped) {
+            let mapping = Mapping {
+                start: *start,
+                end: *end,
+                pgoff: *pgoff,
+                path: path.as_str().into(),
+                build_id: None,
+            };
+            model.add_mapping(pid, mapping);
+        }
+        let mut binaries = BinaryCache::new(true, true);
+        let mut symbolizer = Symbolizer::new(None, true);
+        symbolizer.name_symbols_later();
+        // (pid, address, exact, what the walk left pending)
+        let mut looked_up = Vec::new();
+        for (pid, (start, end, ..)) in (1u32..).zip(&binaries_mapped) {
+            let step = ((end - start) / 400).max(1);
+            for (k, addr) in (start + 1..*end).step_by(step as usize).enumerate() {
+                let exact = k % 2 == 0;
+                let found = symbolizer.user(&model, &mut binaries, pid, addr, exact);
+                assert!(found.frames.is_empty(), "named during the walk: {found:?}");
+                // Looked up again during the walk: the same address left for later (none when
+                // it is past the binary's segments: nothing names it).
+                let again = symbolizer.user(&model, &mut binaries, pid, addr, exact);
+                assert_eq!(again.pending, found.pending);
+                looked_up.push((pid, addr, exact, found.pending));
+            }
+        }
+        assert_eq!(
+            symbols_count::get(),
+            (0, 0),
+            "symbol tables read during the walk"
+        );
+        assert_eq!(dwarf_count::get(), (0, 0), "DWARF read during the walk");
+        symbolizer.name_later(&mut binaries);
+        assert_eq!(
+            symbols_count::get(),
+            (0, 1),
+            "(symbol tables held after the end, the most at once)"
+        );
+        let whole: Vec<Binary> = binaries_mapped
+            .iter()
+            .map(|(.., file)| Binary::open(file, true).unwrap())
+            .collect();
+        let mut named = [0usize; 3];
+        for (pid, addr, exact, id) in looked_up {
+            let (_, _, pgoff, ..) = &binaries_mapped[pid as usize - 1];
+            let whole = &whole[pid as usize - 1];
+            let probe = if exact { addr } else { addr - 1 };
+            let mapping = model.lookup(pid, probe).unwrap();
+            let svma = whole.svma_in_mapping(mapping.file_offset(probe), *pgoff);
+            let Some(id) = id else {
+                assert_eq!(svma, None, "pid {pid} at {addr:#x} not left for later");
+                continue;
+            };
+            let expected = whole.frames(svma.expect("in the binary"));
+            let later = symbolizer.frames_later(id).map(|f| f.to_vec());
+            assert_eq!(later.as_ref(), Some(&expected), "pid {pid} at {addr:#x}");
+            let after = symbolizer.user(&model, &mut binaries, pid, addr, exact);
+            assert_eq!((after.pending, &after.frames[..]), (None, &expected[..]));
+            named[pid as usize - 1] += usize::from(!expected.is_empty());
+        }
+        assert!(named.iter().all(|&n| n > 100), "addresses named: {named:?}");
+    }
+
     /// An address the symbol table does not name (here the padding after a function of this
     /// test binary; in `record -a`, libc's signal return trampoline, PLT stubs) is left pending
     /// through the walk, so no DWARF is read then (reading it held libc's whole parsed DWARF,
@@ -481,18 +630,18 @@ mod tests {
         let mut symbolizer = Symbolizer::new(None, true);
         symbolizer.name_dwarf_later();
         let found = symbolizer.user(&model, &mut binaries, 1, here, true);
-        let key = found.pending.clone().expect("left pending");
+        let key = found.pending.expect("left pending");
         assert!(found.frames.is_empty());
         // Looked up again during the walk: still pending, still no DWARF read.
         let again = symbolizer.user(&model, &mut binaries, 1, here, true);
-        assert_eq!(again.pending.as_ref(), Some(&key));
+        assert_eq!(again.pending, Some(key));
         assert_eq!(dwarf_count::get(), (0, 0), "DWARF read during the walk");
         // Not counted as unknown before the DWARF had its say.
         assert!(symbolizer.unknown.by_module.is_empty());
         symbolizer.name_later(&mut binaries);
         let expected = whole.frames(svma);
         assert_eq!(
-            symbolizer.frames_later(&key).map(|f| f.to_vec()),
+            symbolizer.frames_later(key).map(|f| f.to_vec()),
             Some(expected.clone())
         );
         let after = symbolizer.user(&model, &mut binaries, 1, here, true);

@@ -658,7 +658,7 @@ const SYMBOLS_ZSTD_LEVEL: i32 = 3;
 /// Samples of one thread (pid, tid) and cut whose stacks are whole if the frames of these
 /// pending addresses are named (and, when the last flag is set, the last one, outermost, is a
 /// thread entry).
-type WholeIfNamed = (u32, u32, Option<depth::Cut>, Vec<lookup::NamedKey>, bool);
+type WholeIfNamed = (u32, u32, Option<depth::Cut>, Vec<lookup::PendingId>, bool);
 
 /// The embedding; `exiting`: the process exits next, so its caches are not freed one by one.
 fn embed(
@@ -672,8 +672,16 @@ fn embed(
     let mut binaries = BinaryCache::new(true, true);
     binaries.live_roots = true;
     let mut symbolizer = Symbolizer::new(None, true);
-    // What DWARF adds to a symbol's name is read after the walk, one binary at a time.
-    symbolizer.name_dwarf_later();
+    // What DWARF adds to a symbol's name is read after the walk, one binary at a time. At the
+    // end of a whole-host recording, whose memory peaks there, the symbol tables too: the walk
+    // would hold those of every binary sampled at once (≈ 4.5 MB: `node`'s, `libjvm`'s, ...).
+    // Not at the end of a launched or attached recording, where the walk names by symbol
+    // while the other core reads the DWARF ahead.
+    if set_aside.beside_dwarf {
+        symbolizer.name_dwarf_later();
+    } else {
+        symbolizer.name_symbols_later();
+    }
     let mut out = EmbeddedSymbols {
         version: embedded::VERSION,
         unwound: true,
@@ -781,9 +789,9 @@ fn embed(
                                     .is_some(),
                             &*code.name,
                         ),
-                        None => match &found.pending {
-                            Some(key) => {
-                                pending.push(key.clone());
+                        None => match found.pending {
+                            Some(id) => {
+                                pending.push(id);
                                 outermost_pending = i == outermost;
                                 (true, "")
                             }
@@ -917,12 +925,12 @@ fn embed(
     }
     hit.retain(|_, frames| !frames.is_empty());
     for ((pid, tid, cut, keys, outermost_pending), samples) in whole_if_named {
-        let frames = |key| symbolizer.frames_later(key).filter(|f| !f.is_empty());
-        let named = keys.iter().all(|key| frames(key).is_some());
+        let frames = |id| symbolizer.frames_later(id).filter(|f| !f.is_empty());
+        let named = keys.iter().all(|&id| frames(id).is_some());
         let entry = !outermost_pending
             || keys
                 .last()
-                .and_then(frames)
+                .and_then(|&id| frames(id))
                 .and_then(|f| f.last())
                 .is_some_and(|f| depth::is_thread_entry(&f.name));
         if named && entry {

@@ -131,6 +131,40 @@ impl Drop for Binary {
     }
 }
 
+/// How many symbol tables this thread holds now, and the most it ever held at once (the end
+/// of `record -a` reads one binary's table at a time: `lookup::tests`).
+#[cfg(test)]
+pub(crate) mod symbols_count {
+    use std::cell::Cell;
+
+    thread_local! {
+        static NOW: Cell<usize> = const { Cell::new(0) };
+        static MOST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub(super) fn read() {
+        let now = NOW.get() + 1;
+        NOW.set(now);
+        MOST.set(MOST.get().max(now));
+    }
+
+    pub(super) fn freed() {
+        NOW.set(NOW.get().saturating_sub(1));
+    }
+
+    /// (held now, the most held at once).
+    pub(crate) fn get() -> (usize, usize) {
+        (NOW.get(), MOST.get())
+    }
+}
+
+#[cfg(test)]
+impl Drop for Symbols {
+    fn drop(&mut self) {
+        symbols_count::freed();
+    }
+}
+
 /// A binary's bytes: from its file (mapped when safe, since most of a large binary is never
 /// read; read otherwise: see `FileBytes`), or owned (the vdso, copied from memory). Sections
 /// handed to the unwinder and the DWARF reader are ranges of it, not copies.
@@ -285,15 +319,22 @@ impl DwarfAhead {
 /// Names read by string table and offset in it.
 type NamesRead = rustc_hash::FxHashMap<(u8, u32), Box<[u8]>>;
 
-/// One ELF file's symbols, DWARF and unwind sections. The symbol table is read when the file
-/// is opened; DWARF and the unwind sections are read on first use, since many binaries are
-/// only named (no unwinding) and some only unwound.
+/// A binary's function symbols (with its separate debug file's) and the string tables their
+/// names are in.
+struct Symbols {
+    table: SymbolTable,
+    strings: Vec<StringTable>,
+}
+
+/// One ELF file's symbols, DWARF and unwind sections, each read on first use: many binaries
+/// are only named (no unwinding) and some only unwound, and the end of `record -a` reads the
+/// symbol tables after its walk one binary at a time (`Symbolizer::name_symbols_later`), so
+/// the tables of every binary sampled (`node`'s 150 000 symbols, `libjvm`'s 48 000) are not
+/// all held at once.
 pub struct Binary {
     pub(crate) build_id: Option<Vec<u8>>,
     segments: Vec<Segment>,
-    symbols: SymbolTable,
-    /// The string tables the symbols' names are in.
-    strings: Vec<StringTable>,
+    symbols: OnceLock<Symbols>,
     image: Image,
     /// The separate debug file, for symbol names (see [`Binary::parse`]).
     debug_image: Option<Image>,
@@ -349,32 +390,25 @@ impl Binary {
                 }
             })
             .collect();
-        let mut symbols = Vec::new();
-        let mut strings = Vec::new();
-        collect_symbols(&obj, &image, false, &mut symbols, &mut strings);
         let mut debug_image = None;
         if obj.section_by_name(".debug_info").is_none() {
             if let Some(debug) = build_id.as_deref().and_then(open_debug_file) {
-                if let Ok(dobj) = object::File::parse(&*debug) {
-                    // The file at the build id's path must be that build.
-                    if dobj.build_id().ok().flatten() == build_id.as_deref() {
-                        collect_symbols(&dobj, &debug, true, &mut symbols, &mut strings);
-                        debug_image = Some(debug);
-                    }
+                // The file at the build id's path must be that build.
+                let same = object::File::parse(&*debug)
+                    .is_ok_and(|dobj| dobj.build_id().ok().flatten() == build_id.as_deref());
+                if same {
+                    debug.release_pages();
+                    debug_image = Some(debug);
                 }
             }
         }
+        drop(obj);
         let debug_dwarf = debug_files && debug_image.is_some();
-        // The symbol tables were read through once; lookups read only the names hit.
         image.release_pages();
-        if let Some(debug) = &debug_image {
-            debug.release_pages();
-        }
         Ok(Self {
             build_id,
             segments,
-            symbols: SymbolTable::new(symbols),
-            strings,
+            symbols: OnceLock::new(),
             image,
             debug_image,
             debug_dwarf,
@@ -433,6 +467,33 @@ impl Binary {
                 .ok()
                 .and_then(|obj| obj.section_by_name(".debug_info").map(|s| s.size()))
                 .unwrap_or(0)
+        })
+    }
+
+    /// The symbols of the file and of its separate debug file, read on first use.
+    fn symbols(&self) -> &Symbols {
+        self.symbols.get_or_init(|| {
+            let mut symbols = Vec::new();
+            let mut strings = Vec::new();
+            if let Ok(obj) = object::File::parse(&*self.image) {
+                collect_symbols(&obj, &self.image, false, &mut symbols, &mut strings);
+            }
+            if let Some(debug) = &self.debug_image {
+                if let Ok(dobj) = object::File::parse(&**debug) {
+                    collect_symbols(&dobj, debug, true, &mut symbols, &mut strings);
+                }
+            }
+            // The symbol tables were read through once; lookups read only the names hit.
+            self.image.release_pages();
+            if let Some(debug) = &self.debug_image {
+                debug.release_pages();
+            }
+            #[cfg(test)]
+            symbols_count::read();
+            Symbols {
+                table: SymbolTable::new(symbols),
+                strings,
+            }
         })
     }
 
@@ -657,7 +718,7 @@ impl Binary {
         let name = name_in(
             &self.image,
             self.debug_image.as_ref(),
-            &self.strings,
+            &self.symbols().strings,
             symbol,
         );
         if let Cow::Owned(bytes) = &name {
@@ -667,7 +728,7 @@ impl Binary {
     }
 
     fn symbol_at(&self, svma: u64) -> Option<Symbol> {
-        self.symbols.at(svma, |s| self.name_bytes(s))
+        self.symbols().table.at(svma, |s| self.name_bytes(s))
     }
 }
 
@@ -1050,24 +1111,16 @@ impl Binary {
             let Ok(debug) = crate::foreign_file::binary_bytes(&place).map(image_of) else {
                 continue;
             };
-            let mut symbols = Vec::new();
-            // The binary's own tables keep their places; the debug file's come after them.
-            let mut strings = self.strings.clone();
-            {
-                let Ok(dobj) = object::File::parse(&*debug) else {
-                    continue;
-                };
-                if dobj.build_id().ok().flatten() != self.build_id.as_deref() {
-                    continue;
-                }
-                collect_symbols(&dobj, &debug, true, &mut symbols, &mut strings);
+            let same = object::File::parse(&*debug)
+                .is_ok_and(|dobj| dobj.build_id().ok().flatten() == self.build_id.as_deref());
+            if !same {
+                continue;
             }
             debug.release_pages();
             self.debug_image = Some(debug);
             self.debug_dwarf = debug_files;
-            symbols.extend_from_slice(self.symbols.all());
-            self.strings = strings;
-            self.symbols = SymbolTable::new(symbols);
+            // Read again with the debug file's symbols, if they were read without them.
+            self.symbols = OnceLock::new();
             break;
         }
         self
@@ -1329,7 +1382,7 @@ mod tests {
     fn vdso_of_this_process_has_symbols() {
         let image = own_vdso().expect("vdso readable");
         let b = Binary::parse(&image, false).unwrap();
-        let all = b.symbols.all();
+        let all = b.symbols().table.all();
         assert!(
             all.iter().any(|s| b.name(s).contains("clock_gettime")),
             "vdso symbols: {:?}",
@@ -1354,7 +1407,8 @@ mod tests {
         // This test binary has line tables (the dev profile's debug info), read in place.
         let frames = binary.frames(
             binary
-                .symbols
+                .symbols()
+                .table
                 .all()
                 .iter()
                 .find(|s| binary.name(s).contains("sections_are_read_in_place"))
@@ -1383,10 +1437,10 @@ mod tests {
     fn a_symbol_table_is_never_resident_whole() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let binary = Binary::open(&exe, false).unwrap();
+        let symbols = binary.symbols().table.all().len();
         let (most, all) = table_pages::get();
         assert!(all > 1 << 20, "{all} bytes of symbol table entries");
         assert!(most <= RELEASED_EVERY * 24, "{most} bytes held at once");
-        let symbols = binary.symbols.all().len();
         assert!(symbols > 1000, "{symbols} symbols");
     }
 
@@ -1532,7 +1586,7 @@ mod tests {
         let binary = Binary::open(&exe, false).unwrap();
         assert!(binary.image.reads_apart());
         let in_place = |s: &Symbol| {
-            let table = binary.strings[usize::from(s.strings())];
+            let table = binary.symbols().strings[usize::from(s.strings())];
             let rest = &binary.image[table.start + s.name() as usize..table.end];
             let nul = rest.iter().position(|&b| b == 0).unwrap();
             rest[..nul].to_vec()
@@ -1541,7 +1595,7 @@ mod tests {
         let resident_before = resident_of_mapping(binary.image.as_ptr());
         let mut named = 0;
         let mut expected = Vec::new();
-        for s in binary.symbols.all() {
+        for s in binary.symbols().table.all() {
             let found = binary.symbol_at(s.addr).unwrap();
             expected.push((found, binary.name_bytes(&found).into_owned()));
             named += 1;
@@ -1632,7 +1686,7 @@ mod tests {
         for path in this_binary_and_its_libc() {
             let binary = Binary::open(&path, false).unwrap();
             let name = |s: &Symbol| binary.name_bytes(s);
-            let mut sorted = binary.symbols.all().to_vec();
+            let mut sorted = binary.symbols().table.all().to_vec();
             finish_symbols(&mut sorted, name);
             assert!(sorted.len() > 100, "{}: {}", path.display(), sorted.len());
             let mut named = 0;
@@ -1672,7 +1726,8 @@ mod tests {
             let whole = Binary::open(&path, true).unwrap();
             let by_units = Binary::open(&path, true).unwrap();
             let mut addresses: Vec<u64> = whole
-                .symbols
+                .symbols()
+                .table
                 .all()
                 .iter()
                 .flat_map(|s| [s.addr, s.addr + s.size() / 2])
@@ -1712,7 +1767,8 @@ mod tests {
         for path in this_binary_and_its_libc() {
             let own = Binary::open(&path, true).unwrap();
             let mut addresses: Vec<u64> = own
-                .symbols
+                .symbols()
+                .table
                 .all()
                 .iter()
                 .step_by(7)
@@ -1755,7 +1811,8 @@ mod tests {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let binary = Binary::open(&exe, true).unwrap();
         let here: Vec<u64> = binary
-            .symbols
+            .symbols()
+            .table
             .all()
             .iter()
             .filter(|s| binary.name(s).contains("frames_of_a_few_addresses"))

@@ -151,6 +151,7 @@ impl SymbolTable {
     }
 
     /// Every symbol as given (aliases included, in no order).
+    #[cfg(test)]
     pub(super) fn all(&self) -> &[Symbol] {
         &self.symbols
     }
