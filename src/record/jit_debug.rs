@@ -48,16 +48,23 @@ impl Splitter {
             }
             kept.extend_from_slice(record);
         }
+        // What is gathered for the next CODE_LOAD goes to the spool now, not when that load
+        // comes: a JVM's agent writes megabytes of method names after its last load when it
+        // attaches, and a running program may load nothing more; held here they stayed
+        // resident through the end's naming (issue 28). Groups of one load pushed in several
+        // parts are read back as one.
+        if !self.group.is_empty() {
+            spool.push(file, self.loads, &self.group);
+            self.release_group();
+        }
         kept.extend_from_slice(tail);
         kept
     }
 
-    /// The file is read to its end: deferred records no CODE_LOAD followed go to `spool` too,
-    /// to be put after the last one.
+    /// The file is read to its end: deferred records no CODE_LOAD followed belong after the
+    /// last one.
     pub(crate) fn finish(&mut self, spool: &mut Spool, file: (u32, &str)) {
-        if !self.group.is_empty() {
-            spool.push(file, AFTER_LAST_LOAD, &self.group);
-        }
+        spool.loads_at_end(file, self.loads);
         self.group = Vec::new();
     }
 
@@ -108,6 +115,9 @@ pub struct Spool {
     problem: Option<String>,
     /// Bytes the temporary file may still take uncompressed.
     raw_left: usize,
+    /// By file id, how many CODE_LOADs its file had when it was read for the last time: records
+    /// set aside for the load of that ordinal had none after them ([`AFTER_LAST_LOAD`]).
+    loads_at_end: HashMap<u32, u64>,
 }
 
 impl Default for Spool {
@@ -120,6 +130,7 @@ impl Default for Spool {
             file: None,
             problem: None,
             raw_left: RAW_SPOOL_BYTES,
+            loads_at_end: HashMap::new(),
         }
     }
 }
@@ -140,6 +151,13 @@ enum Block {
 }
 
 impl Spool {
+    /// `file` was read to its end, with `loads` CODE_LOAD records.
+    fn loads_at_end(&mut self, (pid, path): (u32, &str), loads: u64) {
+        if let Some(&id) = self.ids.get(&(pid, path.to_string())) {
+            self.loads_at_end.insert(id, loads);
+        }
+    }
+
     fn push(&mut self, (pid, path): (u32, &str), ordinal: u64, records: &[u8]) {
         let next = self.files.len() as u32;
         let id = *self
@@ -175,7 +193,7 @@ impl Spool {
                     len: raw_len,
                     raw_len,
                 });
-                self.buffer.clear();
+                self.release_buffer();
                 return;
             }
             // Compressed and kept in memory then (the problem is noted there).
@@ -186,9 +204,8 @@ impl Spool {
                 .push(Block::Raw(std::mem::take(&mut self.buffer)));
             return;
         };
-        // The buffer keeps its capacity for the next block.
         let raw_len = self.buffer.len();
-        self.buffer.clear();
+        self.release_buffer();
         match self.write(&frame) {
             Ok(offset) => self.blocks.push(Block::InFile {
                 offset,
@@ -200,6 +217,14 @@ impl Spool {
                 self.blocks.push(Block::Compressed { frame, raw_len });
             }
         }
+    }
+
+    /// Empties the buffer, letting go of its memory: the spool lives to the end of the
+    /// recording, and a buffer kept at a block's size (or at a large group's, megabytes) stayed
+    /// resident through the end's naming, where memory peaks (issue 28). A new block's buffer
+    /// costs a mapping and its page faults, once a megabyte.
+    fn release_buffer(&mut self) {
+        self.buffer = Vec::new();
     }
 
     /// Appends `frame` to the temporary file (made on first use: unnamed, so no other user can
@@ -279,6 +304,10 @@ impl Spool {
                     break;
                 };
                 rest = &rest[16 + len..];
+                let ordinal = match self.loads_at_end.get(&id) {
+                    Some(&loads) if loads == ordinal => AFTER_LAST_LOAD,
+                    _ => ordinal,
+                };
                 // A group is whole records (`Splitter`): its METHOD_NAMES records are those of
                 // the group it is part of.
                 if method_names_only {
@@ -382,6 +411,69 @@ mod tests {
         let groups = spool.groups(&mut Vec::new(), false);
         let expected: BTreeMap<u64, Vec<u8>> = [(0, big), (1, small)].into_iter().collect();
         assert_eq!(groups[&(7, file.1.to_string())], expected);
+    }
+
+    /// Records set aside after a piece's last CODE_LOAD are not held until the next load: a
+    /// JVM's agent writes megabytes of method names after its last load when it attaches,
+    /// and the program may load nothing more (issue 28: 3.5 MB held from the start of a
+    /// recording through its end). Nor does the spool keep a block's buffer once written.
+    /// What is set aside, and for which load, is unchanged.
+    #[test]
+    fn records_after_the_last_load_are_not_held() {
+        use crate::format::jitdump_write as w;
+        let names = |n: u64, tag: &str| -> Vec<(u64, String)> {
+            (0..n)
+                .map(|i| (0x1000 + i, format!("Lcom/example/{tag}{i};method{i}")))
+                .collect()
+        };
+        let big = w::method_names(1, &names(40_000, "Widget"));
+        let tail = w::method_names(5, &names(30_000, "Gadget"));
+        assert!(big.len() > 1 << 20 && tail.len() > 1 << 20);
+        let small = w::method_names(2, &names(2, "Small"));
+        let load = |i: u64| {
+            w::code_load(
+                3 + i,
+                &w::CodeLoad {
+                    pid: 7,
+                    tid: 7,
+                    code_addr: 0x7000 + 0x100 * i,
+                    code_index: i,
+                    name: "hot",
+                    code: &[0x90; 16],
+                },
+            )
+        };
+        // Three pieces, as tailing reads them: the first and the last end in records set
+        // aside after a load; the second part of a group comes with its load.
+        let pieces = [
+            [load(0), big.clone()].concat(),
+            [small.clone(), load(1), tail.clone()].concat(),
+        ];
+        let (mut splitter, mut spool) = (Splitter::default(), Spool::default());
+        let file = (7, "/tmp/jit-7.dump");
+        let mut kept = Vec::new();
+        for piece in &pieces {
+            kept.extend(splitter.split(piece, Endian::Little, &mut spool, file));
+            assert!(
+                splitter.group.capacity() <= GROUP_KEPT_BYTES,
+                "{} bytes held by the splitter",
+                splitter.group.capacity()
+            );
+            assert_eq!(spool.buffer.capacity(), 0, "the spool's buffer is kept");
+        }
+        assert_eq!(kept, [load(0), load(1)].concat());
+        splitter.finish(&mut spool, file);
+        let groups = spool.groups(&mut Vec::new(), false);
+        let expected: BTreeMap<u64, Vec<u8>> =
+            [(1, [big, small].concat()), (AFTER_LAST_LOAD, tail)]
+                .into_iter()
+                .collect();
+        assert_eq!(groups[&(7, file.1.to_string())], expected);
+        // Method names alone likewise.
+        assert_eq!(
+            spool.groups(&mut Vec::new(), true),
+            crate::symbolize::jit_hits::method_names_only(&groups)
+        );
     }
 
     /// Read for the walk, the spool gives the method names `jit_hits::method_names_only`
