@@ -235,59 +235,70 @@ impl SideFiles {
             .filter(|f| f.problem.is_none() && !f.closed)
         {
             let owner = owners.get(&f.pid).copied().flatten();
-            let was_open = f.handle.is_some();
-            let result = read_new(f, owner);
-            // Only files jprof asked a runtime to write (the same the end of the recording
-            // removes).
-            let runtime = self.runtimes.get(&f.pid).copied();
-            let nspid = self.nspids.get(&f.pid).copied().unwrap_or(f.pid);
-            if let (false, Some(h), Some(list), Some(runtime)) =
-                (was_open, &f.handle, self.leftovers.as_mut(), runtime)
-            {
-                if super::runtimes::asked_for(&self.asking, runtime, nspid, &f.path) {
-                    list.add(runtime, &f.path, h.dev, h.ino);
+            // A piece at a time, up to READ_STEP bytes a poll.
+            let mut read = 0;
+            while read < READ_STEP && f.problem.is_none() && !f.closed {
+                let was_open = f.handle.is_some();
+                let result = read_new(f, owner);
+                // Only files jprof asked a runtime to write (the same the end of the recording
+                // removes).
+                let runtime = self.runtimes.get(&f.pid).copied();
+                let nspid = self.nspids.get(&f.pid).copied().unwrap_or(f.pid);
+                if let (false, Some(h), Some(list), Some(runtime)) =
+                    (was_open, &f.handle, self.leftovers.as_mut(), runtime)
+                {
+                    if super::runtimes::asked_for(&self.asking, runtime, nspid, &f.path) {
+                        list.add(runtime, &f.path, h.dev, h.ino);
+                    }
                 }
-            }
-            match result {
-                Ok((data, consumed)) if consumed > 0 => {
-                    let compact = f.jitdump_header.as_ref().map(|h| {
-                        // The file header (in the first piece) is kept as it is.
-                        let records_from = if f.stored == 0 {
-                            h.records_start().min(consumed)
-                        } else {
-                            0
-                        };
-                        let mut kept = data[..records_from].to_vec();
-                        let records =
-                            jitdump::without_code(&data[records_from..consumed], h.endian);
-                        match &mut self.deferred {
-                            Some(spool) => kept.extend(f.split.split(
-                                &records,
-                                h.endian,
-                                spool,
-                                (f.pid, f.path.to_str().unwrap_or_default()),
-                            )),
-                            None => kept.extend(records),
+                match result {
+                    Ok((data, consumed)) if consumed > 0 => {
+                        let compact = f.jitdump_header.as_ref().map(|h| {
+                            // The file header (in the first piece) is kept as it is.
+                            let records_from = if f.stored == 0 {
+                                h.records_start().min(consumed)
+                            } else {
+                                0
+                            };
+                            let mut kept = data[..records_from].to_vec();
+                            let records =
+                                jitdump::without_code(&data[records_from..consumed], h.endian);
+                            match &mut self.deferred {
+                                Some(spool) => kept.extend(f.split.split(
+                                    &records,
+                                    h.endian,
+                                    spool,
+                                    (f.pid, f.path.to_str().unwrap_or_default()),
+                                )),
+                                None => kept.extend(records),
+                            }
+                            kept
+                        });
+                        let deferred = compact.is_some() && self.deferred.is_some();
+                        store(
+                            SidePiece {
+                                kind: f.kind,
+                                pid: f.pid,
+                                read_at: now,
+                                offset: f.stored,
+                                path: f.path.to_str().unwrap_or_default(),
+                                data: &data[..consumed],
+                            },
+                            compact.as_deref(),
+                            deferred,
+                        );
+                        f.stored += consumed as u64;
+                        read += data.len();
+                        if data.len() < PIECE_STEP {
+                            break;
                         }
-                        kept
-                    });
-                    let deferred = compact.is_some() && self.deferred.is_some();
-                    store(
-                        SidePiece {
-                            kind: f.kind,
-                            pid: f.pid,
-                            read_at: now,
-                            offset: f.stored,
-                            path: f.path.to_str().unwrap_or_default(),
-                            data: &data[..consumed],
-                        },
-                        compact.as_deref(),
-                        deferred,
-                    );
-                    f.stored += consumed as u64;
+                    }
+                    Ok(_) => break,
+                    Err(problem) => {
+                        f.problem = Some(problem);
+                        break;
+                    }
                 }
-                Ok(_) => {}
-                Err(problem) => f.problem = Some(problem),
             }
         }
     }
@@ -405,9 +416,17 @@ pub struct ReadFile {
     pub ino: u64,
 }
 
-/// Reads the unconsumed tail of a file (at most [`READ_STEP`] bytes a poll) and returns it with
-/// the length of its complete part. The file is opened once, as a hostile file: a link, a FIFO,
-/// a device or a file of another user is refused (docs/security.md).
+/// The most one piece of a side file takes, unless one record is longer (then up to
+/// [`READ_STEP`]): a JVM's agent writes megabytes at once when it attaches, and each byte read
+/// is held two or three times over while its piece is stored (the file's, without the machine
+/// code, gathered for compression) beside a zstd context sized to the input; read whole, a
+/// 3 MB jitdump raised `record -a`'s start-up high-water mark by about 10 MB (issue 28).
+const PIECE_STEP: usize = 1 << 20;
+
+/// Reads the unconsumed tail of a file (at most [`PIECE_STEP`] bytes, or [`READ_STEP`] when no
+/// record ends within those) and returns it with the length of its complete part. The file is
+/// opened once, as a hostile file: a link, a FIFO, a device or a file of another user is
+/// refused (docs/security.md).
 fn read_new(f: &mut Tailed, owner: Option<u32>) -> Result<(Vec<u8>, usize), String> {
     if f.handle.is_none() {
         let owner = owner.map_or(Owner::Anyone, Owner::Uid);
@@ -432,12 +451,26 @@ fn read_new(f: &mut Tailed, owner: Option<u32>) -> Result<(Vec<u8>, usize), Stri
         jitdump::parse_header(&head).map_err(|e| e.to_string())?;
     }
     let data = handle
-        .read_at(f.stored, READ_STEP)
+        .read_at(f.stored, PIECE_STEP)
         .map_err(|e| e.to_string())?;
     if data.is_empty() {
         return Ok((data, 0));
     }
-    let (data, consumed) = parse_complete(f, data)?;
+    let header_known = f.jitdump_header.is_some();
+    let (mut data, mut consumed) = parse_complete(f, data)?;
+    if consumed == 0 && data.len() == PIECE_STEP && f.problem.is_none() {
+        // One record longer than a piece: read again, further. Nothing was counted; a
+        // jitdump's header, if read just now, is read again with the rest.
+        if !header_known {
+            f.jitdump_header = None;
+        }
+        let longer = match &f.handle {
+            Some(handle) => handle.read_at(f.stored, READ_STEP),
+            None => Ok(Vec::new()),
+        }
+        .map_err(|e| e.to_string())?;
+        (data, consumed) = parse_complete(f, longer)?;
+    }
     if consumed == 0 && data.len() == READ_STEP {
         return Err(format!(
             "refused: no complete record in {READ_STEP} bytes at offset {}",
@@ -503,6 +536,95 @@ mod tests {
         let mut pieces = 0;
         side.poll(1, |_, _, _| pieces += 1);
         (side.notes(), pieces)
+    }
+
+    /// A jitdump of megabytes (a JVM's agent writes one at once when it attaches) is read a
+    /// piece of at most PIECE_STEP bytes at a time, all in the same poll, a record longer than
+    /// a piece whole; the pieces are the file, in order (issue 28: read whole, each byte was
+    /// held several times over at once).
+    #[test]
+    fn a_large_jitdump_is_read_a_piece_at_a_time_in_one_poll() {
+        use crate::format::jitdump_write as w;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jit-4245.dump");
+        let mut file = w::header(4245, 1, false);
+        for i in 0..3000u64 {
+            let name = format!("Lcom/example/Widget{i};method{i}");
+            let code = vec![0x90; 900];
+            file.extend(w::code_load(
+                2 + i,
+                &w::CodeLoad {
+                    pid: 4245,
+                    tid: 4245,
+                    code_addr: 0x10_0000 + 0x1000 * i,
+                    code_index: i,
+                    name: &name,
+                    code: &code,
+                },
+            ));
+        }
+        // One record longer than a piece.
+        let long_at = file.len();
+        file.extend(w::code_load(
+            9000,
+            &w::CodeLoad {
+                pid: 4245,
+                tid: 4245,
+                code_addr: 0x9000_0000,
+                code_index: 9000,
+                name: "long",
+                code: &vec![0xcc; PIECE_STEP + 4096],
+            },
+        ));
+        let long_end = file.len();
+        for i in 0..1000u64 {
+            file.extend(w::jit_tier(
+                10_000 + i,
+                0x10_0000 + 0x1000 * i,
+                crate::format::jitdump::TierKind::OPTIMIZED,
+                "c2",
+            ));
+        }
+        assert!(file.len() > 3 * PIECE_STEP, "{} bytes", file.len());
+        std::fs::write(&path, &file).unwrap();
+
+        let mut side = SideFiles::default();
+        let me = std::fs::metadata(&path).unwrap().uid();
+        side.pids.insert(4245, Some(me));
+        side.add(SideKind::JITDUMP, 4245, path);
+        let mut pieces: Vec<(u64, Vec<u8>)> = Vec::new();
+        side.poll(1, |piece, _, _| {
+            pieces.push((piece.offset, piece.data.to_vec()))
+        });
+        assert!(pieces.len() >= 4, "{} pieces", pieces.len());
+        let mut at = 0u64;
+        for (offset, data) in &pieces {
+            assert_eq!(*offset, at);
+            let holds_the_long_record =
+                (*offset as usize) <= long_at && long_end <= *offset as usize + data.len();
+            assert!(
+                data.len() <= PIECE_STEP || holds_the_long_record,
+                "a piece of {} bytes at {offset}",
+                data.len()
+            );
+            at += data.len() as u64;
+        }
+        assert_eq!(
+            pieces
+                .iter()
+                .flat_map(|(_, d)| d.iter().copied())
+                .collect::<Vec<u8>>(),
+            file
+        );
+        // Read to its end: the next poll has nothing new.
+        let mut more = 0;
+        side.poll(2, |_, _, _| more += 1);
+        assert_eq!(more, 0);
+        assert!(
+            side.notes()[0].contains("4001 records stored"),
+            "{:?}",
+            side.notes()
+        );
     }
 
     #[test]
