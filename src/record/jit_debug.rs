@@ -14,8 +14,8 @@ use crate::format::Endian;
 use crate::recording::DeferredDebug;
 use crate::symbolize::jit_hits::AFTER_LAST_LOAD;
 
-/// Where one jitdump stands: how many CODE_LOAD records went by, and the deferred records
-/// since the last one (they belong to the next).
+/// Where one jitdump stands: how many CODE_LOAD records went by, and, within the piece being
+/// split, the deferred records since the last one (they belong to the next).
 #[derive(Default)]
 pub(crate) struct Splitter {
     loads: u64,
