@@ -330,16 +330,15 @@ mod tests {
             assert!(Instant::now() < deadline, "a lone write was never flushed");
             std::thread::sleep(Duration::from_millis(10));
         }
-        // Then it waits for the next write: over 10 flush periods it does not wake once (it
-        // used to wake every period).
-        std::thread::sleep(FLUSH_AFTER * 2);
-        let idle_from = flushers()[&tid];
-        std::thread::sleep(FLUSH_AFTER * 10);
-        assert_eq!(
-            flushers()[&tid],
-            idle_from,
-            "the flusher woke with nothing to flush"
-        );
+        // Then it waits for the next write: a window of 10 flush periods passes without it
+        // waking once (it used to wake every period). Up to 5 windows, so a busy machine that
+        // delays its getting back to the wait does not fail the test.
+        let quiet_window = (0..5).any(|_| {
+            let from = flushers()[&tid];
+            std::thread::sleep(FLUSH_AFTER * 10);
+            flushers()[&tid] == from
+        });
+        assert!(quiet_window, "the flusher woke with nothing to flush");
         // close() ends it.
         dump.close();
         let deadline = Instant::now() + Duration::from_secs(5);

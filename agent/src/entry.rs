@@ -19,7 +19,6 @@ static AGENT: OnceLock<Agent> = OnceLock::new();
 fn with_agent(f: impl FnOnce(&'static Agent)) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         if let Some(agent) = AGENT.get() {
-            events::first_event_on_this_thread();
             f(agent);
         }
     }));
@@ -35,6 +34,9 @@ extern "C" fn on_compiled_method_load(
     compile_info: *const c_void,
 ) {
     with_agent(|agent| {
+        // HotSpot posts these from its Service Thread (JDK 9+); ClassPrepare, by contrast, runs
+        // on whichever Java thread prepared the class, whatever its name.
+        events::first_compiled_method_on_this_thread();
         // OpenJ9's compile_info is its metadata, not jvmticmlr.h records.
         let j9_metadata = if agent.openj9 {
             ffi::copy_openj9_metadata(compile_info, code_addr as u64)

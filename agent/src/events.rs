@@ -186,14 +186,14 @@ pub fn restart(agent: &Agent, options: &str) -> Result<(), String> {
 /// CompiledMethodLoad, CompiledMethodUnload and DynamicCodeGenerated to agents (JDK 9 on).
 const SERVICE_THREAD: &str = "Service Thread";
 
-/// Runs before each callback: on a thread's first, HotSpot's Service Thread is moved to
-/// SCHED_BATCH. Woken once per compiled method (thousands a second while a JVM warms up), in
+/// Runs before each CompiledMethodLoad callback: on a thread's first, HotSpot's Service Thread
+/// is moved to SCHED_BATCH. Woken once per compiled method (thousands a second while a JVM warms up), in
 /// the normal class it preempted the compiler and Java threads at each wake-up; in the batch
 /// class it runs when its fair share comes and posts several methods a run: javac under jprof
 /// made 6,100 voluntary and 5,000 involuntary context switches instead of 2,400 and 1,600
 /// without the agent, and the agent's CPU cost was lost in the noise with it
 /// (docs/performance.md, "The agent and HotSpot's Service Thread").
-pub fn first_event_on_this_thread() {
+pub fn first_compiled_method_on_this_thread() {
     thread_local!(static SEEN: Cell<bool> = const { Cell::new(false) });
     if SEEN.replace(true) {
         return;
