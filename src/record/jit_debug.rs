@@ -368,6 +368,21 @@ fn decompress_into(
 mod tests {
     use super::*;
 
+    /// pid 7's CODE_LOAD number `i` of a 16-byte `hot`, stamped `timestamp`.
+    fn hot_load(timestamp: u64, i: u64) -> Vec<u8> {
+        crate::format::jitdump_write::code_load(
+            timestamp,
+            &crate::format::jitdump_write::CodeLoad {
+                pid: 7,
+                tid: 7,
+                code_addr: 0x7000 + 0x100 * i,
+                code_index: i,
+                name: "hot",
+                code: &[0x90; 16],
+            },
+        )
+    }
+
     /// A group of megabytes set aside before one CODE_LOAD does not keep its buffer: the
     /// splitter lives to the end of the recording (issue 28: 7 MB of a JVM's held through the
     /// end's naming). What is set aside is unchanged.
@@ -379,19 +394,7 @@ mod tests {
             .collect();
         let big = w::method_names(1, &names);
         assert!(big.len() > 1 << 20, "{} bytes", big.len());
-        let load = |i: u64| {
-            w::code_load(
-                2 + i,
-                &w::CodeLoad {
-                    pid: 7,
-                    tid: 7,
-                    code_addr: 0x7000 + 0x100 * i,
-                    code_index: i,
-                    name: "hot",
-                    code: &[0x90; 16],
-                },
-            )
-        };
+        let load = |i: u64| hot_load(2 + i, i);
         let small = w::method_names(3, &names[..2]);
         let stream = [big.clone(), load(0), small.clone(), load(1)].concat();
         let (mut splitter, mut spool) = (Splitter::default(), Spool::default());
@@ -430,19 +433,7 @@ mod tests {
         let tail = w::method_names(5, &names(30_000, "Gadget"));
         assert!(big.len() > 1 << 20 && tail.len() > 1 << 20);
         let small = w::method_names(2, &names(2, "Small"));
-        let load = |i: u64| {
-            w::code_load(
-                3 + i,
-                &w::CodeLoad {
-                    pid: 7,
-                    tid: 7,
-                    code_addr: 0x7000 + 0x100 * i,
-                    code_index: i,
-                    name: "hot",
-                    code: &[0x90; 16],
-                },
-            )
-        };
+        let load = |i: u64| hot_load(3 + i, i);
         // Three pieces, as tailing reads them: the first and the last end in records set
         // aside after a load; the second part of a group comes with its load.
         let pieces = [

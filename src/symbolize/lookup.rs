@@ -395,7 +395,7 @@ pub(super) fn native_frames(found: &UserLookup) -> Vec<Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::symbolize::native::{dwarf_count, Binary};
+    use crate::symbolize::native::{held, Binary};
 
     /// This process's mappings of `exe`: start, end, file offset, executable.
     fn exe_mappings(exe: &std::path::Path) -> Vec<(u64, u64, u64, bool)> {
@@ -462,10 +462,14 @@ mod tests {
             );
             assert_eq!(found.frames[0].line, None);
         }
-        assert_eq!(dwarf_count::get(), (0, 0), "DWARF read during the walk");
+        assert_eq!(
+            held::get(&held::DWARF),
+            (0, 0),
+            "DWARF read during the walk"
+        );
         let named = symbolizer.name_later(&mut binaries);
         assert_eq!(
-            dwarf_count::get(),
+            held::get(&held::DWARF),
             (0, 1),
             "(binaries holding their DWARF after the end, the most at once)"
         );
@@ -491,7 +495,6 @@ mod tests {
     /// DWARF too when installed), as calls and as return addresses.
     #[test]
     fn the_end_reads_one_symbol_table_at_a_time() {
-        use crate::symbolize::native::symbols_count;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let maps = std::fs::read("/proc/self/maps").unwrap();
         let maps = crate::format::procfs::parse_maps(&maps).unwrap();
@@ -555,14 +558,18 @@ mod tests {
             }
         }
         assert_eq!(
-            symbols_count::get(),
+            held::get(&held::SYMBOLS),
             (0, 0),
             "symbol tables read during the walk"
         );
-        assert_eq!(dwarf_count::get(), (0, 0), "DWARF read during the walk");
+        assert_eq!(
+            held::get(&held::DWARF),
+            (0, 0),
+            "DWARF read during the walk"
+        );
         symbolizer.name_later(&mut binaries);
         assert_eq!(
-            symbols_count::get(),
+            held::get(&held::SYMBOLS),
             (0, 1),
             "(symbol tables held after the end, the most at once)"
         );
@@ -635,7 +642,11 @@ mod tests {
         // Looked up again during the walk: still pending, still no DWARF read.
         let again = symbolizer.user(&model, &mut binaries, 1, here, true);
         assert_eq!(again.pending, Some(key));
-        assert_eq!(dwarf_count::get(), (0, 0), "DWARF read during the walk");
+        assert_eq!(
+            held::get(&held::DWARF),
+            (0, 0),
+            "DWARF read during the walk"
+        );
         // Not counted as unknown before the DWARF had its say.
         assert!(symbolizer.unknown.by_module.is_empty());
         symbolizer.name_later(&mut binaries);

@@ -95,30 +95,39 @@ enum Prepared {
     Taken,
 }
 
-/// How many binaries of this thread hold their DWARF now, and the most that ever did (the end
-/// of `record` reads one binary's DWARF at a time: `lookup::tests`).
+/// How many binaries of this thread hold their DWARF ([`held::DWARF`]) or their symbol table
+/// ([`held::SYMBOLS`]) now, and the most that ever did at once (the end of `record` reads one
+/// binary's DWARF at a time, and `record -a`'s one symbol table at a time: `lookup::tests`).
 #[cfg(test)]
-pub(crate) mod dwarf_count {
+pub(crate) mod held {
     use std::cell::Cell;
+    use std::thread::LocalKey;
+
+    /// Held now, and the most held at once.
+    pub(crate) struct Count {
+        now: Cell<usize>,
+        most: Cell<usize>,
+    }
 
     thread_local! {
-        static NOW: Cell<usize> = const { Cell::new(0) };
-        static MOST: Cell<usize> = const { Cell::new(0) };
+        pub(crate) static DWARF: Count = const { Count { now: Cell::new(0), most: Cell::new(0) } };
+        pub(crate) static SYMBOLS: Count = const { Count { now: Cell::new(0), most: Cell::new(0) } };
     }
 
-    pub(super) fn loaded() {
-        let now = NOW.get() + 1;
-        NOW.set(now);
-        MOST.set(MOST.get().max(now));
+    pub(super) fn taken(count: &'static LocalKey<Count>) {
+        count.with(|c| {
+            c.now.set(c.now.get() + 1);
+            c.most.set(c.most.get().max(c.now.get()));
+        });
     }
 
-    pub(super) fn freed() {
-        NOW.set(NOW.get().saturating_sub(1));
+    pub(super) fn freed(count: &'static LocalKey<Count>) {
+        count.with(|c| c.now.set(c.now.get().saturating_sub(1)));
     }
 
     /// (held now, the most held at once).
-    pub(crate) fn get() -> (usize, usize) {
-        (NOW.get(), MOST.get())
+    pub(crate) fn get(count: &'static LocalKey<Count>) -> (usize, usize) {
+        count.with(|c| (c.now.get(), c.most.get()))
     }
 }
 
@@ -126,42 +135,15 @@ pub(crate) mod dwarf_count {
 impl Drop for Binary {
     fn drop(&mut self) {
         if self.dwarf.get().is_some_and(Option::is_some) {
-            dwarf_count::freed();
+            held::freed(&held::DWARF);
         }
-    }
-}
-
-/// How many symbol tables this thread holds now, and the most it ever held at once (the end
-/// of `record -a` reads one binary's table at a time: `lookup::tests`).
-#[cfg(test)]
-pub(crate) mod symbols_count {
-    use std::cell::Cell;
-
-    thread_local! {
-        static NOW: Cell<usize> = const { Cell::new(0) };
-        static MOST: Cell<usize> = const { Cell::new(0) };
-    }
-
-    pub(super) fn read() {
-        let now = NOW.get() + 1;
-        NOW.set(now);
-        MOST.set(MOST.get().max(now));
-    }
-
-    pub(super) fn freed() {
-        NOW.set(NOW.get().saturating_sub(1));
-    }
-
-    /// (held now, the most held at once).
-    pub(crate) fn get() -> (usize, usize) {
-        (NOW.get(), MOST.get())
     }
 }
 
 #[cfg(test)]
 impl Drop for Symbols {
     fn drop(&mut self) {
-        symbols_count::freed();
+        held::freed(&held::SYMBOLS);
     }
 }
 
@@ -489,7 +471,7 @@ impl Binary {
                 debug.release_pages();
             }
             #[cfg(test)]
-            symbols_count::read();
+            held::taken(&held::SYMBOLS);
             Symbols {
                 table: SymbolTable::new(symbols),
                 strings,
@@ -505,7 +487,7 @@ impl Binary {
                 let dwarf = load_dwarf(image);
                 #[cfg(test)]
                 if dwarf.is_some() {
-                    dwarf_count::loaded();
+                    held::taken(&held::DWARF);
                 }
                 // Every unit's header was read; lookups read only the units hit.
                 image.release_pages();
@@ -586,11 +568,11 @@ impl Binary {
         if self.dwarf.get().is_none() {
             if let Some(units) = load_dwarf_units(self.dwarf_image(), self.take_ahead(), svmas) {
                 #[cfg(test)]
-                dwarf_count::loaded();
+                held::taken(&held::DWARF);
                 let frames = svmas.iter().map(|&a| self.frames_in(Some(&units), a));
                 let frames = frames.collect();
                 #[cfg(test)]
-                dwarf_count::freed();
+                held::freed(&held::DWARF);
                 self.dwarf_image().release_pages();
                 return frames;
             }
@@ -1825,7 +1807,7 @@ mod tests {
         assert!(kept >= 1 && kept * 10 < total, "{kept} of {total} units");
         // The pages finding them read were let go before the units kept were parsed.
         assert!(units_count::released());
-        assert_eq!(dwarf_count::get().0, 0, "DWARF still held");
+        assert_eq!(held::get(&held::DWARF).0, 0, "DWARF still held");
     }
 
     /// The text mapping of this test binary: its page-aligned file offset shares a page with
