@@ -2,8 +2,10 @@
 //! table (reports), or only the symbols some addresses need (`jprof record`'s end). When the
 //! kernel hides addresses (kptr_restrict), every address reads as 0 and `hidden` says so.
 
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
+use super::kernel_cache::{CacheWriter, Probe};
 use crate::format::procfs;
 
 /// Module name shown for kernel frames.
@@ -30,17 +32,53 @@ pub struct KernelSymbols {
     names: String,
     /// kallsyms was readable but every address was 0.
     pub hidden: bool,
+    /// Read from the kernel text cache (`kernel_cache`): the symbols are those of the kernel
+    /// image, `[_stext, _etext)` in this boot; other addresses are looked up in `rest`.
+    image: Option<Range<u64>>,
+    /// The whole /proc/kallsyms, read when an address outside `image` is looked up.
+    rest: OnceLock<Box<KernelSymbols>>,
 }
 
 impl KernelSymbols {
-    /// Reads this machine's /proc/kallsyms; an unreadable file gives an empty, hidden table.
+    /// This machine's kernel symbols: the kernel image's from the cache when it has them
+    /// (the rest from /proc/kallsyms when needed), else /proc/kallsyms read whole (and the
+    /// cache written). An unreadable file gives an empty, hidden table.
     pub fn load() -> Self {
+        Self::load_with(Probe::this_machine())
+    }
+
+    fn load_with(probe: Option<Probe>) -> Self {
+        if let Some(probe) = &probe {
+            let mut table = Builder::relative_to(probe.base);
+            if let Some(image) = probe.read(|text| table.add(text)) {
+                return Self {
+                    image: Some(image),
+                    ..table.finish()
+                };
+            }
+        }
+        Self::from_proc(probe.and_then(|p| p.writer()))
+    }
+
+    /// /proc/kallsyms read whole, its image's text symbols written to `cache` as it is read.
+    fn from_proc(mut cache: Option<CacheWriter>) -> Self {
         let mut table = Builder::default();
-        if !read_kallsyms(|text| table.add(text)) {
+        let mut whole = true;
+        let readable = read_kallsyms(|text| {
+            if let Some(cache) = &mut cache {
+                cache.add(text);
+            }
+            whole = table.add(text);
+            whole
+        });
+        if !readable {
             return Self {
                 hidden: true,
                 ..Self::default()
             };
+        }
+        if let Some(cache) = cache.filter(|_| whole) {
+            cache.finish();
         }
         table.finish()
     }
@@ -50,12 +88,36 @@ impl KernelSymbols {
     /// recording hits a few thousand kernel addresses; the table has 100 000 symbols and more,
     /// 5 MB). An unreadable file gives an empty, hidden table.
     pub fn of_addresses(addrs: &[u64]) -> Self {
+        Self::of_addresses_with(addrs, Probe::this_machine())
+    }
+
+    /// From the kernel text cache when all of `addrs` lie in the kernel image.
+    fn of_addresses_with(addrs: &[u64], probe: Option<Probe>) -> Self {
+        if let Some(probe) = &probe {
+            let mut table = Selection::new(addrs).relative_to(probe.base);
+            let image = probe.read(|text| table.add(text));
+            if image.is_some_and(|image| addrs.iter().all(|a| image.contains(a))) {
+                return table.finish();
+            }
+        }
+        let mut cache = probe.and_then(|p| p.writer());
         let mut table = Selection::new(addrs);
-        if !read_kallsyms(|text| table.add(text)) {
+        let mut whole = true;
+        let readable = read_kallsyms(|text| {
+            if let Some(cache) = &mut cache {
+                cache.add(text);
+            }
+            whole = table.add(text);
+            whole
+        });
+        if !readable {
             return Self {
                 hidden: true,
                 ..Self::default()
             };
+        }
+        if let Some(cache) = cache.filter(|_| whole) {
+            cache.finish();
         }
         table.finish()
     }
@@ -84,6 +146,16 @@ impl KernelSymbols {
 
     /// The symbol containing a kernel address (the nearest one at or below it).
     pub fn lookup(&self, addr: u64) -> Option<&str> {
+        if self
+            .image
+            .as_ref()
+            .is_some_and(|image| !image.contains(&addr))
+        {
+            return self
+                .rest
+                .get_or_init(|| Box::new(Self::from_proc(None)))
+                .lookup(addr);
+        }
         let idx = self.symbols.partition_point(|s| s.0 <= addr);
         let &(_, start, len) = self.symbols.get(idx.checked_sub(1)?)?;
         self.names.get(start as usize..(start + len) as usize)
@@ -123,14 +195,28 @@ fn read_kallsyms(mut add: impl FnMut(&[u8]) -> bool) -> bool {
 
 /// Calls `symbol` with each text symbol (`t`, `T`, `W`, `w`, address not 0) of whole kallsyms
 /// lines; sets `any` when a line was read; false once a line is damaged (the rest is not read).
-fn text_symbols(text: &[u8], any: &mut bool, mut symbol: impl FnMut(u64, &str) -> bool) -> bool {
+/// With a `base`, the lines are the kernel text cache's: addresses are offsets from it.
+fn text_symbols(
+    text: &[u8],
+    base: Option<u64>,
+    any: &mut bool,
+    mut symbol: impl FnMut(u64, &str) -> bool,
+) -> bool {
     for entry in procfs::kallsyms_entries(text) {
         let Ok(e) = entry else { return false };
         *any = true;
-        if !matches!(e.kind, 't' | 'T' | 'W' | 'w') || e.addr == 0 {
+        if !matches!(e.kind, 't' | 'T' | 'W' | 'w') {
             continue;
         }
-        if !symbol(e.addr, e.name) {
+        let addr = match base {
+            None if e.addr == 0 => continue,
+            None => e.addr,
+            Some(base) => match base.checked_add(e.addr) {
+                Some(addr) => addr,
+                None => return false,
+            },
+        };
+        if !symbol(addr, e.name) {
             return false;
         }
     }
@@ -148,6 +234,8 @@ struct Selection {
     any: bool,
     /// Whether any text symbol had an address.
     some_text: bool,
+    /// The kernel text cache's base (`text_symbols`).
+    base: Option<u64>,
 }
 
 impl Selection {
@@ -160,6 +248,14 @@ impl Selection {
             addrs,
             any: false,
             some_text: false,
+            base: None,
+        }
+    }
+
+    fn relative_to(self, base: u64) -> Self {
+        Self {
+            base: Some(base),
+            ..self
         }
     }
 
@@ -170,8 +266,9 @@ impl Selection {
             slots,
             any,
             some_text,
+            base,
         } = self;
-        text_symbols(text, any, |addr, name| {
+        text_symbols(text, *base, any, |addr, name| {
             *some_text = true;
             let i = addrs.partition_point(|&a| a < addr);
             if let Some(slot) = slots.get_mut(i) {
@@ -202,6 +299,7 @@ impl Selection {
             hidden: self.any && !self.some_text,
             symbols,
             names,
+            ..KernelSymbols::default()
         }
     }
 }
@@ -212,9 +310,18 @@ struct Builder {
     any: bool,
     names: String,
     symbols: Vec<(u64, u32, u32)>,
+    /// The kernel text cache's base (`text_symbols`).
+    base: Option<u64>,
 }
 
 impl Builder {
+    fn relative_to(base: u64) -> Self {
+        Self {
+            base: Some(base),
+            ..Self::default()
+        }
+    }
+
     /// Adds the text symbols of whole kallsyms lines; false once a line is damaged (the rest
     /// is not read).
     fn add(&mut self, text: &[u8]) -> bool {
@@ -222,8 +329,9 @@ impl Builder {
             any,
             names,
             symbols,
+            base,
         } = self;
-        text_symbols(text, any, |addr, name| {
+        text_symbols(text, *base, any, |addr, name| {
             let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(name.len()))
             else {
                 return false;
@@ -239,6 +347,7 @@ impl Builder {
             any,
             mut names,
             mut symbols,
+            ..
         } = self;
         // By address, then name (the first name of an address is kept).
         symbols.sort_by(|a, b| {
@@ -252,6 +361,7 @@ impl Builder {
             hidden: any && symbols.is_empty(),
             symbols,
             names,
+            ..KernelSymbols::default()
         }
     }
 }
@@ -279,7 +389,7 @@ mod tests {
         let (whole, blocks) = (0..50)
             .find_map(|_| {
                 let before = read_whole();
-                let blocks = KernelSymbols::load();
+                let blocks = KernelSymbols::from_proc(None);
                 let after = read_whole();
                 (before.symbols == after.symbols && before.names == after.names)
                     .then_some((after, blocks))
@@ -376,5 +486,57 @@ mod tests {
         let some = KernelSymbols::of_addresses_in(text, &[0xffffffff81000090], 1);
         assert_eq!(whole.lookup(0xffffffff81000090), Some("a"));
         assert_eq!(some.lookup(0xffffffff81000090), Some("a"));
+    }
+
+    #[test]
+    fn the_kernel_text_cache_names_as_kallsyms_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let probe = || Probe::this_kernel_in(tmp.path().to_path_buf());
+        let Some(first) = probe() else {
+            // Not an error: this kernel has no build-id note or hides its addresses.
+            eprintln!("no kernel text cache on this machine (no build-id or hidden addresses)");
+            return;
+        };
+        let written = KernelSymbols::load_with(Some(first));
+        assert!(written.image.is_none(), "read from /proc/kallsyms");
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).unwrap().count(),
+            1,
+            "the cache file"
+        );
+        let cached = KernelSymbols::load_with(probe());
+        let image = cached.image.clone().expect("read from the cache");
+        assert!(image.end - image.start > 1 << 20, "{image:x?}");
+        assert!(cached.rest.get().is_none(), "kallsyms not read");
+        // Every symbol of the image, each address between and both ends, name the same.
+        let mut addrs: Vec<u64> = written
+            .symbols
+            .iter()
+            .filter(|s| image.contains(&s.0))
+            .flat_map(|s| [s.0, s.0 + 1])
+            .collect();
+        addrs.extend([image.start, image.end - 1]);
+        assert!(addrs.len() > 2000, "{}", addrs.len());
+        for &a in &addrs {
+            assert_eq!(cached.lookup(a), written.lookup(a), "{a:#x}");
+        }
+        assert!(
+            cached.rest.get().is_none(),
+            "kallsyms not read for the image"
+        );
+        // Past the image: /proc/kallsyms, read then.
+        assert_eq!(cached.lookup(image.end), written.lookup(image.end));
+        assert!(cached.rest.get().is_some());
+        // The end's selection from the cache names its addresses as the whole table does.
+        let some = KernelSymbols::of_addresses_with(&addrs[..4000.min(addrs.len())], probe());
+        for &a in &addrs[..4000.min(addrs.len())] {
+            assert_eq!(some.lookup(a), written.lookup(a), "{a:#x}");
+        }
+        // An address outside the image sends the selection to /proc/kallsyms.
+        let beyond = [image.start + 64, image.end + 16];
+        let some = KernelSymbols::of_addresses_with(&beyond, probe());
+        for a in beyond {
+            assert_eq!(some.lookup(a), written.lookup(a), "{a:#x}");
+        }
     }
 }

@@ -17,6 +17,7 @@ pub(crate) mod jit_hits;
 pub mod jit_index;
 pub mod jit_unwind;
 pub(crate) mod kernel;
+mod kernel_cache;
 pub(crate) mod lookup;
 pub mod native;
 pub(crate) mod process;
