@@ -307,3 +307,105 @@ fn options_that_would_do_nothing_are_refused() {
         assert!(!data.exists(), "{args:?}: nothing recorded");
     }
 }
+
+/// The kernel frames (`NAME_[k]`) of a recording's collapsed report.
+fn kernel_frames(data: &std::path::Path) -> Vec<String> {
+    let report =
+        cli_support::stdout_ok(&["report", "-i", data.to_str().unwrap(), "-f", "collapsed"]);
+    report
+        .lines()
+        .flat_map(|l| l.rsplit_once(' ').map_or(l, |(s, _)| s).split(';'))
+        .filter_map(|f| f.strip_suffix("_[k]").map(str::to_string))
+        .collect()
+}
+
+/// A recording of `dd` (most of its time in read and write system calls) with the kernel
+/// text cache in `cache`.
+fn record_dd(cache: &std::path::Path, data: &std::path::Path) -> Vec<String> {
+    let out = jprof()
+        .env("JPROF_CACHE_DIR", cache)
+        .args(["record", "-o"])
+        .arg(data)
+        .args([
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=64k",
+            "count=150000",
+        ])
+        .output()
+        .expect("run jprof");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frames = kernel_frames(data);
+    assert!(frames.len() >= 3, "kernel frames: {frames:?}");
+    frames
+}
+
+#[test]
+fn kernel_frames_are_named_from_the_kernel_text_cache_and_a_damaged_one_is_replaced() {
+    if std::fs::read("/sys/kernel/notes").is_err() {
+        eprintln!("skipped: this kernel has no /sys/kernel/notes (no build-id to key a cache)");
+        return;
+    }
+    let (dir, data) = temp_data("dd.jprof");
+    let cache = dir.path().join("cache");
+    // The first recording reads /proc/kallsyms and writes the cache.
+    let real = record_dd(&cache, &data);
+    let files: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = files[0].path();
+    assert!(file
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("kernel-text-"));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(file.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+    // The same file with every name marked: the next recording's kernel names come from it.
+    let text = zstd::decode_all(&std::fs::read(&file).unwrap()[..]).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    let marked: String = text
+        .lines()
+        .map(|l| match l.split_once(" t ") {
+            Some((offset, name)) if !l.starts_with("jprof ") => {
+                format!("{offset} t cached_{name}\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let mut encoder = zstd::Encoder::new(Vec::new(), 3).unwrap();
+    encoder.include_checksum(true).unwrap();
+    std::io::Write::write_all(&mut encoder, marked.as_bytes()).unwrap();
+    let marked_file = encoder.finish().unwrap();
+    std::fs::write(&file, &marked_file).unwrap();
+    let from_cache = record_dd(&cache, &data);
+    assert!(
+        from_cache.iter().all(|f| f.starts_with("cached_")),
+        "{from_cache:?}"
+    );
+    // Rebased right: the names are those of the kernel, where the first recording saw them.
+    let unmarked: Vec<&str> = from_cache.iter().map(|f| &f["cached_".len()..]).collect();
+    assert!(
+        unmarked.iter().any(|f| real.iter().any(|r| r == f)),
+        "{unmarked:?} vs {real:?}"
+    );
+    // One byte changed: not used, the names come from /proc/kallsyms, and the file is replaced.
+    let mut damaged = marked_file.clone();
+    let at = damaged.len() / 2;
+    damaged[at] ^= 1;
+    std::fs::write(&file, &damaged).unwrap();
+    let after = record_dd(&cache, &data);
+    assert!(after.iter().all(|f| !f.starts_with("cached_")), "{after:?}");
+    let rewritten = zstd::decode_all(&std::fs::read(&file).unwrap()[..]).unwrap();
+    assert_eq!(
+        rewritten,
+        text.as_bytes(),
+        "the cache written again from kallsyms"
+    );
+}
