@@ -28,6 +28,8 @@ const HEADER: &str = "jprof kernel text symbols 1";
 /// compressed).
 const FILE_LIMIT: u64 = 64 << 20;
 
+const WINDOW_LOG: u32 = 17;
+
 /// Bytes decoded at a time: the text is never held whole.
 const BLOCK: usize = 256 * 1024;
 
@@ -136,6 +138,7 @@ impl Probe {
     /// A writer of the cache file from a whole /proc/kallsyms read (`None` when the file
     /// cannot be created).
     pub(super) fn writer(&self) -> Option<CacheWriter> {
+        remove_abandoned(&self.dir);
         let tmp = self.dir.join(format!(
             "kernel-text-{}.new-{}",
             self.build_id,
@@ -145,6 +148,9 @@ impl Probe {
         let mut encoder =
             zstd::stream::write::Encoder::new(BufWriter::new(created.file), 3).ok()?;
         encoder.include_checksum(true).ok()?;
+        // A 128 KiB window: the reader's decoder holds a window's worth (at the end of
+        // `record -a`, where memory peaks), 2 MiB at this level's default.
+        encoder.window_log(WINDOW_LOG).ok()?;
         encoder.write_all(self.header().as_bytes()).ok()?;
         Some(CacheWriter {
             encoder: Some(encoder),
@@ -216,6 +222,32 @@ impl Drop for CacheWriter {
     fn drop(&mut self) {
         if self.encoder.is_some() {
             let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Removes the unfinished files of writers that are gone (a recorder that exited, or was
+/// killed, while its kallsyms thread was still writing): `kernel-text-*.new-PID` whose PID is
+/// not running. The directory is this user's alone (`usable_dir`).
+fn remove_abandoned(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.starts_with("kernel-text-"))
+            .and_then(|n| n.rsplit_once(".new-"))
+            .and_then(|(_, pid)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = pid > 0
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }
@@ -454,6 +486,27 @@ mod tests {
             std::fs::write(probe.path(), &whole[..at]).unwrap();
             assert!(read(&probe).is_none(), "cut at {at}");
         }
+    }
+
+    #[test]
+    fn unfinished_files_of_writers_that_are_gone_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let probe = Probe::in_dir("abcd", 0xffffffff81000000, tmp.path());
+        // A pid that is not running: a child that was waited for.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let abandoned = tmp.path().join(format!("kernel-text-abcd.new-{gone}"));
+        // Pid 1 always runs (this process's own name is the one the writer takes).
+        let running = tmp.path().join("kernel-text-abce.new-1");
+        let other = tmp.path().join(format!("something.new-{gone}"));
+        for p in [&abandoned, &running, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        assert!(write(&probe, TEXT));
+        assert!(!abandoned.exists());
+        assert!(running.exists(), "pid 1 runs");
+        assert!(other.exists(), "not a cache file");
     }
 
     #[test]
