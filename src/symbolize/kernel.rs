@@ -33,7 +33,7 @@ pub struct KernelSymbols {
     /// kallsyms was readable but every address was 0.
     pub hidden: bool,
     /// Read from the kernel text cache (`kernel_cache`): the symbols are those of the kernel
-    /// image, `[_stext, _etext)` in this boot; other addresses are looked up in `rest`.
+    /// image, `[_stext, _einittext)` in this boot; other addresses are looked up in `rest`.
     image: Option<Range<u64>>,
     /// The whole /proc/kallsyms, read when an address outside `image` is looked up.
     rest: OnceLock<Box<KernelSymbols>>,
@@ -93,14 +93,20 @@ impl KernelSymbols {
 
     /// From the kernel text cache when all of `addrs` lie in the kernel image.
     fn of_addresses_with(addrs: &[u64], probe: Option<Probe>) -> Self {
+        let mut cached = false;
         if let Some(probe) = &probe {
             let mut table = Selection::new(addrs).relative_to(probe.base);
             let image = probe.read(|text| table.add(text));
-            if image.is_some_and(|image| addrs.iter().all(|a| image.contains(a))) {
+            if image
+                .as_ref()
+                .is_some_and(|image| addrs.iter().all(|a| image.contains(a)))
+            {
                 return table.finish();
             }
+            cached = image.is_some();
         }
-        let mut cache = probe.and_then(|p| p.writer());
+        // A whole cache file is not written again.
+        let mut cache = probe.filter(|_| !cached).and_then(|p| p.writer());
         let mut table = Selection::new(addrs);
         let mut whole = true;
         let readable = read_kallsyms(|text| {
@@ -508,6 +514,13 @@ mod tests {
         let image = cached.image.clone().expect("read from the cache");
         assert!(image.end - image.start > 1 << 20, "{image:x?}");
         assert!(cached.rest.get().is_none(), "kallsyms not read");
+        // The idle tasks' stacks start in the init text: inside the range.
+        let start_kernel = written.symbols.iter().find(|s| {
+            written.names.get(s.1 as usize..(s.1 + s.2) as usize) == Some("start_kernel")
+        });
+        if let Some(&(addr, ..)) = start_kernel {
+            assert!(image.contains(&(addr + 1)), "{addr:#x} outside {image:x?}");
+        }
         // Every symbol of the image, each address between and both ends, name the same.
         let mut addrs: Vec<u64> = written
             .symbols

@@ -1,14 +1,15 @@
 //! This kernel's own text symbols, kept between runs. Writing /proc/kallsyms out costs the
 //! kernel ~40 ms of CPU each time (100 000+ lines formatted one by one), and every recording
-//! reads it. The symbols of the kernel image (`_stext` to `_etext`) are fixed by that image,
-//! identified by its build-id (/sys/kernel/notes), up to the boot's KASLR offset: they are
-//! kept as offsets from `_stext`, and `_stext`'s address is read from the first lines of
-//! /proc/kallsyms (one page, which is all the kernel then formats). Module, BPF and trampoline
-//! symbols come and go while the kernel runs and lie outside the image: never cached; an
-//! address outside `[_stext, _etext)` is looked up in /proc/kallsyms itself.
+//! reads it. The text symbols of the kernel image (`_stext` to `_etext`, and its init text to
+//! `_einittext`, which the idle tasks' stacks still reach) are fixed by that image, identified
+//! by its build-id (/sys/kernel/notes), up to the boot's KASLR offset: they are kept as offsets
+//! from `_stext`, and `_stext`'s address is read from the first lines of /proc/kallsyms (one
+//! page, which is all the kernel then formats). Module, BPF and trampoline symbols come and go
+//! while the kernel runs and lie outside the image: never cached; an address outside
+//! `[_stext, _einittext)` (`_etext` without init text) is looked up in /proc/kallsyms itself.
 //!
 //! The file (`kernel-text-BUILDID`, zstd with a checksum): a header line, lines
-//! `OFFSET t NAME` (hexadecimal offsets, kallsyms syntax), and `end ETEXT_OFFSET COUNT`. It
+//! `OFFSET t NAME` (hexadecimal offsets, kallsyms syntax), and `end END_OFFSET COUNT`. It
 //! lives in `$JPROF_CACHE_DIR`, else `/var/cache/jprof` for root, else the user's cache
 //! directory; a directory that is a link, or that another user owns or can write, is not used.
 //! A damaged or foreign file is not used (and is replaced by the next complete read).
@@ -22,7 +23,8 @@ use std::path::{Path, PathBuf};
 use crate::foreign_file::{self, Owner};
 use crate::format::procfs;
 
-const HEADER: &str = "jprof kernel text symbols 1";
+// 2: the range ends at `_einittext` (1 ended at `_etext`).
+const HEADER: &str = "jprof kernel text symbols 2";
 
 /// The most a cache file may hold compressed (the text of a large kernel is ~4 MB, ~1 MB
 /// compressed).
@@ -190,8 +192,10 @@ impl CacheWriter {
                 continue;
             }
             let offset = e.addr - self.base;
-            if e.name == "_etext" {
-                self.end = Some(offset);
+            // The image's text ends at `_etext`, its init text (still on the stacks of the
+            // idle tasks: `start_kernel`) at `_einittext`; nothing else lies in between.
+            if matches!(e.name, "_etext" | "_einittext") {
+                self.end = self.end.max(Some(offset));
             }
             if writeln!(encoder, "{offset:x} t {}", e.name).is_err() {
                 self.encoder = None;
@@ -252,7 +256,7 @@ fn remove_abandoned(dir: &Path) {
     }
 }
 
-/// The lines before the trailer `end ETEXT_OFFSET COUNT\n` (always the last line), and its two
+/// The lines before the trailer `end END_OFFSET COUNT\n` (always the last line), and its two
 /// numbers. No symbol line starts with `end `: `n` is not a hexadecimal digit.
 fn split_trailer(body: &[u8]) -> Option<(&[u8], u64, u64)> {
     let body = body.strip_suffix(b"\n")?;
@@ -451,7 +455,7 @@ mod tests {
     const TEXT: &[u8] = b"ffffffff80ff0000 T before\n\
         ffffffff81000000 T srso\nffffffff81000000 T _stext\nffffffff81000040 t b\n\
         ffffffff81000080 d data\nffffffffa0000000 t modfn [mod]\nffffffff82000000 T _etext\n\
-        ffffffff82000100 T after\n";
+        ffffffff82000100 T start_kernel\nffffffff82000200 T _einittext\n";
 
     #[test]
     fn the_image_symbols_are_kept_relative_to_stext_and_rebased() {
@@ -462,14 +466,16 @@ mod tests {
         // Text symbols from _stext on, no module's, no data.
         assert_eq!(
             String::from_utf8(lines).unwrap(),
-            "0 t srso\n0 t _stext\n40 t b\n1000000 t _etext\n1000100 t after\n"
+            "0 t srso\n0 t _stext\n40 t b\n1000000 t _etext\n1000100 t start_kernel\n\
+             1000200 t _einittext\n"
         );
-        assert_eq!(range, 0xffffffff81000000..0xffffffff82000000);
+        // Text and init text (the idle tasks' stacks start in `start_kernel`).
+        assert_eq!(range, 0xffffffff81000000..0xffffffff82000200);
         // Another boot of the same kernel: the same offsets from its _stext.
         let moved = Probe::in_dir("abcd", 0xffffffff9a000000, tmp.path());
         assert_eq!(
             read(&moved).unwrap().1,
-            0xffffffff9a000000..0xffffffff9b000000
+            0xffffffff9a000000..0xffffffff9b000200
         );
         // Another kernel's file is not this one's.
         assert!(read(&Probe::in_dir("abce", 0xffffffff81000000, tmp.path())).is_none());
