@@ -61,24 +61,13 @@ impl KernelSymbols {
     }
 
     /// /proc/kallsyms read whole, its image's text symbols written to `cache` as it is read.
-    fn from_proc(mut cache: Option<CacheWriter>) -> Self {
+    fn from_proc(cache: Option<CacheWriter>) -> Self {
         let mut table = Builder::default();
-        let mut whole = true;
-        let readable = read_kallsyms(|text| {
-            if let Some(cache) = &mut cache {
-                cache.add(text);
-            }
-            whole = table.add(text);
-            whole
-        });
-        if !readable {
+        if !read_proc(|text| table.add(text), cache) {
             return Self {
                 hidden: true,
                 ..Self::default()
             };
-        }
-        if let Some(cache) = cache.filter(|_| whole) {
-            cache.finish();
         }
         table.finish()
     }
@@ -106,24 +95,13 @@ impl KernelSymbols {
             cached = image.is_some();
         }
         // A whole cache file is not written again.
-        let mut cache = probe.filter(|_| !cached).and_then(|p| p.writer());
+        let cache = probe.filter(|_| !cached).and_then(|p| p.writer());
         let mut table = Selection::new(addrs);
-        let mut whole = true;
-        let readable = read_kallsyms(|text| {
-            if let Some(cache) = &mut cache {
-                cache.add(text);
-            }
-            whole = table.add(text);
-            whole
-        });
-        if !readable {
+        if !read_proc(|text| table.add(text), cache) {
             return Self {
                 hidden: true,
                 ..Self::default()
             };
-        }
-        if let Some(cache) = cache.filter(|_| whole) {
-            cache.finish();
         }
         table.finish()
     }
@@ -197,6 +175,23 @@ fn read_kallsyms(mut add: impl FnMut(&[u8]) -> bool) -> bool {
     }
     add(&block);
     true
+}
+
+/// [`read_kallsyms`] handing each block to `cache` too, which is put in place when `add` took
+/// the whole file; false when the file cannot be opened.
+fn read_proc(mut add: impl FnMut(&[u8]) -> bool, mut cache: Option<CacheWriter>) -> bool {
+    let mut whole = true;
+    let readable = read_kallsyms(|text| {
+        if let Some(cache) = &mut cache {
+            cache.add(text);
+        }
+        whole = add(text);
+        whole
+    });
+    if let Some(cache) = cache.filter(|_| readable && whole) {
+        cache.finish();
+    }
+    readable
 }
 
 /// Calls `symbol` with each text symbol (`t`, `T`, `W`, `w`, address not 0) of whole kallsyms
