@@ -388,6 +388,6 @@ pub(super) fn overhead(
             lost.iter().max().unwrap_or(&0)
         );
     }
-    table += "\nGoal: jprof's slowdown ≤ perf's (same data: CPU samples at 999 Hz and every switch with its call chain).\n";
+    table += "\nGoal (issue 29): jprof's slowdown ≤ perf's with the same stack copy, the last row (the same data: CPU samples at 999 Hz and every switch with its call chain and a 1 KiB copy of the user stack; jprof also walks the user frame pointers past the copy). perf `-g` takes no copy: its row is the floor without one.\n";
     Ok(table)
 }

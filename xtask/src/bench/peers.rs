@@ -65,6 +65,38 @@ struct Run {
     /// The recorder's own CPU time (its processes' user + system, the target's taken out).
     recorder_cpu: f64,
     bytes: u64,
+    /// jprof only: CPU time of the target spent in jprof's JVMTI agent and the JVM's posting of
+    /// its events, from jprof's own samples (zero outside a JVM).
+    agent_cpu: f64,
+}
+
+/// What jprof's agent costs the JVM, from the recording `data`: the samples of the agent's own
+/// threads and of stacks through the agent's code or HotSpot's JVMTI posting, in seconds
+/// (`report -f collapsed` weighs each stack in nanoseconds). Sampled, so a far steadier figure
+/// than the difference of two runs' CPU times, which the JIT's timing moves by several
+/// percent from run to run.
+fn agent_cpu(jprof: &Path, data: &Path) -> f64 {
+    let Ok(out) = Command::new(jprof)
+        .args(["report", "-f", "collapsed", "-i"])
+        .arg(data)
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return 0.0;
+    };
+    let agent_stack = |stack: &str| {
+        stack.starts_with("jprof names;")
+            || stack.starts_with("jprof-jitdump;")
+            || stack.contains("jprof_agent::")
+            || stack.contains("JvmtiExport::post_")
+    };
+    let nanoseconds: u64 = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.rsplit_once(' '))
+        .filter(|(stack, _)| agent_stack(stack))
+        .filter_map(|(_, weight)| weight.parse::<u64>().ok())
+        .sum();
+    nanoseconds as f64 / 1e9
 }
 
 /// The 1-minute load average (/proc/loadavg): how busy the machine was around the runs.
@@ -393,12 +425,17 @@ fn run_once(
             let _ = std::fs::remove_file(entry.path());
         }
     }
+    let agent_cpu = match v {
+        1 => agent_cpu(jprof, &output),
+        _ => 0.0,
+    };
     Ok(Run {
         end_to_end,
         target,
         target_cpu,
         recorder_cpu,
         bytes,
+        agent_cpu,
     })
 }
 
@@ -474,6 +511,25 @@ fn workload_table(name: &str, results: &[Vec<Run>], loads: &[f64]) -> String {
         pm(p, 0, &cpu),
         pm(s, 0, &cpu),
     );
+    let _ = writeln!(
+        table,
+        "\njprof's target CPU over perf's, per round (the two ran seconds apart): {}; over \
+         samply's: {}.",
+        spread(&paired(j, p, &cpu), 3),
+        spread(&paired(j, s, &cpu), 3),
+    );
+    if results[j].iter().any(|r| r.agent_cpu > 0.0) {
+        let agent = |r: &Run| r.agent_cpu;
+        let share = |r: &Run| r.agent_cpu / r.target_cpu * 100.0;
+        let _ = writeln!(
+            table,
+            "
+jprof's JVMTI agent inside the JVM, from jprof's own samples (its threads, its \
+             callbacks and HotSpot's posting of their events): {} s of the target's CPU, {} %.",
+            spread(&column(j, &agent), 3),
+            spread(&column(j, &share), 1),
+        );
+    }
     table
 }
 
