@@ -333,6 +333,13 @@ pub struct RecordArgs {
     /// code named per process.
     #[arg(short = 'a', long, conflicts_with = "command")]
     pub(crate) all_cpus: bool,
+    /// The launched command starts a HotSpot JVM through a launcher jprof cannot see through
+    /// (a script that runs "$JAVACMD", as Gradle's and Maven's wrappers do): its stacks are
+    /// collected as for `java`, every frame read so interpreted frames are named at every
+    /// depth. Not needed for `java`, `javac` and other JDK launchers, nor through `env`,
+    /// `time`, `timeout`, `nice` or `sh -c '… exec "$0" "$@"'`.
+    #[arg(long, requires = "command", conflicts_with = "call_graph")]
+    pub(crate) jvm: bool,
     /// With -p, --tid or -a: do not load jprof's agent into running HotSpot JVMs (their
     /// compiled Java code then stays unnamed).
     #[arg(long, conflicts_with = "command")]
@@ -858,6 +865,7 @@ impl From<RecordArgs> for RecordConfig {
             xray_fdr: a.xray == XrayModeArg::Fdr,
             off_cpu_min_ns: a.off_cpu.then_some(a.off_cpu_min),
             java_agent: !a.no_java_agent,
+            jvm: a.jvm,
         }
     }
 }

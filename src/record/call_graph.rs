@@ -79,6 +79,7 @@ mod tests {
             xray_fdr: false,
             off_cpu_min_ns: None,
             java_agent: true,
+            jvm: false,
         };
         let python = DeepStacks {
             python: true,

@@ -97,4 +97,7 @@ pub struct RecordConfig {
     /// Load jprof's agent into running HotSpot JVMs (`-p`, `--tid`, `-a`); `--no-java-agent`
     /// turns it off. Default is true.
     pub(crate) java_agent: bool,
+    /// `--jvm`: the launched command starts a HotSpot JVM jprof cannot tell from its command
+    /// line; its stacks are collected as a JVM's (`call_graph.rs`).
+    pub(crate) jvm: bool,
 }

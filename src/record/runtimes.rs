@@ -564,6 +564,9 @@ pub struct RuntimeSetup {
     places: Option<Places>,
     /// Prepared for a launch (not `-p`, where nothing was asked).
     launched: bool,
+    /// The stacks were collected as a JVM's (its deep frames read): a JVM seen in a launch
+    /// without it gets a note.
+    pub jvm_frames: bool,
 }
 
 impl Drop for RuntimeSetup {

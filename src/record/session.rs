@@ -165,7 +165,7 @@ pub(super) fn start<'a>(
             argv.clone(),
             DeepStacks {
                 python: runtimes::launches_cpython_3_12(argv),
-                jvm: runtimes::launches_jvm(argv),
+                jvm: config.jvm || runtimes::launches_jvm(argv),
             },
         ),
         Target::Launch(_) => return Err(Error::Usage("no command given after `--`".into())),
@@ -198,6 +198,7 @@ pub(super) fn start<'a>(
         _ => runtimes::RuntimeSetup::default(),
     };
     setup.notes.extend(stacks_note);
+    setup.jvm_frames = deep.jvm;
     let xray = match &config.target {
         Target::Launch(argv) => xray_logs::prepare(argv, config.xray_fdr, config.keep_side_files),
         _ => None,
@@ -749,6 +750,17 @@ fn spawn_claiming(
     unreachable!("the loop returns")
 }
 
+/// The note on a JVM the launched command started where jprof could not see it would (a
+/// launcher it cannot see through), so its deep frames were not read.
+fn unforeseen_jvm_note(pid: u32) -> String {
+    format!(
+        "java (pid {pid}): jprof did not see from the command line that it starts a JVM (a \
+         launcher it cannot see through, such as a script that runs \"$JAVACMD\"), so its \
+         stacks got a 1 KiB copy and frame pointers only: interpreted Java frames beyond the \
+         copy stay `Interpreter`; `jprof record --jvm -- …` reads every frame (docs/java.md)"
+    )
+}
+
 /// What the runtimes did (and how to get more out of them), and the removal of the files they
 /// wrote only because jprof asked (their bytes are in the recording): only a file jprof asked
 /// for at that very name, and only the very file that was read (same device and inode), or one
@@ -782,6 +794,16 @@ fn runtime_notes_and_cleanup(
         &side.runtime_files(),
         setup,
     ));
+    if matches!(config.target, Target::Launch(_))
+        && config.call_graph.is_none()
+        && !setup.jvm_frames
+    {
+        // A launcher jprof could not see through started a JVM: its stacks got the 1 KiB copy
+        // alone, which names only the interpreted frames in it.
+        for (pid, _) in runtimes.iter().filter(|(_, &r)| r == "java") {
+            notes.push(unforeseen_jvm_note(*pid));
+        }
+    }
     if call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
         // Mono's AOT images (mscorlib, mcs) keep no frame pointers; their .debug_frame CFI
         // unwinds them in dwarf mode (docs/mono.md).

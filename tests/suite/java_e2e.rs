@@ -1210,6 +1210,17 @@ fn jdk25_classes_loaded_just_before_exit_are_named_when_prepared_and_the_exit_is
     late_classes_run("25");
 }
 
+/// How [`deep_interpreted_run`] starts the JVM.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Launched {
+    Directly,
+    /// Through launchers jprof sees through (`timeout`, `sh -c '… exec "$0" "$@"'`).
+    ThroughLaunchers,
+    /// Through a script that runs "$JAVACMD" (Gradle's and Maven's wrappers): not foreseen
+    /// from the command line; a note, and `--jvm`.
+    Hidden,
+}
+
 /// A stack far deeper than the kernel's largest copy (64 KiB) and its callchain limit (127
 /// frames): `Deep.main` → 800 × `Deep.descend` → `Deep.spin`, interpreted (`-Xint`). The frames
 /// past the 1 KiB copy are read at sample time by jprof's BPF program (docs/java.md): every
@@ -1217,7 +1228,7 @@ fn jdk25_classes_loaded_just_before_exit_are_named_when_prepared_and_the_exit_is
 /// start. Where the kernel refuses the program (`JPROF_NO_BPF=1` stands in), the copy is 64 KiB.
 /// Without the program (`--call-graph fp`: its 1 KiB copy, no program) no sample in `spin`
 /// reaches `main`.
-fn deep_interpreted_run(jdk_name: &str, through_launchers: bool) {
+fn deep_interpreted_run(jdk_name: &str, launched: Launched) {
     const DEPTH: usize = 800;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let java = jdk(jdk_name);
@@ -1263,8 +1274,43 @@ fn deep_interpreted_run(jdk_name: &str, through_launchers: bool) {
     // As the user may launch it: through GNU time, timeout or a shell script, which fork the
     // JVM; jprof sees it there too (`runtimes::launches_jvm`).
     let launcher = ["timeout", "600", "sh", "-c", "cd . && exec \"$0\" \"$@\""];
-    let (summary, stacks, copy) =
-        run_by(if through_launchers { &launcher } else { &[] }, &[], false);
+    // As Gradle's and Maven's wrappers run it: a variable jprof cannot follow.
+    let hidden = ["sh", "-c", "JAVACMD=$0; exec \"$JAVACMD\" \"$@\""];
+    let (summary, stacks, copy) = match launched {
+        Launched::Directly => run_by(&[], &[], false),
+        Launched::ThroughLaunchers => run_by(&launcher, &[], false),
+        Launched::Hidden => {
+            // Unforeseen: the 1 KiB copy alone, and a note that says how to read the rest.
+            let (summary, shallow, copy) = run_by(&hidden, &[], false);
+            assert_eq!(copy, 1024, "{summary}");
+            assert!(
+                summary.contains("jprof did not see from the command line that it starts a JVM")
+                    && summary.contains("`jprof record --jvm -- …` reads every frame"),
+                "JDK {jdk_name}: no note on the unforeseen JVM\n{summary}"
+            );
+            assert!(
+                !summary.contains("frame chains went past"),
+                "JDK {jdk_name}: deep frames read without --jvm\n{summary}"
+            );
+            // A callchain from `spin` ends after 127 frames, far from main.
+            let in_spin = |s: &[String]| s.iter().any(|f| f == "Deep.spin_[int]");
+            let reach = total(&shallow, |s| {
+                in_spin(s) && s.iter().any(|f| f == "Deep.main_[int]")
+            });
+            assert!(total(&shallow, in_spin) > 0, "{summary}");
+            assert_eq!(reach, 0, "JDK {jdk_name}: main reached without --jvm");
+            // Told: every frame read, as for `java` itself.
+            let told = run_by(&hidden, &["--jvm"], false);
+            assert!(
+                !told
+                    .0
+                    .contains("jprof did not see from the command line that it starts a JVM"),
+                "{}",
+                told.0
+            );
+            told
+        }
+    };
     if summary.contains("the kernel refused jprof's BPF program") {
         // Only a kernel or user without BPF (CI runs as root on a kernel that has it).
         eprintln!("skipped: {summary}");
@@ -1301,7 +1347,7 @@ fn deep_interpreted_run(jdk_name: &str, through_launchers: bool) {
         spin > 0 && whole * 10 >= spin * 9,
         "JDK {jdk_name}: {whole} of {spin} weight in spin has the whole named stack\n{summary}"
     );
-    if through_launchers {
+    if launched != Launched::Directly {
         return;
     }
     // Where the kernel refuses the program: the 64 KiB copy, cut down when written.
@@ -1330,19 +1376,27 @@ fn deep_interpreted_run(jdk_name: &str, through_launchers: bool) {
 
 #[test]
 fn jdk25_interpreted_frames_past_the_stack_copy_are_named() {
-    deep_interpreted_run("25", false);
+    deep_interpreted_run("25", Launched::Directly);
 }
 
 /// The same JVM started through launchers that fork it (`timeout`, a shell's last command):
 /// jprof still records it as a JVM.
 #[test]
 fn jdk25_interpreted_frames_are_named_through_launchers_that_fork_the_jvm() {
-    deep_interpreted_run("25", true);
+    deep_interpreted_run("25", Launched::ThroughLaunchers);
+}
+
+/// Started by a script jprof cannot see through (`exec "$JAVACMD" "$@"`, as Gradle's and
+/// Maven's wrappers do): the summary says its deep frames were not read and names `--jvm`,
+/// which reads them as for `java` itself.
+#[test]
+fn jdk25_a_jvm_jprof_cannot_foresee_gets_a_note_and_jvm_reads_its_deep_frames() {
+    deep_interpreted_run("25", Launched::Hidden);
 }
 
 #[test]
 fn jdk17_interpreted_frames_past_the_stack_copy_are_named() {
-    deep_interpreted_run("17", false);
+    deep_interpreted_run("17", Launched::Directly);
 }
 
 /// javac compiling 300 of the JDK's own `java.util` sources (and subpackages'), from its

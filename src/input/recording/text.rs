@@ -356,9 +356,10 @@ pub fn write_summary(
 /// a hint.
 const INTERPRETER_HINT_SHARE: f64 = 0.05;
 
-/// With the 1 KiB fp copy (`--call-graph fp`) a HotSpot interpreter frame is named only when its
-/// frame is in the copy; when many samples keep an unnamed `Interpreter` frame, the hint names
-/// the default, which keeps every frame's `Method*` slot for a JVM (docs/java.md).
+/// With the 1 KiB fp copy alone (`--call-graph fp`, or a JVM jprof did not see the command
+/// start) a HotSpot interpreter frame is named only when its frame is in the copy; when many
+/// samples keep an unnamed `Interpreter` frame, the hint says how every frame's `Method*` slot
+/// is read (docs/java.md).
 pub fn unnamed_interpreter_hint(profile: &Profile) -> Option<String> {
     let unnamed: Vec<bool> = profile
         .frames()
@@ -379,9 +380,10 @@ pub fn unnamed_interpreter_hint(profile: &Profile) -> Option<String> {
     (share >= INTERPRETER_HINT_SHARE).then(|| {
         format!(
             "{:.1}% of the samples pass through Java interpreter frames left unnamed \
-             (`Interpreter`): this recording copied 1 KiB of stack per sample, and only the \
-             frames in it are named; `jprof record` without `--call-graph fp` keeps each \
-             frame's Method* slot from a 64 KiB copy for a JVM and names them at every depth",
+             (`Interpreter`): only the frames in the 1 KiB stack copy of each sample are \
+             named; `jprof record` reads every frame's Method* slot for a JVM it sees the \
+             command start (without `--call-graph fp`), and with `--jvm` for one started \
+             through a launcher it cannot see through",
             share * 100.0
         )
     })
@@ -831,6 +833,7 @@ mod tests {
         let hint = unnamed_interpreter_hint(&p).expect("a hint");
         assert!(hint.starts_with("30.0% of the samples"), "{hint}");
         assert!(hint.contains("without `--call-graph fp`"), "{hint}");
+        assert!(hint.contains("with `--jvm`"), "{hint}");
         let few = profile(&[
             (&[("main", Native), ("Interpreter", Jit)], 1),
             (&[("main", Native)], 99),
