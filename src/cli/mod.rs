@@ -338,7 +338,7 @@ pub struct RecordArgs {
     /// collected as for `java`, every frame read so interpreted frames are named at every
     /// depth. Not needed for `java`, `javac` and other JDK launchers, nor through `env`,
     /// `time`, `timeout`, `nice` or `sh -c '… exec "$0" "$@"'`.
-    #[arg(long, requires = "command", conflicts_with = "call_graph")]
+    #[arg(long, conflicts_with_all = ["pid", "tid", "all_cpus", "call_graph"])]
     pub(crate) jvm: bool,
     /// With -p, --tid or -a: do not load jprof's agent into running HotSpot JVMs (their
     /// compiled Java code then stays unnamed).

@@ -299,6 +299,13 @@ fn options_that_would_do_nothing_are_refused() {
     for (args, says) in [
         (&["--off-cpu-min", "5ms", "--", "true"][..], "--off-cpu"),
         (&["-p", "1", "--xray", "fdr"][..], "cannot be used with"),
+        // A running process's JVM is found from its mappings; --jvm is for launches.
+        (&["-p", "1", "--jvm"][..], "cannot be used with"),
+        (&["-a", "--jvm"][..], "cannot be used with"),
+        (
+            &["--jvm", "--call-graph", "fp", "--", "true"][..],
+            "cannot be used with",
+        ),
     ] {
         let out = record_to(&data, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
