@@ -335,9 +335,9 @@ pub struct RecordArgs {
     pub(crate) all_cpus: bool,
     /// The launched command starts a HotSpot JVM through a launcher jprof cannot see through
     /// (a script that runs "$JAVACMD", as Gradle's and Maven's wrappers do): its stacks are
-    /// collected as for `java`, every frame read so interpreted frames are named at every
-    /// depth. Not needed for `java`, `javac` and other JDK launchers, nor through `env`,
-    /// `time`, `timeout`, `nice` or `sh -c '… exec "$0" "$@"'`.
+    /// collected as for `java` from its first sample (without it, from when the JVM is seen
+    /// mapping libjvm.so). Not needed for `java`, `javac` and other JDK launchers, nor through
+    /// `env`, `time`, `timeout`, `nice` or `sh -c '… exec "$0" "$@"'`.
     #[arg(long, conflicts_with_all = ["pid", "tid", "all_cpus", "call_graph"])]
     pub(crate) jvm: bool,
     /// With -p, --tid or -a: do not load jprof's agent into running HotSpot JVMs (their

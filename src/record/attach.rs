@@ -117,6 +117,7 @@ pub fn open_events(
         stacks,
         scope,
         config.off_cpu_min_ns,
+        false,
     )?;
     if only.is_some() {
         return Ok(events);
@@ -144,6 +145,7 @@ pub fn open_system_events(
         stacks,
         events::Scope::AllCpus,
         config.off_cpu_min_ns,
+        false,
     )
 }
 

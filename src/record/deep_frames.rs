@@ -24,6 +24,7 @@
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use crate::format::perf::SampleLayout;
 use crate::sys::bpf;
 
 /// Frames the walk may follow below the stack pointer before it reaches the copy (see
@@ -124,6 +125,10 @@ mod asm {
         pub fn add(&mut self, dst: Reg, src: Reg) {
             self.push(0x0f, dst, src, 0, 0);
         }
+        /// dst >>= imm, unsigned (BPF_ALU64 | BPF_RSH | BPF_K).
+        pub fn rsh_imm(&mut self, dst: Reg, imm: i32) {
+            self.push(0x77, dst, 0, 0, imm);
+        }
         /// dst *= imm.
         pub fn mul_imm(&mut self, dst: Reg, imm: i32) {
             self.push(0x27, dst, 0, 0, imm);
@@ -143,6 +148,10 @@ mod asm {
         /// *(u64 *)(dst + off) = imm.
         pub fn store_imm(&mut self, dst: Reg, off: i16, imm: i32) {
             self.push(0x7a, dst, 0, off, imm);
+        }
+        /// *(u32 *)(dst + off) = src.
+        pub fn store32(&mut self, dst: Reg, off: i16, src: Reg) {
+            self.push(0x63, dst, src, off, 0);
         }
         /// *(u32 *)(dst + off) = imm.
         pub fn store32_imm(&mut self, dst: Reg, off: i16, imm: i32) {
@@ -221,10 +230,10 @@ fn max_skip(skip_bytes: i32) -> i32 {
 /// The walk. Every check is written "if fine, go on; else leave": the verifier explores the
 /// branch not taken first and keeps the other pending, so leaving on the fall-through keeps its
 /// pending states few while it follows the bounded loops frame by frame.
-fn program(scratch_fd: i32, ring_fd: i32, skip_bytes: i32) -> Vec<u64> {
+fn program(scratch_fd: i32, ring_fd: i32, skip_bytes: i32, watched_fd: Option<i32>) -> Vec<u64> {
     use asm::*;
     let mut a = Asm::default();
-    start(&mut a, scratch_fd);
+    start(&mut a, scratch_fd, watched_fd);
     // r6 = where sent frames begin; r8 = the frame pointer; r9 = frames passed.
     a.mov(R6, R9);
     a.add_imm(R6, skip_bytes);
@@ -302,10 +311,15 @@ const SENT: i16 = 32;
 /// so loading takes under 1 ms instead of 40–70 (docs/performance.md). Same records,
 /// same bounds: `max_skip` frames inside the copy, [`MAX_FRAMES`] sent. Also returns the
 /// callbacks' first instructions (skip_frame, send_frame), for their types ([`btf`]).
-fn program_with_bpf_loop(scratch_fd: i32, ring_fd: i32, skip_bytes: i32) -> (Vec<u64>, [u32; 2]) {
+fn program_with_bpf_loop(
+    scratch_fd: i32,
+    ring_fd: i32,
+    skip_bytes: i32,
+    watched_fd: Option<i32>,
+) -> (Vec<u64>, [u32; 2]) {
     use asm::*;
     let mut a = Asm::default();
-    start(&mut a, scratch_fd);
+    start(&mut a, scratch_fd, watched_fd);
     a.store(R10, CTX + CTX_FP, R8);
     a.mov(R1, R9);
     a.add_imm(R1, skip_bytes);
@@ -471,9 +485,23 @@ fn btf() -> Vec<u8> {
 
 /// The program's start, shared by both forms: r7 = this CPU's scratch record, its sp and bp
 /// words written; r8 = the frame pointer, r9 = the stack pointer. A kernel thread's sample (no
-/// user registers) goes to `exit`.
-fn start(a: &mut asm::Asm, scratch_fd: i32) {
+/// user registers) goes to `exit`, as does, with `watched_fd`, a sample of a process not in
+/// that map (`DeepFrames::watch`).
+fn start(a: &mut asm::Asm, scratch_fd: i32, watched_fd: Option<i32>) {
     use asm::*;
+    if let Some(watched_fd) = watched_fd {
+        // The process id (the upper half of pid_tgid) as the map's 4-byte key.
+        a.call(GET_CURRENT_PID_TGID);
+        a.rsh_imm(R0, 32);
+        a.store32(R10, -4, R0);
+        a.load_map(R1, watched_fd);
+        a.mov(R2, R10);
+        a.add_imm(R2, -4);
+        a.call(MAP_LOOKUP_ELEM);
+        a.jump_imm(Cond::Ne, R0, 0, "watched");
+        a.goto("exit");
+        a.label("watched");
+    }
     // The thread's user registers, saved where it entered the kernel (the interrupt of this
     // sample, or the system call it is in): what the sample's REGS_USER holds.
     a.call(GET_CURRENT_TASK_BTF);
@@ -586,6 +614,9 @@ pub struct DeepFrames {
     ring: bpf::RingBuf,
     /// Referenced by the program; kept open with it.
     _scratch: OwnedFd,
+    /// For a launch jprof could not tell runs a JVM: the program reads the frames of these
+    /// processes only, each added as it maps libjvm.so (`watch`).
+    watched: Option<Watched>,
     /// For the tests: which form was loaded.
     #[cfg(test)]
     form: Form,
@@ -597,14 +628,25 @@ impl DeepFrames {
     /// where the kernel refuses that, its bounded-loop form; the error says why the kernel
     /// refused both.
     pub fn load(skip_bytes: u32) -> Result<Self, String> {
-        Self::load_form(skip_bytes, Form::BpfLoop).or_else(|why_not_bpf_loop| {
-            Self::load_form(skip_bytes, Form::BoundedLoop)
+        Self::load_forms(skip_bytes, false)
+    }
+
+    /// [`Self::load`] for the JVMs a launch may start without jprof telling from its command
+    /// line (a script that runs "$JAVACMD"): the program does nothing for a process until
+    /// [`Self::watch`] sees it map libjvm.so.
+    pub fn load_watching(skip_bytes: u32) -> Result<Self, String> {
+        Self::load_forms(skip_bytes, true)
+    }
+
+    fn load_forms(skip_bytes: u32, watching: bool) -> Result<Self, String> {
+        Self::load_form(skip_bytes, Form::BpfLoop, watching).or_else(|why_not_bpf_loop| {
+            Self::load_form(skip_bytes, Form::BoundedLoop, watching)
                 .map_err(|why| format!("{why}; its bpf_loop form: {why_not_bpf_loop}"))
         })
     }
 
     /// [`Self::load`] of one form.
-    fn load_form(skip_bytes: u32, form: Form) -> Result<Self, String> {
+    fn load_form(skip_bytes: u32, form: Form, watching: bool) -> Result<Self, String> {
         let value_size = (HEAD + MAX_FRAMES * FRAME) as u32;
         let scratch = bpf::create_map(
             bpf::MAP_TYPE_PERCPU_ARRAY,
@@ -618,6 +660,15 @@ impl DeepFrames {
             .map_err(|e| format!("creating its ring buffer: {e}"))?;
         let skip_bytes =
             i32::try_from(skip_bytes).map_err(|_| "a stack copy that large".to_string())?;
+        let watched = match watching {
+            true => Some(Watched {
+                pids: bpf::PidSet::new(MAX_WATCHED, "jprof_jvms")
+                    .map_err(|e| format!("creating its process map: {e}"))?,
+                seen: Default::default(),
+            }),
+            false => None,
+        };
+        let watched_fd = watched.as_ref().map(|w| w.pids.fd().as_raw_fd());
         let (scratch_fd, ring_fd) = (scratch.as_raw_fd(), ring.fd().as_raw_fd());
         let load = |insns: &[u64], functions| {
             bpf::load_program(
@@ -632,7 +683,7 @@ impl DeepFrames {
         let program = match form {
             Form::BpfLoop => {
                 let (insns, [skip_frame, send_frame]) =
-                    program_with_bpf_loop(scratch_fd, ring_fd, skip_bytes);
+                    program_with_bpf_loop(scratch_fd, ring_fd, skip_bytes, watched_fd);
                 let btf = bpf::load_btf(&btf()).map_err(|e| format!("loading its types: {e}"))?;
                 let starts = [0, skip_frame, send_frame];
                 let funcs: Vec<[u32; 2]> = starts
@@ -648,15 +699,36 @@ impl DeepFrames {
                     }),
                 )?
             }
-            Form::BoundedLoop => load(&program(scratch_fd, ring_fd, skip_bytes), None)?,
+            Form::BoundedLoop => load(&program(scratch_fd, ring_fd, skip_bytes, watched_fd), None)?,
         };
         Ok(Self {
             program,
             ring,
             _scratch: scratch,
+            watched,
             #[cfg(test)]
             form,
         })
+    }
+
+    /// Whether the program works only for the processes [`Self::watch`] adds.
+    pub fn watching(&self) -> bool {
+        self.watched.is_some()
+    }
+
+    /// The processes the program works for that `records` show mapping libjvm.so (when it
+    /// works only for those): added to its map, so their next samples get their frames read.
+    pub fn watch(&mut self, layout: &SampleLayout, records: &[u8]) {
+        let Some(watched) = &mut self.watched else {
+            return;
+        };
+        for pid in super::jvm_starts::jvms_mapped(layout, records) {
+            // A full map leaves later JVMs without their deep frames (their samples count
+            // as not read in the summary).
+            if watched.seen.insert(pid) {
+                let _ = watched.pids.insert(pid);
+            }
+        }
     }
 
     /// The form the kernel took.
@@ -674,6 +746,15 @@ impl DeepFrames {
     pub fn drain(&mut self, out: &mut Vec<Walked>) {
         self.ring.drain(|bytes| out.extend(Walked::decode(bytes)));
     }
+}
+
+/// Processes a launch started that map libjvm.so, at most this many watched at once.
+const MAX_WATCHED: u32 = 1024;
+
+/// The JVMs a watching program works for.
+struct Watched {
+    pids: bpf::PidSet,
+    seen: rustc_hash::FxHashSet<u32>,
 }
 
 /// One sample's frames past the copy, as the program sent them.
@@ -725,7 +806,7 @@ mod tests {
 
     #[test]
     fn jumps_land_on_their_labels() {
-        let insns = program(3, 4, 1024);
+        let insns = program(3, 4, 1024, None);
         // The last two: r0 = 1; exit.
         let n = insns.len();
         assert_eq!(insns[n - 1] & 0xff, 0x95);
@@ -747,7 +828,7 @@ mod tests {
         assert_eq!(max_skip(1024), 128 + SKIP_BELOW_SP);
         // `r9 < bound`: a conditional jump on r9 against an immediate (BPF_JMP | BPF_JLT |
         // BPF_K, 0xa5), the skip loop's head.
-        let bounds: Vec<i32> = program(3, 4, 1024)
+        let bounds: Vec<i32> = program(3, 4, 1024, None)
             .iter()
             .filter(|&&insn| insn & 0xff == 0xa5 && (insn >> 8) & 0xf == 9)
             .map(|&insn| (insn >> 32) as i32)
@@ -797,12 +878,24 @@ mod tests {
         };
         if kernel_has_bpf_loop() {
             let bpf_loop =
-                DeepFrames::load_form(1024, Form::BpfLoop).unwrap_or_else(|e| panic!("{e}"));
+                DeepFrames::load_form(1024, Form::BpfLoop, false).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(bpf_loop.form(), Form::BpfLoop);
             assert_eq!(deep.form(), Form::BpfLoop);
         }
-        let fallback = DeepFrames::load_form(1024, Form::BoundedLoop).unwrap();
+        let fallback = DeepFrames::load_form(1024, Form::BoundedLoop, false).unwrap();
         assert_eq!(fallback.form(), Form::BoundedLoop);
+        // The watching form (its process map looked up first) passes too, in both forms, and
+        // takes the processes it is given.
+        for form in [Form::BpfLoop, Form::BoundedLoop] {
+            if form == Form::BpfLoop && !kernel_has_bpf_loop() {
+                continue;
+            }
+            let watching =
+                DeepFrames::load_form(1024, form, true).unwrap_or_else(|e| panic!("{e}"));
+            assert!(watching.watching() && !deep.watching());
+            let watched = watching.watched.as_ref().unwrap();
+            watched.pids.insert(std::process::id()).unwrap();
+        }
     }
 
     /// Linux 5.17 or later, from uname's release ("6.18.44-…").
@@ -823,8 +916,8 @@ mod tests {
     /// decoder reads either.
     #[test]
     fn both_forms_share_the_records_start_and_end() {
-        let bounded = program(3, 4, 1024);
-        let (bpf_loop, _) = program_with_bpf_loop(3, 4, 1024);
+        let bounded = program(3, 4, 1024, None);
+        let (bpf_loop, _) = program_with_bpf_loop(3, 4, 1024, None);
         // Jump offsets aside (BPF_JMP instructions' 16-bit `off`).
         let no_offsets = |insns: &[u64]| -> Vec<u64> {
             insns
@@ -836,7 +929,7 @@ mod tests {
                 .collect()
         };
         let mut a = asm::Asm::default();
-        start(&mut a, 3);
+        start(&mut a, 3, None);
         a.label("exit");
         let head = no_offsets(&a.finish());
         assert_eq!(no_offsets(&bounded[..head.len()]), head);

@@ -270,6 +270,7 @@ pub fn open(
     stacks: StackCopy,
     scope: Scope,
     off_cpu_min_ns: Option<u64>,
+    watch_jvms: bool,
 ) -> Result<Events, Error> {
     let cpus = online_cpus();
     if tids.is_empty() {
@@ -284,6 +285,15 @@ pub fn open(
             Ok(deep) => (Some(deep), None),
             Err(why) => (None, Some(why)),
         },
+        // A launch that may start a JVM jprof could not foresee: the program, idle until
+        // one maps libjvm.so; without it, a note if one does (session.rs).
+        false if watch_jvms && stacks == StackCopy::of(CallGraph::FramePointers) => {
+            let refused = std::env::var_os(NO_BPF_VAR).is_some_and(|v| v == "1");
+            let loaded = (!refused)
+                .then(|| super::deep_frames::DeepFrames::load_watching(STACK_BYTES_FP).ok())
+                .flatten();
+            (loaded, None)
+        }
         false => (None, None),
     };
     let stacks = match deep {

@@ -24,6 +24,28 @@ pub struct JvmStarts {
     skipped: Vec<u32>,
 }
 
+/// The processes `records` show mapping a `libjvm.so` executable (the MMAP2 record the kernel
+/// writes as a JVM's launcher loads it), in order, as often as they do.
+pub fn jvms_mapped<'a>(
+    layout: &'a SampleLayout,
+    records: &'a [u8],
+) -> impl Iterator<Item = u32> + 'a {
+    RecordIter::new(records)
+        .flatten()
+        .filter(|raw| raw.kind == RecordKind::MMAP2)
+        .filter_map(|raw| match layout.parse(&raw) {
+            Ok(Record::Mmap2 {
+                pid,
+                prot,
+                filename,
+                ..
+            }) if prot & libc::PROT_EXEC as u32 != 0 && filename.ends_with("/libjvm.so") => {
+                Some(pid)
+            }
+            _ => None,
+        })
+}
+
 impl JvmStarts {
     /// Watches for JVMs other than `known` (those running at the start, attached already).
     pub fn new(layout: SampleLayout, known: impl IntoIterator<Item = u32>) -> Self {
@@ -40,21 +62,9 @@ impl JvmStarts {
 
     /// Starts an attach for each process in `records` that mapped a `libjvm.so` executable.
     pub fn look(&mut self, records: &[u8]) {
-        for raw in RecordIter::new(records).flatten() {
-            if raw.kind != RecordKind::MMAP2 {
-                continue;
-            }
-            let Ok(Record::Mmap2 {
-                pid,
-                prot,
-                filename,
-                ..
-            }) = self.layout.parse(&raw)
-            else {
-                continue;
-            };
-            let exec = prot & libc::PROT_EXEC as u32 != 0;
-            if !exec || !filename.ends_with("/libjvm.so") || !self.known.insert(pid) {
+        let started: Vec<u32> = jvms_mapped(&self.layout, records).collect();
+        for pid in started {
+            if !self.known.insert(pid) {
                 continue;
             }
             self.collect_ended();

@@ -438,6 +438,10 @@ pub(super) fn drain_all(events: &mut events::Events) -> writer::Batch {
     // sample, so every sample read here has its frames in this batch or an earlier one.
     let mut deep = Vec::new();
     if let Some(d) = &mut events.deep {
+        // A JVM the launch started: its next samples get their frames read.
+        if d.watching() {
+            d.watch(&events.config.layout(), &records);
+        }
         d.drain(&mut deep);
     }
     writer::Batch {

@@ -567,6 +567,9 @@ pub struct RuntimeSetup {
     /// The stacks were collected as a JVM's (its deep frames read): a JVM seen in a launch
     /// without it gets a note.
     pub jvm_frames: bool,
+    /// Without `jvm_frames`: a JVM the launch starts gets its frames read once it maps
+    /// libjvm.so (`DeepFrames::watch`); a note says so.
+    pub jvms_watched: bool,
 }
 
 impl Drop for RuntimeSetup {

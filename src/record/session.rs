@@ -245,6 +245,8 @@ pub(super) fn start<'a>(
                 stacks,
                 events::Scope::Launched,
                 config.off_cpu_min_ns,
+                // Not foreseen from the command line; `--call-graph` given is kept as given.
+                config.call_graph.is_none() && !setup.jvm_frames,
             );
             (Profiled::Child(child), opened)
         }
@@ -270,6 +272,7 @@ pub(super) fn start<'a>(
     };
     let mut events = opened?;
     setup.notes.extend(events.deep_note.take());
+    setup.jvms_watched = events.deep.as_ref().is_some_and(|d| d.watching());
     let targets = match &config.target {
         Target::Pids(pids) if pids.len() > 1 => crate::recording::Targets {
             pids: pids.clone(),
@@ -334,6 +337,7 @@ pub(super) fn start<'a>(
     };
     let rewritten_at_end =
         stack_cut != writer::StackCut::Whole && config.embed_symbols && !compact::keeps_copies();
+    let jvms_watched = setup.jvms_watched;
     let thread = std::thread::Builder::new()
         .name("jprof-writer".into())
         .spawn(move || {
@@ -347,6 +351,7 @@ pub(super) fn start<'a>(
                 writer::StoredStacks {
                     cut: stack_cut,
                     rewritten_at_end,
+                    join_watched: jvms_watched,
                 },
             );
             if result.is_err() {
@@ -751,13 +756,15 @@ fn spawn_claiming(
 }
 
 /// The note on a JVM the launched command started where jprof could not see it would (a
-/// launcher it cannot see through), so its deep frames were not read.
+/// launcher it cannot see through), whose deep frames were not read: the kernel refused the
+/// program that reads them.
 fn unforeseen_jvm_note(pid: u32) -> String {
     format!(
         "java (pid {pid}): jprof did not see from the command line that it starts a JVM (a \
-         launcher it cannot see through, such as a script that runs \"$JAVACMD\"), so its \
-         stacks got a 1 KiB copy and frame pointers only: interpreted Java frames beyond the \
-         copy stay `Interpreter`; `jprof record --jvm -- …` reads every frame (docs/java.md)"
+         launcher it cannot see through, such as a script that runs \"$JAVACMD\"), and the \
+         program that reads a JVM's frames as it runs was not loaded, so its stacks got a 1 KiB \
+         copy and frame pointers only: interpreted Java frames beyond the copy stay \
+         `Interpreter`; `jprof record --jvm -- …` reads every frame (docs/java.md)"
     )
 }
 
@@ -801,7 +808,15 @@ fn runtime_notes_and_cleanup(
         // A launcher jprof could not see through started a JVM: its stacks got the 1 KiB copy
         // alone, which names only the interpreted frames in it.
         for (pid, _) in runtimes.iter().filter(|(_, &r)| r == "java") {
-            notes.push(unforeseen_jvm_note(*pid));
+            notes.push(match setup.jvms_watched {
+                true => format!(
+                    "java (pid {pid}): jprof did not see from the command line that it starts a \
+                     JVM (a launcher it cannot see through, such as a script that runs \
+                     \"$JAVACMD\"); its frames past the 1 KiB stack copy were read from when it \
+                     mapped libjvm.so on (`--jvm` reads them from its first sample)"
+                ),
+                false => unforeseen_jvm_note(*pid),
+            });
         }
     }
     if call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {

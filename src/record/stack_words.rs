@@ -339,6 +339,9 @@ pub struct DeepJoin {
     pub joined: u64,
     /// The largest stack copy seen (1 KiB beside the program, 64 KiB without it).
     copy_bytes: usize,
+    /// The program read a JVM's frames only from when the records showed it mapping
+    /// libjvm.so (`DeepFrames::watch`): its samples before that have none.
+    pub found_late: bool,
 }
 
 impl DeepJoin {
@@ -424,8 +427,13 @@ impl DeepJoin {
                 self.joined,
                 if lost > 0 {
                     format!(
-                        " ({lost} without: the kernel refused the program or its ring buffer was \
-                         full)"
+                        " ({lost} without: {}the kernel refused the program or its ring buffer \
+                         was full)",
+                        if self.found_late {
+                            "taken before the JVM was found, or "
+                        } else {
+                            ""
+                        }
                     )
                 } else {
                     String::new()

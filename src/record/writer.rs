@@ -284,6 +284,9 @@ pub struct StoredStacks {
     pub cut: StackCut,
     /// The finished recording is written again without the copies.
     pub rewritten_at_end: bool,
+    /// Copies kept whole, and the frames read past them joined to the samples of the JVMs
+    /// the records show mapping libjvm.so (`DeepFrames::watch`).
+    pub join_watched: bool,
 }
 
 pub fn run(
@@ -298,7 +301,10 @@ pub fn run(
     let StoredStacks {
         cut: stack_cut,
         rewritten_at_end,
+        join_watched,
     } = stacks;
+    // The JVMs whose samples the program's records join (`join_watched`).
+    let mut watched_jvms: Option<rustc_hash::FxHashSet<u32>> = join_watched.then(Default::default);
     let reduce_stacks = stack_cut != StackCut::Whole;
     let mut counters = Counters::default();
     let mut last_slow = Instant::now();
@@ -310,6 +316,7 @@ pub fn run(
     let mut watermark: Option<u64> = None;
     let mut side_chunks = SideChunks::default();
     let mut deep = super::stack_words::DeepJoin::default();
+    deep.found_late = join_watched;
     // What the records mapped, when they hold every mapping of the target: stack words
     // outside them are no return addresses (`stack_words::reduce`).
     let mut mapped =
@@ -354,6 +361,10 @@ pub fn run(
                     whole_top,
                     mapped.as_ref(),
                 );
+            } else if let Some(jvms) = &mut watched_jvms {
+                deep.add(std::mem::take(&mut batch.deep));
+                jvms.extend(super::jvm_starts::jvms_mapped(&layout, &batch.records));
+                batch.records = joined(&layout, &batch.records, &mut deep, jvms);
             }
             counters.observe(&layout, &batch.records, side);
             watermark = batch.complete_before.or(watermark);
@@ -556,6 +567,37 @@ fn reduced(
         done = end;
     }
     // A record that does not split is kept with the rest, as it came.
+    out.extend_from_slice(&records[done..]);
+    out
+}
+
+/// The batch with each sample of the processes `jvms` after the frames read past its copy,
+/// if any; every record as it came.
+fn joined(
+    layout: &SampleLayout,
+    records: &[u8],
+    deep: &mut super::stack_words::DeepJoin,
+    jvms: &rustc_hash::FxHashSet<u32>,
+) -> Vec<u8> {
+    if jvms.is_empty() {
+        return records.to_vec();
+    }
+    let mut out = Vec::with_capacity(records.len() + records.len() / 8);
+    let mut done = 0;
+    for raw in RecordIter::new(records).map_while(Result::ok) {
+        let end = raw.offset + 8 + raw.body.len();
+        let header = &records[raw.offset..raw.offset + 8];
+        let of_a_jvm = raw.kind == RecordKind::SAMPLE
+            && matches!(layout.parse(&raw), Ok(Record::Sample(s)) if jvms.contains(&s.pid));
+        if let Some((_, chain)) = of_a_jvm
+            .then(|| super::stack_words::reduce(layout, &raw, header, false, None))
+            .flatten()
+        {
+            out.extend(deep.record_for(&chain).unwrap_or_default());
+        }
+        out.extend_from_slice(&records[raw.offset..end]);
+        done = end;
+    }
     out.extend_from_slice(&records[done..]);
     out
 }

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::perf_event::page_size;
 
-/// `BPF_MAP_TYPE_PERCPU_ARRAY` (uapi `enum bpf_map_type`).
+/// `BPF_MAP_TYPE_HASH` (uapi `enum bpf_map_type`).
+pub const MAP_TYPE_HASH: u32 = 1;
+/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
 pub const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 /// `BPF_MAP_TYPE_RINGBUF`.
 pub const MAP_TYPE_RINGBUF: u32 = 27;
@@ -20,6 +22,7 @@ pub const PROG_TYPE_PERF_EVENT: u32 = 7;
 
 /// bpf(2) commands (uapi `enum bpf_cmd`).
 const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_BTF_LOAD: libc::c_long = 18;
 
@@ -115,6 +118,59 @@ pub fn create_map(
         ..Default::default()
     };
     sys_bpf(BPF_MAP_CREATE, &mut attr)
+}
+
+/// The part of `union bpf_attr` BPF_MAP_UPDATE_ELEM reads.
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// A hash map of process ids (4-byte keys and values) a program looks up: which processes it
+/// works for.
+pub struct PidSet(OwnedFd);
+
+impl PidSet {
+    /// Room for `max` processes; `name` as for [`create_map`].
+    pub fn new(max: u32, name: &str) -> io::Result<Self> {
+        create_map(MAP_TYPE_HASH, 4, 4, max, name).map(Self)
+    }
+
+    /// The map, for a program that looks it up.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.0
+    }
+
+    /// Adds `pid` (a full map refuses it: E2BIG).
+    pub fn insert(&self, pid: u32) -> io::Result<()> {
+        let (key, value) = (pid, 1u32);
+        let mut attr = MapElemAttr {
+            map_fd: self.0.as_raw_fd() as u32,
+            key: &key as *const u32 as u64,
+            value: &value as *const u32 as u64,
+            ..Default::default()
+        };
+        // SAFETY: `attr` is a live #[repr(C)] prefix of `union bpf_attr` whose size is passed;
+        // the kernel reads the map's key and value sizes (4 and 4, as `new` made it) from
+        // `key` and `value`, which live until the call returns, and writes nothing back.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_UPDATE_ELEM,
+                &mut attr as *mut MapElemAttr as *mut libc::c_void,
+                std::mem::size_of::<MapElemAttr>() as libc::c_uint,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 /// Why the kernel refused a program.
