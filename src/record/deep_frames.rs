@@ -494,13 +494,7 @@ fn start(a: &mut asm::Asm, scratch_fd: i32, watched_fd: Option<i32>) {
         a.call(GET_CURRENT_PID_TGID);
         a.rsh_imm(R0, 32);
         a.store32(R10, -4, R0);
-        a.load_map(R1, watched_fd);
-        a.mov(R2, R10);
-        a.add_imm(R2, -4);
-        a.call(MAP_LOOKUP_ELEM);
-        a.jump_imm(Cond::Ne, R0, 0, "watched");
-        a.goto("exit");
-        a.label("watched");
+        look_up_or_exit(a, watched_fd, "watched");
     }
     // The thread's user registers, saved where it entered the kernel (the interrupt of this
     // sample, or the system call it is in): what the sample's REGS_USER holds.
@@ -518,16 +512,23 @@ fn start(a: &mut asm::Asm, scratch_fd: i32, watched_fd: Option<i32>) {
     a.label("user");
     // r7 = this CPU's scratch record (key 0 of the per-CPU array).
     a.store32_imm(R10, -4, 0);
-    a.load_map(R1, scratch_fd);
-    a.mov(R2, R10);
-    a.add_imm(R2, -4);
-    a.call(MAP_LOOKUP_ELEM);
-    a.jump_imm(Cond::Ne, R0, 0, "found");
-    a.goto("exit");
-    a.label("found");
+    look_up_or_exit(a, scratch_fd, "found");
     a.mov(R7, R0);
     a.store(R7, 16, R9);
     a.store(R7, 24, R8);
+}
+
+/// r0 = the value of the 4-byte key at r10-4 in the map `fd`, going on at `found`; a key
+/// not in the map goes to `exit`.
+fn look_up_or_exit(a: &mut asm::Asm, fd: i32, found: &'static str) {
+    use asm::*;
+    a.load_map(R1, fd);
+    a.mov(R2, R10);
+    a.add_imm(R2, -4);
+    a.call(MAP_LOOKUP_ELEM);
+    a.jump_imm(Cond::Ne, R0, 0, found);
+    a.goto("exit");
+    a.label(found);
 }
 
 /// The program's end, shared by both forms: `submit` sends the r9 frames in the scratch
@@ -716,19 +717,18 @@ impl DeepFrames {
         self.watched.is_some()
     }
 
-    /// The processes the program works for that `records` show mapping libjvm.so (when it
-    /// works only for those): added to its map, so their next samples get their frames read.
-    pub fn watch(&mut self, layout: &SampleLayout, records: &[u8]) {
+    /// When the program works only for the processes it is given: those `records` show
+    /// mapping libjvm.so for the first time, added to its map so that their next samples get
+    /// their frames read. Empty otherwise.
+    pub fn watch(&mut self, layout: &SampleLayout, records: &[u8]) -> Vec<u32> {
         let Some(watched) = &mut self.watched else {
-            return;
+            return Vec::new();
         };
-        for pid in super::jvm_starts::jvms_mapped(layout, records) {
+        super::jvm_starts::jvms_mapped(layout, records)
             // A full map leaves later JVMs without their deep frames (their samples count
             // as not read in the summary).
-            if watched.seen.insert(pid) {
-                let _ = watched.pids.insert(pid);
-            }
-        }
+            .filter(|&pid| watched.seen.insert(pid) && watched.pids.insert(pid).is_ok())
+            .collect()
     }
 
     /// The form the kernel took.

@@ -437,16 +437,16 @@ pub(super) fn drain_all(events: &mut events::Events) -> writer::Batch {
     // After the rings: the program sends a sample's frames before the kernel writes the
     // sample, so every sample read here has its frames in this batch or an earlier one.
     let mut deep = Vec::new();
+    let mut jvms = Vec::new();
     if let Some(d) = &mut events.deep {
         // A JVM the launch started: its next samples get their frames read.
-        if d.watching() {
-            d.watch(&events.config.layout(), &records);
-        }
+        jvms = d.watch(&events.config.layout(), &records);
         d.drain(&mut deep);
     }
     writer::Batch {
         records,
         deep,
+        jvms,
         complete_before: started.map(|t| t.saturating_sub(IN_FLIGHT_NS)),
     }
 }

@@ -388,6 +388,7 @@ pub(super) fn start<'a>(
             let existing = Batch {
                 records,
                 deep: Vec::new(),
+                jvms: Vec::new(),
                 complete_before: None,
             };
             writer
@@ -408,6 +409,7 @@ pub(super) fn start<'a>(
                 let existing = Batch {
                     records,
                     deep: Vec::new(),
+                    jvms: Vec::new(),
                     complete_before: None,
                 };
                 writer
@@ -756,15 +758,24 @@ fn spawn_claiming(
 }
 
 /// The note on a JVM the launched command started where jprof could not see it would (a
-/// launcher it cannot see through), whose deep frames were not read: the kernel refused the
-/// program that reads them.
-fn unforeseen_jvm_note(pid: u32) -> String {
+/// launcher it cannot see through): its frames past the copy were read once it was found
+/// (`watched`), or not at all (the kernel refused the program that reads them).
+fn unforeseen_jvm_note(pid: u32, watched: bool) -> String {
+    let then = match watched {
+        true => {
+            "its frames past the 1 KiB stack copy were read from when it mapped libjvm.so \
+                 on (`--jvm` reads them from its first sample)"
+        }
+        false => {
+            "the program that reads a JVM's frames as it runs was not loaded, so its \
+                  stacks got a 1 KiB copy and frame pointers only: interpreted Java frames \
+                  beyond the copy stay `Interpreter`; `jprof record --jvm -- …` reads every \
+                  frame (docs/java.md)"
+        }
+    };
     format!(
         "java (pid {pid}): jprof did not see from the command line that it starts a JVM (a \
-         launcher it cannot see through, such as a script that runs \"$JAVACMD\"), and the \
-         program that reads a JVM's frames as it runs was not loaded, so its stacks got a 1 KiB \
-         copy and frame pointers only: interpreted Java frames beyond the copy stay \
-         `Interpreter`; `jprof record --jvm -- …` reads every frame (docs/java.md)"
+         launcher it cannot see through, such as a script that runs \"$JAVACMD\"); {then}"
     )
 }
 
@@ -805,18 +816,10 @@ fn runtime_notes_and_cleanup(
         && config.call_graph.is_none()
         && !setup.jvm_frames
     {
-        // A launcher jprof could not see through started a JVM: its stacks got the 1 KiB copy
-        // alone, which names only the interpreted frames in it.
+        // A launcher jprof could not see through started a JVM: its first samples (or all,
+        // without the program) have the 1 KiB copy alone.
         for (pid, _) in runtimes.iter().filter(|(_, &r)| r == "java") {
-            notes.push(match setup.jvms_watched {
-                true => format!(
-                    "java (pid {pid}): jprof did not see from the command line that it starts a \
-                     JVM (a launcher it cannot see through, such as a script that runs \
-                     \"$JAVACMD\"); its frames past the 1 KiB stack copy were read from when it \
-                     mapped libjvm.so on (`--jvm` reads them from its first sample)"
-                ),
-                false => unforeseen_jvm_note(*pid),
-            });
+            notes.push(unforeseen_jvm_note(*pid, setup.jvms_watched));
         }
     }
     if call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {

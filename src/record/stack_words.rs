@@ -88,32 +88,12 @@ pub fn reduce(
         }
     };
     let mut end = TOP_BYTES.min(stack.len());
-    let mut fp = regs.bp;
-    let mut past_copy = false;
-    let mut frames = 0;
-    while let Some(off) = fp
-        .checked_sub(regs.sp)
-        .and_then(|o| usize::try_from(o).ok())
-    {
-        if off % 8 != 0 {
-            break;
-        }
-        if off + 16 > stack.len() {
-            // A frame pointer that starts out past the copy is not one (a leaf using the
-            // register for something else) or cannot be told from one: not counted.
-            past_copy = frames > 0;
-            keep_frame(&mut kept, off);
-            break;
-        }
-        frames += 1;
+    let (frames, past_copy) = follow_chain(stack, regs.sp, regs.bp, |off| {
         keep_frame(&mut kept, off);
-        end = end.max(off + 16);
-        // The chain goes up the stack; anything else ends it.
-        let Some(next) = word(off).filter(|&n| n > fp) else {
-            break;
-        };
-        fp = next;
-    }
+        if off + 16 <= stack.len() {
+            end = end.max(off + 16);
+        }
+    });
     let top = TOP_BYTES.min(stack.len()).div_ceil(8);
     // Stand-ins for the words of the top not kept (beyond it, zeros).
     let mut stand_ins: Vec<Option<u64>> = vec![None; top];
@@ -192,6 +172,57 @@ pub fn reduce(
     let total = u16::try_from(out.len()).ok()?;
     out[6..8].copy_from_slice(&total.to_le_bytes());
     Some((out, chain))
+}
+
+/// Follows the frame-pointer chain from `bp` through the stack copy `stack` taken at `sp`,
+/// calling `frame` with each frame's offset in it (and the first one's past its end): the
+/// frames in the copy, and whether the chain, after at least one of them, went on past it.
+fn follow_chain(stack: &[u8], sp: u64, bp: u64, mut frame: impl FnMut(usize)) -> (usize, bool) {
+    let word = |off: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            stack.get(off..off + 8)?.try_into().ok()?,
+        ))
+    };
+    let mut fp = bp;
+    let mut frames = 0;
+    while let Some(off) = fp.checked_sub(sp).and_then(|o| usize::try_from(o).ok()) {
+        if off % 8 != 0 {
+            break;
+        }
+        if off + 16 > stack.len() {
+            // A frame pointer that starts out past the copy is not one (a leaf using the
+            // register for something else) or cannot be told from one: not counted.
+            frame(off);
+            return (frames, frames > 0);
+        }
+        frames += 1;
+        frame(off);
+        // The chain goes up the stack; anything else ends it.
+        let Some(next) = word(off).filter(|&n| n > fp) else {
+            break;
+        };
+        fp = next;
+    }
+    (frames, false)
+}
+
+/// What a sample's frame chain did (as [`reduce`] says it), its copy left as it is; None for
+/// a record that is not a sample with registers and a copy.
+pub fn chain_of(layout: &SampleLayout, raw: &RawRecord<'_>) -> Option<Chain> {
+    let Ok(Record::Sample(s)) = layout.parse(raw) else {
+        return None;
+    };
+    let regs = UserRegs::from_sample(s.regs_user, layout.regs_user_mask)?;
+    let (_, past_copy) = follow_chain(s.stack_user, regs.sp, regs.bp, |_| {});
+    Some(Chain {
+        pid: s.pid,
+        tid: s.tid,
+        time: s.time,
+        sp: regs.sp,
+        bp: regs.bp,
+        copied: s.stack_user.len(),
+        past_copy,
+    })
 }
 
 /// How far below the stack pointer a word is kept as a possible frame pointer: unwinding

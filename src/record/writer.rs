@@ -101,6 +101,9 @@ pub struct Batch {
     /// Frames past the stack copies, read at sample time (`deep_frames`), for these records'
     /// samples or later ones.
     pub deep: Vec<super::deep_frames::Walked>,
+    /// Processes these records show mapping libjvm.so that the deep-frames program now works
+    /// for (`DeepFrames::watch`): their samples get its records joined.
+    pub jvms: Vec<u32>,
     /// Sample-clock ns before which every record has been read (all rings were drained after
     /// it); None for records jprof made up (attach mode's existing mappings).
     pub complete_before: Option<u64>,
@@ -362,9 +365,11 @@ pub fn run(
                     mapped.as_ref(),
                 );
             } else if let Some(jvms) = &mut watched_jvms {
-                deep.add(std::mem::take(&mut batch.deep));
-                jvms.extend(super::jvm_starts::jvms_mapped(&layout, &batch.records));
-                batch.records = joined(&layout, &batch.records, &mut deep, jvms);
+                jvms.extend(std::mem::take(&mut batch.jvms));
+                if !jvms.is_empty() {
+                    deep.add(std::mem::take(&mut batch.deep));
+                    batch.records = joined(&layout, &batch.records, &mut deep, jvms);
+                }
             }
             counters.observe(&layout, &batch.records, side);
             watermark = batch.complete_before.or(watermark);
@@ -579,19 +584,12 @@ fn joined(
     deep: &mut super::stack_words::DeepJoin,
     jvms: &rustc_hash::FxHashSet<u32>,
 ) -> Vec<u8> {
-    if jvms.is_empty() {
-        return records.to_vec();
-    }
     let mut out = Vec::with_capacity(records.len() + records.len() / 8);
     let mut done = 0;
     for raw in RecordIter::new(records).map_while(Result::ok) {
         let end = raw.offset + 8 + raw.body.len();
-        let header = &records[raw.offset..raw.offset + 8];
-        let of_a_jvm = raw.kind == RecordKind::SAMPLE
-            && matches!(layout.parse(&raw), Ok(Record::Sample(s)) if jvms.contains(&s.pid));
-        if let Some((_, chain)) = of_a_jvm
-            .then(|| super::stack_words::reduce(layout, &raw, header, false, None))
-            .flatten()
+        if let Some(chain) =
+            super::stack_words::chain_of(layout, &raw).filter(|chain| jvms.contains(&chain.pid))
         {
             out.extend(deep.record_for(&chain).unwrap_or_default());
         }
