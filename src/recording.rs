@@ -258,6 +258,11 @@ pub struct Summary {
     pub throttles: u64,
     /// Times sampling resumed after a throttle (PERF_RECORD_UNTHROTTLE).
     pub unthrottles: u64,
+    /// Sample-clock ns between each throttle and its resumption, summed over the events (an
+    /// event still throttled at the end counts to the last record): the most CPU time any
+    /// one thread's samples can be missing.
+    #[serde(default)]
+    pub throttled_ns: u64,
     /// Ring batches jprof dropped because its writer fell behind (memory stays bounded).
     pub dropped_batches: u64,
     /// The samples those batches held.
@@ -319,8 +324,13 @@ impl Summary {
             ));
         }
         if self.throttles > 0 {
+            // Recordings made before the time was kept have none to tell.
+            let without = match self.throttled_ns {
+                0 => String::new(),
+                ns => format!(" ({:.1} ms without samples in all)", ns as f64 / 1e6),
+            };
             parts.push(format!(
-                "sampling throttled {} times by the kernel",
+                "sampling throttled {} times by the kernel{without}",
                 self.throttles
             ));
         }
@@ -1071,6 +1081,7 @@ mod tests {
             lost_records: 1,
             lost_samples: 2,
             throttles: 3,
+            throttled_ns: 2_500_000,
             dropped_batches: 4,
             dropped_samples: 5,
             ..Summary::default()
@@ -1079,7 +1090,7 @@ mod tests {
         assert!(!text.contains(" 0 "), "{text}");
         for part in [
             "2 samples lost by the kernel",
-            "throttled 3 times",
+            "throttled 3 times by the kernel (2.5 ms without samples in all)",
             "5 samples in 4 batches dropped by jprof",
         ] {
             assert!(text.contains(part), "{text}");

@@ -130,6 +130,8 @@ pub struct Counters {
     per_process: HashMap<u32, (u64, String)>,
     first_time: Option<u64>,
     last_time: u64,
+    /// Events throttled now, by event id: when sampling stopped.
+    throttled_since: HashMap<u64, u64>,
 }
 
 impl Counters {
@@ -162,8 +164,16 @@ impl Counters {
                         self.summary.lost_samples += lost;
                     }
                 }
-                RecordKind::THROTTLE => self.summary.throttles += 1,
-                RecordKind::UNTHROTTLE => self.summary.unthrottles += 1,
+                RecordKind::THROTTLE | RecordKind::UNTHROTTLE => {
+                    if let Ok(Record::Throttle {
+                        time,
+                        id,
+                        unthrottle,
+                    }) = layout.parse(&raw)
+                    {
+                        self.throttle(time, id, unthrottle);
+                    }
+                }
                 RecordKind::FORK | RecordKind::COMM => {
                     let parsed = layout.parse(&raw);
                     if let Ok(Record::Fork { pid, tid, .. } | Record::Comm { pid, tid, .. }) =
@@ -189,7 +199,24 @@ impl Counters {
         }
     }
 
+    /// Counts a throttle or its end, and the time between them.
+    fn throttle(&mut self, time: u64, id: u64, unthrottle: bool) {
+        if unthrottle {
+            self.summary.unthrottles += 1;
+            if let Some(since) = self.throttled_since.remove(&id) {
+                self.summary.throttled_ns += time.saturating_sub(since);
+            }
+        } else {
+            self.summary.throttles += 1;
+            self.throttled_since.entry(id).or_insert(time);
+        }
+    }
+
     pub fn finish(mut self) -> Summary {
+        let end = self.last_time;
+        for (_, since) in self.throttled_since.drain() {
+            self.summary.throttled_ns += end.saturating_sub(since);
+        }
         let mut top: Vec<ProcessSamples> = self
             .per_process
             .drain()
@@ -645,5 +672,25 @@ mod tests {
             raw_left: 0,
         };
         assert_eq!(never.next(1), Some(3));
+    }
+
+    /// The time without samples is summed per event: two CPUs' events throttled at once count
+    /// twice, a stop repeated before its resumption counts from the first, and an event still
+    /// throttled at the end counts to the last record.
+    #[test]
+    fn throttled_time_pairs_each_event_stop_with_its_resumption() {
+        let mut counters = Counters::default();
+        counters.throttle(1_000, 7, false);
+        counters.throttle(1_500, 8, false);
+        counters.throttle(1_800, 7, false);
+        counters.throttle(3_000, 7, true);
+        counters.throttle(2_500, 8, true);
+        // A resumption never seen stopped adds nothing.
+        counters.throttle(4_000, 9, true);
+        counters.throttle(5_000, 9, false);
+        counters.last_time = 5_400;
+        let summary = counters.finish();
+        assert_eq!((summary.throttles, summary.unthrottles), (4, 3));
+        assert_eq!(summary.throttled_ns, 2_000 + 1_000 + 400);
     }
 }

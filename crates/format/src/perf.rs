@@ -338,6 +338,9 @@ pub enum Record<'a> {
     Throttle {
         /// Sample-clock timestamp in ns.
         time: u64,
+        /// The throttled event's id (each CPU's event of `-a` has its own), pairing a stop
+        /// with its resumption.
+        id: u64,
         /// Whether sampling resumed (UNTHROTTLE) rather than stopped.
         unthrottle: bool,
     },
@@ -513,6 +516,7 @@ impl SampleLayout {
             }
             RecordKind::THROTTLE | RecordKind::UNTHROTTLE => Record::Throttle {
                 time: c.u64()?,
+                id: c.u64()?,
                 unthrottle: raw.kind == RecordKind::UNTHROTTLE,
             },
             RecordKind::JPROF_DEEP_FRAMES => {
