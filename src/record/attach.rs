@@ -145,7 +145,9 @@ pub fn open_system_events(
         stacks,
         events::Scope::AllCpus,
         config.off_cpu_min_ns,
-        false,
+        // Every JVM on the machine gets its frames past the copy read (those running now,
+        // then each as it maps libjvm.so); `--call-graph` given is kept as given.
+        config.call_graph.is_none(),
     )
 }
 

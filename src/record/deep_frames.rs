@@ -24,7 +24,7 @@
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use crate::format::perf::SampleLayout;
+use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
 use crate::sys::bpf;
 
 /// Frames the walk may follow below the stack pointer before it reaches the copy (see
@@ -718,17 +718,32 @@ impl DeepFrames {
     }
 
     /// When the program works only for the processes it is given: those `records` show
-    /// mapping libjvm.so for the first time, added to its map so that their next samples get
-    /// their frames read. Empty otherwise.
-    pub fn watch(&mut self, layout: &SampleLayout, records: &[u8]) -> Vec<u32> {
+    /// mapping libjvm.so for the first time are added to its map, so that their next samples
+    /// get their frames read, and those they show ending are taken out (a process that later
+    /// gets the pid is no JVM until it maps one; the map has room for new JVMs). Nothing
+    /// otherwise.
+    pub fn watch(&mut self, layout: &SampleLayout, records: &[u8]) -> JvmChanges {
+        let mut changes = JvmChanges::default();
         let Some(watched) = &mut self.watched else {
-            return Vec::new();
+            return changes;
         };
-        super::jvm_starts::jvms_mapped(layout, records)
-            // A full map leaves later JVMs without their deep frames (their samples count
-            // as not read in the summary).
-            .filter(|&pid| watched.seen.insert(pid) && watched.pids.insert(pid).is_ok())
-            .collect()
+        for raw in RecordIter::new(records).flatten() {
+            if let Some(pid) = super::jvm_starts::libjvm_mapped(layout, &raw) {
+                // A full map leaves later JVMs without their deep frames (their samples
+                // count as not read in the summary).
+                if watched.seen.insert(pid) && watched.pids.insert(pid).is_ok() {
+                    changes.started.push(pid);
+                }
+            } else if raw.kind == RecordKind::EXIT {
+                if let Ok(Record::Exit { pid, tid, .. }) = layout.parse(&raw) {
+                    if pid == tid && watched.seen.remove(&pid) {
+                        let _ = watched.pids.remove(pid);
+                        changes.ended.push(pid);
+                    }
+                }
+            }
+        }
+        changes
     }
 
     /// The form the kernel took.
@@ -748,7 +763,17 @@ impl DeepFrames {
     }
 }
 
-/// Processes a launch started that map libjvm.so, at most this many watched at once.
+/// The JVMs a watching program started and stopped working for in one batch of records.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct JvmChanges {
+    /// Processes found mapping libjvm.so.
+    pub started: Vec<u32>,
+    /// Of the processes watched, those whose main thread ended.
+    pub ended: Vec<u32>,
+}
+
+/// Processes that map libjvm.so (a launch's, or any with `-a`), at most this many watched at
+/// once.
 const MAX_WATCHED: u32 = 1024;
 
 /// The JVMs a watching program works for.
@@ -896,6 +921,82 @@ mod tests {
             let watched = watching.watched.as_ref().unwrap();
             watched.pids.insert(std::process::id()).unwrap();
         }
+    }
+
+    /// A watching program works for each process from the record of it mapping libjvm.so
+    /// (once, however often it maps one) until the record of its main thread ending; a pid
+    /// seen again afterwards is watched again.
+    #[test]
+    fn a_watched_jvm_is_taken_out_when_it_ends() {
+        use crate::format::perf_write;
+        let mut deep = match DeepFrames::load_watching(1024) {
+            Ok(deep) => deep,
+            Err(e) if e.contains("Operation not permitted") => {
+                eprintln!("skipped: the kernel refuses BPF to this user: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let layout = SampleLayout {
+            sample_type: crate::format::perf::sample_type::TID
+                | crate::format::perf::sample_type::TIME,
+            regs_user_mask: 0,
+            sample_id_all: true,
+        };
+        let libjvm = |pid, file: &str| {
+            let prot = (libc::PROT_READ | libc::PROT_EXEC) as u32;
+            perf_write::mmap2(&layout, pid, 0x7000_0000, 0x1000, 0, prot, file, None, 5)
+        };
+        let changes =
+            |deep: &mut DeepFrames, records: Vec<Vec<u8>>| deep.watch(&layout, &records.concat());
+        let jvm = "/usr/lib/jvm/x/lib/server/libjvm.so";
+        let started = changes(
+            &mut deep,
+            vec![
+                libjvm(41, jvm),
+                libjvm(42, jvm),
+                libjvm(41, jvm),
+                libjvm(43, "/lib/libc.so.6"),
+            ],
+        );
+        assert_eq!(
+            started,
+            JvmChanges {
+                started: vec![41, 42],
+                ended: vec![]
+            }
+        );
+        // A thread of 41 ends, and a process never watched.
+        let none = changes(
+            &mut deep,
+            vec![
+                perf_write::exit(&layout, 41, 44, 6),
+                perf_write::exit(&layout, 43, 43, 6),
+            ],
+        );
+        assert_eq!(none, JvmChanges::default());
+        let ended = changes(&mut deep, vec![perf_write::exit(&layout, 41, 41, 7)]);
+        assert_eq!(
+            ended,
+            JvmChanges {
+                started: vec![],
+                ended: vec![41]
+            }
+        );
+        let watched = deep.watched.as_ref().unwrap();
+        // Out of the kernel's map: removing it again finds nothing; 42 is still in.
+        let gone = watched.pids.remove(41).unwrap_err();
+        assert_eq!(gone.raw_os_error(), Some(libc::ENOENT), "{gone}");
+        watched.pids.remove(42).unwrap();
+        watched.pids.insert(42).unwrap();
+        let again = changes(&mut deep, vec![libjvm(41, jvm)]);
+        assert_eq!(
+            again,
+            JvmChanges {
+                started: vec![41],
+                ended: vec![]
+            }
+        );
     }
 
     /// Linux 5.17 or later, from uname's release ("6.18.44-…").

@@ -7,7 +7,7 @@
 use rustc_hash::FxHashSet;
 
 use super::jvm_attach::{self, Attach, Origin, Running};
-use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
+use crate::format::perf::{RawRecord, Record, RecordIter, RecordKind, SampleLayout};
 
 /// Attaches running at once: a host starting JVMs faster than they come up (a build running
 /// many short `javac`s) does not get a thread for each.
@@ -32,18 +32,23 @@ pub fn jvms_mapped<'a>(
 ) -> impl Iterator<Item = u32> + 'a {
     RecordIter::new(records)
         .flatten()
-        .filter(|raw| raw.kind == RecordKind::MMAP2)
-        .filter_map(|raw| match layout.parse(&raw) {
-            Ok(Record::Mmap2 {
-                pid,
-                prot,
-                filename,
-                ..
-            }) if prot & libc::PROT_EXEC as u32 != 0 && filename.ends_with("/libjvm.so") => {
-                Some(pid)
-            }
-            _ => None,
-        })
+        .filter_map(|raw| libjvm_mapped(layout, &raw))
+}
+
+/// The process `raw` shows mapping a `libjvm.so` executable, if it is such an MMAP2 record.
+pub fn libjvm_mapped(layout: &SampleLayout, raw: &RawRecord<'_>) -> Option<u32> {
+    if raw.kind != RecordKind::MMAP2 {
+        return None;
+    }
+    match layout.parse(raw) {
+        Ok(Record::Mmap2 {
+            pid,
+            prot,
+            filename,
+            ..
+        }) if prot & libc::PROT_EXEC as u32 != 0 && filename.ends_with("/libjvm.so") => Some(pid),
+        _ => None,
+    }
 }
 
 impl JvmStarts {

@@ -388,7 +388,7 @@ pub(super) fn start<'a>(
             let existing = Batch {
                 records,
                 deep: Vec::new(),
-                jvms: Vec::new(),
+                jvms: Default::default(),
                 complete_before: None,
             };
             writer
@@ -406,10 +406,15 @@ pub(super) fn start<'a>(
             let mut build_ids = attach::BuildIds::default();
             for pid in attach::all_processes() {
                 let records = attach::synthesize(pid, None, &layout, now, &mut build_ids);
+                // A JVM running already: the program reads its frames past the copy too.
+                let jvms = match &mut events.deep {
+                    Some(deep) => deep.watch(&layout, &records),
+                    None => Default::default(),
+                };
                 let existing = Batch {
                     records,
                     deep: Vec::new(),
-                    jvms: Vec::new(),
+                    jvms,
                     complete_before: None,
                 };
                 writer

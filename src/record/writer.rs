@@ -102,8 +102,8 @@ pub struct Batch {
     /// samples or later ones.
     pub deep: Vec<super::deep_frames::Walked>,
     /// Processes these records show mapping libjvm.so that the deep-frames program now works
-    /// for (`DeepFrames::watch`): their samples get its records joined.
-    pub jvms: Vec<u32>,
+    /// for (`DeepFrames::watch`): their samples get its records joined; and those that ended.
+    pub jvms: super::deep_frames::JvmChanges,
     /// Sample-clock ns before which every record has been read (all rings were drained after
     /// it); None for records jprof made up (attach mode's existing mappings).
     pub complete_before: Option<u64>,
@@ -392,10 +392,13 @@ pub fn run(
                     mapped.as_ref(),
                 );
             } else if let Some(jvms) = &mut watched_jvms {
-                jvms.extend(std::mem::take(&mut batch.jvms));
+                jvms.extend(std::mem::take(&mut batch.jvms.started));
                 if !jvms.is_empty() {
                     deep.add(std::mem::take(&mut batch.deep));
                     batch.records = joined(&layout, &batch.records, &mut deep, jvms);
+                }
+                for pid in &batch.jvms.ended {
+                    jvms.remove(pid);
                 }
             }
             counters.observe(&layout, &batch.records, side);

@@ -748,6 +748,83 @@ fn all_cpus_off_cpu_time_lands_under_the_waiting_function() {
     within(spinner, "wall of the spinning thread");
 }
 
+/// `-a` reads every JVM's frames past the 1 KiB stack copy, as a launched `java` gets them: one
+/// running before the recording (found in /proc) and one started during it (found as it maps
+/// libjvm.so). `Deep` runs 800 interpreted frames deep, far past the copy and the kernel's
+/// 127-frame callchain; before, none of its samples reached `main`. Now ≥ 90% of `spin`'s
+/// weight in each JVM has the whole named stack, and the summary counts the frames read.
+#[test]
+fn all_cpus_reads_every_jvms_frames_past_the_stack_copy() {
+    const DEPTH: usize = 800;
+    let _g = serial();
+    crate::java_e2e::agent();
+    let classes = crate::java_e2e::example_classes("examples/java/deep/Deep.java");
+    let deep = || {
+        let mut java = Command::new(crate::jdk_support::java());
+        java.env_remove("JAVA_TOOL_OPTIONS")
+            .args(["-Xint", "-cp"])
+            .arg(classes.path())
+            .args(["Deep", &DEPTH.to_string(), "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Running {
+            child: java.spawn().unwrap(),
+            also: Vec::new(),
+        }
+    };
+    let before = deep();
+    // Running before: the recording finds it in /proc, not by its mapping libjvm.so.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !maps_libjvm(before.pid()) {
+        assert!(Instant::now() < deadline, "the JVM did not map libjvm.so");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("deep.data");
+    let recording = start_recording(&data, &["-a", "--duration", "6"]);
+    let during = deep();
+    let (status, summary) = recording.wait_with_output_stderr();
+    assert!(status.success(), "{summary}");
+    // "java: N samples' frame chains went past the 1 KiB stack copy; ... read at sample time for M"
+    let counts: Vec<u64> = summary
+        .lines()
+        .find(|l| l.contains("frame chains went past the 1 KiB stack copy"))
+        .unwrap_or_else(|| panic!("no deep-frames note\n{summary}"))
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let (past, read) = (counts[0], counts[2]);
+    assert!(
+        past >= 1000 && read * 10 >= past * 9,
+        "frames read for {read} of {past} deep samples\n{summary}"
+    );
+    for (jvm, when) in [(&before, "running before"), (&during, "started during")] {
+        let stacks = folded(&data, &["--pid", &jvm.pid().to_string()]);
+        let in_spin = |s: &[String]| s.iter().any(|f| f == "Deep.spin_[int]");
+        let weight = |pred: &dyn Fn(&[String]) -> bool| -> u64 {
+            stacks.iter().filter(|(s, _)| pred(s)).map(|(_, n)| n).sum()
+        };
+        let spin = weight(&in_spin);
+        let whole = weight(&|s| {
+            in_spin(s)
+                && s.iter().any(|f| f == "Deep.main_[int]")
+                && s.iter().filter(|f| *f == "Deep.descend_[int]").count() == DEPTH + 1
+                && !s.iter().any(|f| f == "Interpreter_[j]")
+        });
+        assert!(
+            spin > 0 && whole * 10 >= spin * 9,
+            "the JVM {when} the recording: {whole} of {spin} weight in spin has the whole \
+             named stack\n{summary}"
+        );
+    }
+}
+
+/// Whether process `pid` maps a libjvm.so.
+fn maps_libjvm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("/libjvm.so")))
+}
+
 /// The time the summary says sampling was throttled, in seconds (0 when it was not).
 fn throttled_seconds(summary: &str) -> f64 {
     let Some(at) = summary.find(" ms without samples in all") else {

@@ -80,7 +80,7 @@ fn compile(dir: &Path, sources: &[PathBuf]) {
 }
 
 /// One example source (a path under the repository), compiled into a fresh directory.
-fn example_classes(source: &str) -> tempfile::TempDir {
+pub(crate) fn example_classes(source: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     compile(
         dir.path(),

@@ -64,6 +64,24 @@ pub fn comm(layout: &SampleLayout, pid: u32, tid: u32, name: &str, time: u64) ->
     record(RecordKind::COMM, misc::USER, &b)
 }
 
+/// An EXIT record: thread `tid` of process `pid` ended at `time` (sample-clock ns); its parent
+/// is given as itself.
+pub fn exit(layout: &SampleLayout, pid: u32, tid: u32, time: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in [pid, pid, tid, tid] {
+        b.extend(v.to_le_bytes());
+    }
+    b.extend(time.to_le_bytes());
+    let id = SampleId {
+        pid,
+        tid,
+        time: Some(time),
+        cpu: None,
+    };
+    trailer(&mut b, layout, &id);
+    record(RecordKind::EXIT, 0, &b)
+}
+
 /// An MMAP2 of a file mapping, with the file's build id when known (as the kernel writes it
 /// with the `build_id` attribute bit), else without device/inode information (jprof opens
 /// files by path).

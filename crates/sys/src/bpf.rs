@@ -23,6 +23,7 @@ pub const PROG_TYPE_PERF_EVENT: u32 = 7;
 /// bpf(2) commands (uapi `enum bpf_cmd`).
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_BTF_LOAD: libc::c_long = 18;
 
@@ -120,7 +121,7 @@ pub fn create_map(
     sys_bpf(BPF_MAP_CREATE, &mut attr)
 }
 
-/// The part of `union bpf_attr` BPF_MAP_UPDATE_ELEM reads.
+/// The part of `union bpf_attr` BPF_MAP_UPDATE_ELEM and BPF_MAP_DELETE_ELEM read.
 #[repr(C)]
 #[derive(Default)]
 struct MapElemAttr {
@@ -148,20 +149,35 @@ impl PidSet {
 
     /// Adds `pid` (a full map refuses it: E2BIG).
     pub fn insert(&self, pid: u32) -> io::Result<()> {
+        self.command(BPF_MAP_UPDATE_ELEM, pid)
+    }
+
+    /// Takes `pid` out (one that is not in: ENOENT).
+    pub fn remove(&self, pid: u32) -> io::Result<()> {
+        self.command(BPF_MAP_DELETE_ELEM, pid)
+    }
+
+    /// BPF_MAP_UPDATE_ELEM (`pid` → 1) or BPF_MAP_DELETE_ELEM (`pid`) on the map.
+    fn command(&self, command: libc::c_long, pid: u32) -> io::Result<()> {
         let (key, value) = (pid, 1u32);
         let mut attr = MapElemAttr {
             map_fd: self.0.as_raw_fd() as u32,
             key: &key as *const u32 as u64,
-            value: &value as *const u32 as u64,
+            // DELETE takes the key alone: the kernel refuses (EINVAL) any field after it set.
+            value: match command {
+                BPF_MAP_UPDATE_ELEM => &value as *const u32 as u64,
+                _ => 0,
+            },
             ..Default::default()
         };
         // SAFETY: `attr` is a live #[repr(C)] prefix of `union bpf_attr` whose size is passed;
         // the kernel reads the map's key and value sizes (4 and 4, as `new` made it) from
-        // `key` and `value`, which live until the call returns, and writes nothing back.
+        // `key` and, for UPDATE, `value`, which live until the call returns, and writes
+        // nothing back.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_bpf,
-                BPF_MAP_UPDATE_ELEM,
+                command,
                 &mut attr as *mut MapElemAttr as *mut libc::c_void,
                 std::mem::size_of::<MapElemAttr>() as libc::c_uint,
             )
