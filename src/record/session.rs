@@ -827,6 +827,21 @@ fn runtime_notes_and_cleanup(
             notes.push(unforeseen_jvm_note(*pid, setup.jvms_watched));
         }
     }
+    if matches!(config.target, Target::Launch(_))
+        && config.call_graph.is_none()
+        && call_graph == CallGraph::FramePointers
+    {
+        // A CPython 3.12+ behind such a launcher got the frame-pointer stacks of a native
+        // program: the DWARF copy its libpython needs is chosen for the whole launch, at start.
+        for (pid, _) in runtimes.iter().filter(|(_, &r)| r == "python") {
+            notes.push(format!(
+                "python (pid {pid}): jprof did not see from the command line that it runs \
+                 CPython 3.12+ (a launcher it cannot see through), so its stacks were walked \
+                 by frame pointers: where libpython has none, Python callers are lost; \
+                 `jprof record --call-graph dwarf -- …` unwinds them (docs/python.md)"
+            ));
+        }
+    }
     if call_graph == CallGraph::FramePointers && runtimes.values().any(|&r| r == "mono") {
         // Mono's AOT images (mscorlib, mcs) keep no frame pointers; their .debug_frame CFI
         // unwinds them in dwarf mode (docs/mono.md).

@@ -278,6 +278,48 @@ fn python_313_gives_its_jitdump_in_dwarf_mode() {
     assert_no_side_files(dir.path(), &run);
 }
 
+/// A CPython 3.12 started by a launcher jprof cannot see through (a variable holding the
+/// interpreter, as wrapper scripts do) gets frame-pointer stacks like any native program; the
+/// summary says so and names `--call-graph dwarf`, which the same command line then gets
+/// without the note (nor does a `python3.12` jprof sees get it).
+#[test]
+fn a_python_jprof_cannot_foresee_is_told_apart() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.py"), PYTHON_APP).unwrap();
+    let python = pyenv_bin("3.12").join("python3.12");
+    let hidden = [
+        "sh",
+        "-c",
+        "PYTHON=$0; exec \"$PYTHON\" \"$@\"",
+        python.to_str().unwrap(),
+        "app.py",
+    ];
+    let cleared = ["PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT"];
+    let note = "jprof did not see from the command line that it runs CPython 3.12+";
+    let run = record(dir.path(), &hidden, &[], &cleared);
+    assert!(
+        run.summary.contains(note) && run.summary.contains("--call-graph dwarf -- …"),
+        "{}",
+        run.summary
+    );
+    let told = record_with(
+        dir.path(),
+        &["--call-graph", "dwarf"],
+        &hidden,
+        &[],
+        &cleared,
+    );
+    assert!(!told.summary.contains(note), "{}", told.summary);
+    let direct = record(
+        dir.path(),
+        &[python.to_str().unwrap(), "app.py"],
+        &[],
+        &cleared,
+    );
+    assert!(!direct.summary.contains(note), "{}", direct.summary);
+}
+
 /// Issue 27: CPython 3.12+ recorded with no flags is unwound through libpython (built without
 /// frame pointers, and with the perf trampolines every Python call is several C frames) with
 /// DWARF over the deep stack copy: ≥ 90% of the samples of a program whose hot code runs 20 to
