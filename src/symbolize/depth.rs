@@ -1,7 +1,8 @@
 //! How deep each process's stacks reach, for the record summary and the report's notes: the
 //! share of CPU samples whose stack is whole (it goes from the thread's start, a libc entry
 //! such as `start_thread` or `_start`, to the leaf, with every user frame named), and the
-//! stacks cut short by the kernel's callchain limit or by the end of the stack copy.
+//! stacks cut short by the kernel's callchain limit or by the end of the stack copy. Kernel
+//! threads, which have no user stack, are not counted.
 
 use std::collections::BTreeMap;
 

@@ -96,7 +96,10 @@ impl<'a> StackBuilder<'a> {
         }
         let mut stack = vec![self.root(s.tid, comm.clone())];
         self.push_user(model, binaries, s, &mut stack);
-        if !s.off_cpu {
+        // A kernel thread (`-a`: the idle tasks, kworkers) has no user stack to be whole or
+        // cut: its samples are left out of the counts rather than called all cut short.
+        let kernel_thread = s.callchain_user.is_empty() && s.stack.user.is_empty();
+        if !s.off_cpu && !kernel_thread {
             let whole = self.whole(&stack[1..]);
             self.depths.observe(s.pid, s.tid, &comm, whole, s.cut);
         }

@@ -697,6 +697,12 @@ fn all_cpus_off_cpu_time_lands_under_the_waiting_function() {
         summary.contains("off-CPU: ") && summary.contains("switches off the CPU"),
         "{summary}"
     );
+    // The idle tasks (pid 0: a CPU idles while the sleeper sleeps) are kernel threads, with no
+    // user stack to be whole or cut: they get no stacks line.
+    assert!(
+        summary.contains("    pid 0 (") && !summary.contains("note: stacks: pid 0 ("),
+        "{summary}"
+    );
     let weighed = |weight: &str| {
         let stacks = folded_by(&data, weight, &["--pid", &pid]);
         let under = |frame: &str| -> u64 {
