@@ -138,17 +138,21 @@ pub fn open_system_events(
     config: &RecordConfig,
     stacks: events::StackCopy,
 ) -> Result<Events, Error> {
-    events::open(
+    let mut events = events::open(
         &[-1],
         config.event,
         config.frequency_hz,
         stacks,
         events::Scope::AllCpus,
         config.off_cpu_min_ns,
-        // Every JVM on the machine gets its frames past the copy read (those running now,
-        // then each as it maps libjvm.so); `--call-graph` given is kept as given.
-        config.call_graph.is_none(),
-    )
+        false,
+    )?;
+    // Every JVM on the machine gets its frames past the copy read (those running now, then
+    // each as it maps libjvm.so), by a program loaded at the first; `--call-graph` given is
+    // kept as given.
+    events.deep_at_first_jvm = config.call_graph.is_none()
+        && std::env::var_os(events::NO_BPF_VAR).is_none_or(|v| v != "1");
+    Ok(events)
 }
 
 /// Every process running now (the numeric entries of /proc), in pid order.

@@ -39,6 +39,11 @@ const FRAME: i32 = 32;
 /// The ring buffer: ~3 KiB a sample for a javac stack 100 frames deep, a quarter second of
 /// samples at 999 Hz on four CPUs fits (the reader drains it at least every 100 ms).
 const RING_BYTES: usize = 16 << 20;
+/// `-a`'s ring: the kernel maps a ring's pages into jprof whole (its data twice), all counted
+/// in the recorder's memory, and 16 MiB doubled took `-a` beside a JVM from 22 to 45 MiB at
+/// peak. 2 MiB holds 100 ms of a JVM 100 frames deep sampled at 999 Hz on six CPUs; past
+/// that, records the ring has no room for are counted in the summary's deep-frames note.
+const HOST_RING_BYTES: usize = 2 << 20;
 
 /// bpf_probe_read_user and the task helpers are GPL-only.
 const LICENSE: &CStr = c"GPL";
@@ -629,25 +634,37 @@ impl DeepFrames {
     /// where the kernel refuses that, its bounded-loop form; the error says why the kernel
     /// refused both.
     pub fn load(skip_bytes: u32) -> Result<Self, String> {
-        Self::load_forms(skip_bytes, false)
+        Self::load_forms(skip_bytes, false, RING_BYTES)
     }
 
     /// [`Self::load`] for the JVMs a launch may start without jprof telling from its command
     /// line (a script that runs "$JAVACMD"): the program does nothing for a process until
     /// [`Self::watch`] sees it map libjvm.so.
     pub fn load_watching(skip_bytes: u32) -> Result<Self, String> {
-        Self::load_forms(skip_bytes, true)
+        Self::load_forms(skip_bytes, true, RING_BYTES)
     }
 
-    fn load_forms(skip_bytes: u32, watching: bool) -> Result<Self, String> {
-        Self::load_form(skip_bytes, Form::BpfLoop, watching).or_else(|why_not_bpf_loop| {
-            Self::load_form(skip_bytes, Form::BoundedLoop, watching)
-                .map_err(|why| format!("{why}; its bpf_loop form: {why_not_bpf_loop}"))
-        })
+    /// [`Self::load_watching`] for `-a`, with the smaller ring [`HOST_RING_BYTES`].
+    pub fn load_watching_host(skip_bytes: u32) -> Result<Self, String> {
+        Self::load_forms(skip_bytes, true, HOST_RING_BYTES)
+    }
+
+    fn load_forms(skip_bytes: u32, watching: bool, ring_bytes: usize) -> Result<Self, String> {
+        Self::load_form(skip_bytes, Form::BpfLoop, watching, ring_bytes).or_else(
+            |why_not_bpf_loop| {
+                Self::load_form(skip_bytes, Form::BoundedLoop, watching, ring_bytes)
+                    .map_err(|why| format!("{why}; its bpf_loop form: {why_not_bpf_loop}"))
+            },
+        )
     }
 
     /// [`Self::load`] of one form.
-    fn load_form(skip_bytes: u32, form: Form, watching: bool) -> Result<Self, String> {
+    fn load_form(
+        skip_bytes: u32,
+        form: Form,
+        watching: bool,
+        ring_bytes: usize,
+    ) -> Result<Self, String> {
         let value_size = (HEAD + MAX_FRAMES * FRAME) as u32;
         let scratch = bpf::create_map(
             bpf::MAP_TYPE_PERCPU_ARRAY,
@@ -657,7 +674,7 @@ impl DeepFrames {
             "jprof_scratch",
         )
         .map_err(|e| format!("creating its per-CPU map: {e}"))?;
-        let ring = bpf::RingBuf::new(RING_BYTES, "jprof_frames")
+        let ring = bpf::RingBuf::new(ring_bytes, "jprof_frames")
             .map_err(|e| format!("creating its ring buffer: {e}"))?;
         let skip_bytes =
             i32::try_from(skip_bytes).map_err(|_| "a stack copy that large".to_string())?;
@@ -902,12 +919,12 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         if kernel_has_bpf_loop() {
-            let bpf_loop =
-                DeepFrames::load_form(1024, Form::BpfLoop, false).unwrap_or_else(|e| panic!("{e}"));
+            let bpf_loop = DeepFrames::load_form(1024, Form::BpfLoop, false, RING_BYTES)
+                .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(bpf_loop.form(), Form::BpfLoop);
             assert_eq!(deep.form(), Form::BpfLoop);
         }
-        let fallback = DeepFrames::load_form(1024, Form::BoundedLoop, false).unwrap();
+        let fallback = DeepFrames::load_form(1024, Form::BoundedLoop, false, RING_BYTES).unwrap();
         assert_eq!(fallback.form(), Form::BoundedLoop);
         // The watching form (its process map looked up first) passes too, in both forms, and
         // takes the processes it is given.
@@ -915,8 +932,8 @@ mod tests {
             if form == Form::BpfLoop && !kernel_has_bpf_loop() {
                 continue;
             }
-            let watching =
-                DeepFrames::load_form(1024, form, true).unwrap_or_else(|e| panic!("{e}"));
+            let watching = DeepFrames::load_form(1024, form, true, HOST_RING_BYTES)
+                .unwrap_or_else(|e| panic!("{e}"));
             assert!(watching.watching() && !deep.watching());
             let watched = watching.watched.as_ref().unwrap();
             watched.pids.insert(std::process::id()).unwrap();
@@ -929,7 +946,7 @@ mod tests {
     #[test]
     fn a_watched_jvm_is_taken_out_when_it_ends() {
         use crate::format::perf_write;
-        let mut deep = match DeepFrames::load_watching(1024) {
+        let mut deep = match DeepFrames::load_watching_host(1024) {
             Ok(deep) => deep,
             Err(e) if e.contains("Operation not permitted") => {
                 eprintln!("skipped: the kernel refuses BPF to this user: {e}");

@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use crate::error::Error;
-use crate::format::perf::sample_type as st;
+use crate::format::perf::{sample_type as st, SampleLayout};
 use crate::recording::EventConfig;
 use crate::sys::perf_event::{self, abi, PerfMmap};
 
@@ -98,6 +98,9 @@ pub struct Events {
     pub deep: Option<super::deep_frames::DeepFrames>,
     /// Why there is no `deep` where one was wanted (the summary says it once).
     pub deep_note: Option<String>,
+    /// `-a`: the watching program is loaded when the records first show a JVM
+    /// ([`Events::watch_jvms`]), so a host without one pays nothing for it (its 16 MiB ring).
+    pub deep_at_first_jvm: bool,
 }
 
 /// Set to `1`, jprof does not load its BPF program for a JVM's deep stacks and copies 64 KiB of
@@ -325,6 +328,7 @@ pub fn open(
         cpus,
         deep: None,
         deep_note,
+        deep_at_first_jvm: false,
     };
     if let Some(min_ns) = off_cpu_min_ns {
         events.open_off_cpu(pid, min_ns, settings.kernel, &mut notes);
@@ -587,6 +591,39 @@ impl Events {
             return;
         }
         self.deep = Some(deep);
+    }
+
+    /// The JVMs `records` show starting and ending, for the watching program
+    /// (`DeepFrames::watch`); with [`Self::deep_at_first_jvm`], the program is loaded and
+    /// attached to every event at the first one (a refusal is noted, once).
+    pub fn watch_jvms(
+        &mut self,
+        layout: &SampleLayout,
+        records: &[u8],
+    ) -> super::deep_frames::JvmChanges {
+        if self.deep.is_none()
+            && self.deep_at_first_jvm
+            && super::jvm_starts::jvms_mapped(layout, records)
+                .next()
+                .is_some()
+        {
+            self.deep_at_first_jvm = false;
+            match super::deep_frames::DeepFrames::load_watching_host(STACK_BYTES_FP) {
+                Ok(deep) => self.read_deep_frames(deep),
+                Err(why) => {
+                    self.deep_note = Some(format!(
+                        "java: frames deeper than the {} KiB stack copy are not read at sample \
+                         time (the kernel refused jprof's BPF program: {why}); interpreted \
+                         frames there stay `Interpreter`",
+                        STACK_BYTES_FP.div_ceil(1024)
+                    ))
+                }
+            }
+        }
+        match &mut self.deep {
+            Some(deep) => deep.watch(layout, records),
+            None => Default::default(),
+        }
     }
 
     /// Opens the events for more threads (attach mode), sending their records into the

@@ -437,11 +437,9 @@ pub(super) fn drain_all(events: &mut events::Events) -> writer::Batch {
     // After the rings: the program sends a sample's frames before the kernel writes the
     // sample, so every sample read here has its frames in this batch or an earlier one.
     let mut deep = Vec::new();
-    let mut jvms = Default::default();
+    // A JVM the launch (or, with -a, anyone) started: its next samples get their frames read.
+    let jvms = events.watch_jvms(&events.config.layout(), &records);
     if let Some(d) = &mut events.deep {
-        // A JVM the launch (or, with -a, anyone) started: its next samples get their frames
-        // read.
-        jvms = d.watch(&events.config.layout(), &records);
         d.drain(&mut deep);
     }
     writer::Batch {

@@ -152,6 +152,8 @@ pub(super) struct Read {
     java_attach: Vec<jvm_attach::Running>,
     wall: Duration,
     end: WriterEnd,
+    /// Why a program loaded during the recording was refused (`-a`'s at the first JVM).
+    deep_note: Option<String>,
 }
 
 /// Launches the target held before exec (or attaches), opens its events, creates the output
@@ -272,7 +274,8 @@ pub(super) fn start<'a>(
     };
     let mut events = opened?;
     setup.notes.extend(events.deep_note.take());
-    setup.jvms_watched = events.deep.as_ref().is_some_and(|d| d.watching());
+    setup.jvms_watched =
+        events.deep_at_first_jvm || events.deep.as_ref().is_some_and(|d| d.watching());
     let targets = match &config.target {
         Target::Pids(pids) if pids.len() > 1 => crate::recording::Targets {
             pids: pids.clone(),
@@ -407,10 +410,7 @@ pub(super) fn start<'a>(
             for pid in attach::all_processes() {
                 let records = attach::synthesize(pid, None, &layout, now, &mut build_ids);
                 // A JVM running already: the program reads its frames past the copy too.
-                let jvms = match &mut events.deep {
-                    Some(deep) => deep.watch(&layout, &records),
-                    None => Default::default(),
-                };
+                let jvms = events.watch_jvms(&layout, &records);
                 let existing = Batch {
                     records,
                     deep: Vec::new(),
@@ -526,6 +526,8 @@ impl Reading {
         if !batch.records.is_empty() && self.writer.tx().send(batch).is_err() {
             stopped.dropped_batches += 1;
         }
+        // `-a`: the program loaded at the first JVM was refused.
+        let deep_note = self.events.deep_note.take();
         let wall = self.wall_start.elapsed();
         let Reading {
             events,
@@ -540,6 +542,7 @@ impl Reading {
             java_attach,
             wall,
             end,
+            deep_note,
         })
     }
 }
@@ -553,6 +556,7 @@ impl Session<'_> {
             java_attach,
             wall,
             end,
+            deep_note,
         } = read;
         let (result, calibration, mut side) = end;
         let reader::Stopped {
@@ -591,6 +595,7 @@ impl Session<'_> {
         }
         summary.notes.extend(self.setup.notes.iter().cloned());
         summary.notes.extend(tree_notes);
+        summary.notes.extend(deep_note);
         // The JVMs whose agent really loaded.
         let agent_loaded = {
             let mut attached = jvm_watch.finish();
