@@ -10,7 +10,6 @@ use cli_support::jprof;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jprof::format::jitdump_write::{self, CodeLoad};
@@ -19,11 +18,9 @@ use jprof::recording::Recording;
 use crate::attacker_support;
 use attacker_support::user;
 
-/// The attacks plant files at fixed names in /tmp: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// One attack at a time across the security modules (`attacker_support::serial`).
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    attacker_support::serial()
 }
 
 /// A command run as the unprivileged user.
@@ -316,13 +313,8 @@ fn planted_jitdump_links_do_not_redirect_the_agent() {
     let v = victim();
     let home = user_dir();
     spin_class(home.path());
-    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     let mut planted = Vec::new();
-    for pid in last + 1..last + 400 {
+    for pid in attacker_support::pids_ahead(400) {
         for dir in [home.path(), Path::new("/tmp")] {
             let link = dir.join(format!("jit-{pid}.dump"));
             if std::os::unix::fs::symlink(&v.path, &link).is_ok() {

@@ -12,15 +12,13 @@ use cli_support::jprof;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
 use crate::attacker_support;
 use attacker_support::user;
-/// The attacks plant names in shared directories: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
+/// One attack at a time across the security modules (`attacker_support::serial`).
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    attacker_support::serial()
 }
 
 const PRECIOUS: &[u8] = b"root's precious content\n";
@@ -75,16 +73,11 @@ const AHEAD: u32 = 3000;
 /// even pids get a link to `victim`, odd ones an empty file of the user's.
 fn plant(dir: &Path, pattern: &str, victim: &Path) -> Planted {
     let (uid, gid) = user();
-    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     let mut planted = Planted {
         links: Vec::new(),
         files: Vec::new(),
     };
-    for pid in last + 1..last + AHEAD {
+    for pid in attacker_support::pids_ahead(AHEAD) {
         let path = dir.join(pattern.replace("{pid}", &pid.to_string()));
         if std::fs::symlink_metadata(&path).is_ok() {
             continue;
@@ -279,11 +272,6 @@ fn a_tmp_jitdump_jprof_did_not_ask_for_stays() {
     let work = tempfile::tempdir().unwrap();
     let script = work.path().join("hot.js");
     std::fs::write(&script, NODE_SCRIPT).unwrap();
-    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     // A valid jitdump header (root's, as a root process's would be), for each pid ahead.
     let header = {
         let mut h = Vec::new();
@@ -299,7 +287,8 @@ fn a_tmp_jitdump_jprof_did_not_ask_for_stays() {
     };
     let theirs = Planted {
         links: Vec::new(),
-        files: (last + 1..last + AHEAD)
+        files: attacker_support::pids_ahead(AHEAD)
+            .into_iter()
             .map(|p| PathBuf::from(format!("/tmp/jit-{p}.dump")))
             .filter(|p| std::fs::symlink_metadata(p).is_err())
             .inspect(|p| std::fs::write(p, &header).unwrap())
