@@ -150,8 +150,7 @@ pub fn open_system_events(
     // Every JVM on the machine gets its frames past the copy read (those running now, then
     // each as it maps libjvm.so), by a program loaded at the first; `--call-graph` given is
     // kept as given.
-    events.deep_at_first_jvm = config.call_graph.is_none()
-        && std::env::var_os(events::NO_BPF_VAR).is_none_or(|v| v != "1");
+    events.deep_at_first_jvm = config.call_graph.is_none() && !events::bpf_refused_by_env();
     Ok(events)
 }
 

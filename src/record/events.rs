@@ -108,6 +108,11 @@ pub struct Events {
 /// path).
 pub const NO_BPF_VAR: &str = "JPROF_NO_BPF";
 
+/// Whether [`NO_BPF_VAR`] is set to `1`.
+pub fn bpf_refused_by_env() -> bool {
+    std::env::var_os(NO_BPF_VAR).is_some_and(|v| v == "1")
+}
+
 /// Loads the program that reads a JVM's frames past the 1 KiB stack copy; the error is the
 /// summary's note on the fallback.
 fn load_deep_frames() -> Result<super::deep_frames::DeepFrames, String> {
@@ -119,7 +124,7 @@ fn load_deep_frames() -> Result<super::deep_frames::DeepFrames, String> {
             STACK_BYTES_FP.div_ceil(1024),
         )
     };
-    if std::env::var_os(NO_BPF_VAR).is_some_and(|v| v == "1") {
+    if bpf_refused_by_env() {
         return Err(refused(format!(
             "{NO_BPF_VAR}=1: jprof's BPF program was not loaded"
         )));
@@ -291,8 +296,7 @@ pub fn open(
         // A launch that may start a JVM jprof could not foresee: the program, idle until
         // one maps libjvm.so; without it, a note if one does (session.rs).
         false if watch_jvms && stacks == StackCopy::of(CallGraph::FramePointers) => {
-            let refused = std::env::var_os(NO_BPF_VAR).is_some_and(|v| v == "1");
-            let loaded = (!refused)
+            let loaded = (!bpf_refused_by_env())
                 .then(|| super::deep_frames::DeepFrames::load_watching(STACK_BYTES_FP).ok())
                 .flatten();
             (loaded, None)

@@ -819,9 +819,7 @@ fn embed(
                 .entry(found.offset)
                 .or_insert_with(|| found.frames.iter().map(EmbeddedFrame::from).collect());
             }
-            // A kernel thread has no user stack to count (as in `StackBuilder::add`).
-            let kernel_thread = s.callchain_user.is_empty() && s.stack.user.is_empty();
-            if !s.off_cpu && !kernel_thread {
+            if !s.off_cpu && !s.of_kernel_thread() {
                 let comm = model.thread(s.tid).map_or("", |t| t.comm.as_str());
                 if whole && !pending.is_empty() {
                     depths.observe(s.pid, s.tid, comm, false, s.cut);

@@ -41,6 +41,14 @@ pub(super) struct SampleStack {
     pub cut_when_embedded: Option<depth::Cut>,
 }
 
+impl SampleStack {
+    /// A kernel thread's sample (`-a`: the idle tasks, kworkers): no user callchain nor user
+    /// frames, so no user stack to be whole or cut; left out of the depth counts.
+    pub fn of_kernel_thread(&self) -> bool {
+        self.callchain_user.is_empty() && self.stack.user.is_empty()
+    }
+}
+
 pub(super) struct StackBuilder<'a> {
     pub profile: Profile,
     pub symbolizer: Symbolizer<'a>,
@@ -96,10 +104,7 @@ impl<'a> StackBuilder<'a> {
         }
         let mut stack = vec![self.root(s.tid, comm.clone())];
         self.push_user(model, binaries, s, &mut stack);
-        // A kernel thread (`-a`: the idle tasks, kworkers) has no user stack to be whole or
-        // cut: its samples are left out of the counts rather than called all cut short.
-        let kernel_thread = s.callchain_user.is_empty() && s.stack.user.is_empty();
-        if !s.off_cpu && !kernel_thread {
+        if !s.off_cpu && !s.of_kernel_thread() {
             let whole = self.whole(&stack[1..]);
             self.depths.observe(s.pid, s.tid, &comm, whole, s.cut);
         }

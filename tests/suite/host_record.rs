@@ -791,15 +791,7 @@ fn all_cpus_reads_every_jvms_frames_past_the_stack_copy() {
     let during = deep();
     let (status, summary) = recording.wait_with_output_stderr();
     assert!(status.success(), "{summary}");
-    // "java: N samples' frame chains went past the 1 KiB stack copy; ... read at sample time for M"
-    let counts: Vec<u64> = summary
-        .lines()
-        .find(|l| l.contains("frame chains went past the 1 KiB stack copy"))
-        .unwrap_or_else(|| panic!("no deep-frames note\n{summary}"))
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    let (past, read) = (counts[0], counts[2]);
+    let (past, read) = crate::java_e2e::deep_frames_read(&summary);
     assert!(
         past >= 1000 && read * 10 >= past * 9,
         "frames read for {read} of {past} deep samples\n{summary}"

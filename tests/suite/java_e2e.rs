@@ -79,6 +79,19 @@ fn compile(dir: &Path, sources: &[PathBuf]) {
     );
 }
 
+/// From the summary's deep-frames note ("N samples' frame chains went past the 1 KiB stack
+/// copy; ... read at sample time for M"): (N, M).
+pub(crate) fn deep_frames_read(summary: &str) -> (u64, u64) {
+    let counts: Vec<u64> = summary
+        .lines()
+        .find(|l| l.contains("frame chains went past the 1 KiB stack copy"))
+        .unwrap_or_else(|| panic!("no deep-frames note\n{summary}"))
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (counts[0], counts[2])
+}
+
 /// One example source (a path under the repository), compiled into a fresh directory.
 pub(crate) fn example_classes(source: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1329,15 +1342,7 @@ fn deep_interpreted_run(jdk_name: &str, launched: Launched) {
         copy, 1024,
         "JDK {jdk_name}: stack copy per sample\n{summary}"
     );
-    // "N samples' frame chains went past the 1 KiB stack copy; ... read at sample time for M"
-    let counts: Vec<u64> = summary
-        .lines()
-        .find(|l| l.contains("frame chains went past the 1 KiB stack copy"))
-        .unwrap_or_else(|| panic!("no deep-frames note\n{summary}"))
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    let (past, read) = (counts[0], counts[2]);
+    let (past, read) = deep_frames_read(&summary);
     assert!(
         past >= 500 && read * 10 >= past * 9,
         "JDK {jdk_name}: frames read for {read} of {past} deep samples\n{summary}"

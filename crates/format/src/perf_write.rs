@@ -48,19 +48,24 @@ fn trailer(out: &mut Vec<u8>, layout: &SampleLayout, id: &SampleId) {
     }
 }
 
-/// A COMM record giving thread `tid` of process `pid` the name `name`, at `time` (sample-clock ns).
-pub fn comm(layout: &SampleLayout, pid: u32, tid: u32, name: &str, time: u64) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend(pid.to_le_bytes());
-    b.extend(tid.to_le_bytes());
-    padded_str(&mut b, name);
+/// The `sample_id` trailer of a record about thread `tid` of `pid` at `time`.
+fn thread_trailer(b: &mut Vec<u8>, layout: &SampleLayout, pid: u32, tid: u32, time: u64) {
     let id = SampleId {
         pid,
         tid,
         time: Some(time),
         cpu: None,
     };
-    trailer(&mut b, layout, &id);
+    trailer(b, layout, &id);
+}
+
+/// A COMM record giving thread `tid` of process `pid` the name `name`, at `time` (sample-clock ns).
+pub fn comm(layout: &SampleLayout, pid: u32, tid: u32, name: &str, time: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(pid.to_le_bytes());
+    b.extend(tid.to_le_bytes());
+    padded_str(&mut b, name);
+    thread_trailer(&mut b, layout, pid, tid, time);
     record(RecordKind::COMM, misc::USER, &b)
 }
 
@@ -72,13 +77,7 @@ pub fn exit(layout: &SampleLayout, pid: u32, tid: u32, time: u64) -> Vec<u8> {
         b.extend(v.to_le_bytes());
     }
     b.extend(time.to_le_bytes());
-    let id = SampleId {
-        pid,
-        tid,
-        time: Some(time),
-        cpu: None,
-    };
-    trailer(&mut b, layout, &id);
+    thread_trailer(&mut b, layout, pid, tid, time);
     record(RecordKind::EXIT, 0, &b)
 }
 
@@ -117,13 +116,7 @@ pub fn mmap2(
     b.extend(prot.to_le_bytes());
     b.extend(2u32.to_le_bytes()); // MAP_PRIVATE
     padded_str(&mut b, filename);
-    let id = SampleId {
-        pid,
-        tid: pid,
-        time: Some(time),
-        cpu: None,
-    };
-    trailer(&mut b, layout, &id);
+    thread_trailer(&mut b, layout, pid, pid, time);
     let with_id = if build_id.is_some() {
         misc::MMAP_BUILD_ID
     } else {
