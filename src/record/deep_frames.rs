@@ -36,14 +36,46 @@ pub const MAX_FRAMES: i32 = 1000;
 const HEAD: i32 = 40;
 /// Bytes per frame: frame pointer, saved frame pointer, return address, `Method*` slot.
 const FRAME: i32 = 32;
-/// The ring buffer: ~3 KiB a sample for a javac stack 100 frames deep, a quarter second of
-/// samples at 999 Hz on four CPUs fits (the reader drains it at least every 100 ms).
-const RING_BYTES: usize = 16 << 20;
-/// `-a`'s ring: the kernel maps a ring's pages into jprof whole (its data twice), all counted
-/// in the recorder's memory, and 16 MiB doubled took `-a` beside a JVM from 22 to 45 MiB at
-/// peak. 2 MiB holds 100 ms of a JVM 100 frames deep sampled at 999 Hz on six CPUs; past
-/// that, records the ring has no room for are counted in the summary's deep-frames note.
-const HOST_RING_BYTES: usize = 2 << 20;
+/// The ring buffer's size per CPU sampled: a record is ~3 KiB for a javac stack 100 frames
+/// deep and ~26 KiB for one 800 deep; the reader drains the ring before it is a quarter full at
+/// the rate it last filled ([`DeepFrames::drain_within`]), so what it must hold is the
+/// records of a jump in that rate between two drains.
+const RING_BYTES_PER_CPU: usize = 1 << 20;
+/// The ring's size whatever the CPUs: the kernel maps a ring's pages into jprof whole (its data
+/// twice), all counted in the recorder's resident memory (a 16 MiB ring was 32 MiB of it).
+const RING_BYTES_MIN: usize = 2 << 20;
+const RING_BYTES_MAX: usize = 16 << 20;
+
+/// The ring's size for `cpus` CPUs sampled: a power of two, as the kernel requires.
+pub fn ring_bytes(cpus: usize) -> usize {
+    (cpus.max(1) * RING_BYTES_PER_CPU)
+        .next_power_of_two()
+        .clamp(RING_BYTES_MIN, RING_BYTES_MAX)
+}
+
+/// The longest the reader waits between two drains of the ring, whatever the rate.
+const DRAIN_WITHIN_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+/// The shortest: drains more often than this would cost jprof more than the samples do.
+const DRAIN_WITHIN_MIN: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// How soon the ring is drained again after a drain that found `bytes` written over
+/// `elapsed` (and a rate of `before` bytes a second before that): before a quarter of its
+/// `size` fills at the higher of the two rates, the earlier one halved for each drain (a
+/// JVM that stops recursing deep does not keep the reader up). Returns the rate to keep.
+fn next_drain(
+    size: usize,
+    bytes: usize,
+    elapsed: std::time::Duration,
+    before: f64,
+) -> (std::time::Duration, f64) {
+    let now = bytes as f64 / elapsed.as_secs_f64().max(1e-4);
+    let rate = now.max(before / 2.0);
+    let within = match rate > 0.0 {
+        true => std::time::Duration::from_secs_f64((size / 4) as f64 / rate),
+        false => DRAIN_WITHIN_MAX,
+    };
+    (within.clamp(DRAIN_WITHIN_MIN, DRAIN_WITHIN_MAX), rate)
+}
 
 /// bpf_probe_read_user and the task helpers are GPL-only.
 const LICENSE: &CStr = c"GPL";
@@ -623,6 +655,12 @@ pub struct DeepFrames {
     /// For a launch jprof could not tell runs a JVM: the program reads the frames of these
     /// processes only, each added as it maps libjvm.so (`watch`).
     watched: Option<Watched>,
+    /// The ring's size, and when it was last drained, at what rate it filled and how soon it
+    /// should be drained again (`next_drain`).
+    ring_bytes: usize,
+    drained_at: std::time::Instant,
+    rate: f64,
+    drain_within: std::time::Duration,
     /// For the tests: which form was loaded.
     #[cfg(test)]
     form: Form,
@@ -633,20 +671,15 @@ impl DeepFrames {
     /// `skip_bytes` above the stack pointer (the stack copy's size): its `bpf_loop` form, or
     /// where the kernel refuses that, its bounded-loop form; the error says why the kernel
     /// refused both.
-    pub fn load(skip_bytes: u32) -> Result<Self, String> {
-        Self::load_forms(skip_bytes, false, RING_BYTES)
+    pub fn load(skip_bytes: u32, cpus: usize) -> Result<Self, String> {
+        Self::load_forms(skip_bytes, false, ring_bytes(cpus))
     }
 
     /// [`Self::load`] for the JVMs a launch may start without jprof telling from its command
     /// line (a script that runs "$JAVACMD"): the program does nothing for a process until
     /// [`Self::watch`] sees it map libjvm.so.
-    pub fn load_watching(skip_bytes: u32) -> Result<Self, String> {
-        Self::load_forms(skip_bytes, true, RING_BYTES)
-    }
-
-    /// [`Self::load_watching`] for `-a`, with the smaller ring [`HOST_RING_BYTES`].
-    pub fn load_watching_host(skip_bytes: u32) -> Result<Self, String> {
-        Self::load_forms(skip_bytes, true, HOST_RING_BYTES)
+    pub fn load_watching(skip_bytes: u32, cpus: usize) -> Result<Self, String> {
+        Self::load_forms(skip_bytes, true, ring_bytes(cpus))
     }
 
     fn load_forms(skip_bytes: u32, watching: bool, ring_bytes: usize) -> Result<Self, String> {
@@ -724,6 +757,10 @@ impl DeepFrames {
             ring,
             _scratch: scratch,
             watched,
+            ring_bytes,
+            drained_at: std::time::Instant::now(),
+            rate: 0.0,
+            drain_within: DRAIN_WITHIN_MAX,
             #[cfg(test)]
             form,
         })
@@ -776,7 +813,25 @@ impl DeepFrames {
 
     /// Appends the records sent since the last call.
     pub fn drain(&mut self, out: &mut Vec<Walked>) {
-        self.ring.drain(|bytes| out.extend(Walked::decode(bytes)));
+        let mut bytes = 0;
+        self.ring.drain(|record| {
+            bytes += (record.len() + bpf::RINGBUF_HEADER).next_multiple_of(8);
+            out.extend(Walked::decode(record));
+        });
+        let now = std::time::Instant::now();
+        (self.drain_within, self.rate) = next_drain(
+            self.ring_bytes,
+            bytes,
+            now.duration_since(self.drained_at),
+            self.rate,
+        );
+        self.drained_at = now;
+    }
+
+    /// How long the reader may sleep before the ring needs draining again (it is not woken by
+    /// the ring: each wakeup would cost the sampled thread, as perf's do).
+    pub fn drain_within(&self) -> std::time::Duration {
+        self.drain_within.saturating_sub(self.drained_at.elapsed())
     }
 }
 
@@ -878,6 +933,38 @@ mod tests {
         assert_eq!(bounds, vec![max_skip(1024), MAX_FRAMES], "{bounds:?}");
     }
 
+    /// The ring grows with the CPUs sampled, within its bounds, a power of two.
+    #[test]
+    fn the_ring_is_sized_to_the_cpus() {
+        assert_eq!(ring_bytes(0), 2 << 20);
+        assert_eq!(ring_bytes(2), 2 << 20);
+        assert_eq!(ring_bytes(3), 4 << 20);
+        assert_eq!(ring_bytes(8), 8 << 20);
+        assert_eq!(ring_bytes(256), 16 << 20);
+    }
+
+    /// The next drain comes before a quarter of the ring fills at the rate it last filled;
+    /// a rate that falls is let go of by halves; no data waits the longest.
+    #[test]
+    fn the_ring_is_drained_before_it_fills() {
+        use std::time::Duration;
+        let size = 2 << 20;
+        // 52 MB/s (a JVM 800 frames deep on two CPUs at 999 Hz): 512 KiB in ~10 ms.
+        let (within, rate) = next_drain(size, 520_000, Duration::from_millis(10), 0.0);
+        assert_eq!(rate, 52_000_000.0);
+        assert_eq!(within.as_millis(), 10);
+        // Nothing since: the reader still comes soon (half the rate), then later and later.
+        let (within, rate) = next_drain(size, 0, Duration::from_millis(10), rate);
+        assert_eq!(within.as_millis(), 20);
+        let (within, _) = next_drain(size, 0, Duration::from_millis(20), rate);
+        assert_eq!(within.as_millis(), 40);
+        // A rate that rises counts at once.
+        let (within, _) = next_drain(size, 5_000_000, Duration::from_millis(10), 1000.0);
+        assert_eq!(within, DRAIN_WITHIN_MIN);
+        // Nothing ever written: the longest wait.
+        assert_eq!(next_drain(size, 0, Duration::ZERO, 0.0).0, DRAIN_WITHIN_MAX);
+    }
+
     #[test]
     fn records_decode() {
         let words: Vec<u64> = vec![
@@ -910,7 +997,7 @@ mod tests {
     /// is the one loaded where the kernel has `bpf_loop` (Linux 5.17+).
     #[test]
     fn the_verifier_accepts_the_program() {
-        let deep = match DeepFrames::load(1024) {
+        let deep = match DeepFrames::load(1024, 2) {
             Ok(deep) => deep,
             Err(e) if e.contains("Operation not permitted") => {
                 eprintln!("skipped: the kernel refuses BPF to this user: {e}");
@@ -919,12 +1006,13 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         if kernel_has_bpf_loop() {
-            let bpf_loop = DeepFrames::load_form(1024, Form::BpfLoop, false, RING_BYTES)
+            let bpf_loop = DeepFrames::load_form(1024, Form::BpfLoop, false, RING_BYTES_MIN)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(bpf_loop.form(), Form::BpfLoop);
             assert_eq!(deep.form(), Form::BpfLoop);
         }
-        let fallback = DeepFrames::load_form(1024, Form::BoundedLoop, false, RING_BYTES).unwrap();
+        let fallback =
+            DeepFrames::load_form(1024, Form::BoundedLoop, false, RING_BYTES_MIN).unwrap();
         assert_eq!(fallback.form(), Form::BoundedLoop);
         // The watching form (its process map looked up first) passes too, in both forms, and
         // takes the processes it is given.
@@ -932,7 +1020,7 @@ mod tests {
             if form == Form::BpfLoop && !kernel_has_bpf_loop() {
                 continue;
             }
-            let watching = DeepFrames::load_form(1024, form, true, HOST_RING_BYTES)
+            let watching = DeepFrames::load_form(1024, form, true, RING_BYTES_MIN)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(watching.watching() && !deep.watching());
             let watched = watching.watched.as_ref().unwrap();
@@ -946,7 +1034,7 @@ mod tests {
     #[test]
     fn a_watched_jvm_is_taken_out_when_it_ends() {
         use crate::format::perf_write;
-        let mut deep = match DeepFrames::load_watching_host(1024) {
+        let mut deep = match DeepFrames::load_watching(1024, 2) {
             Ok(deep) => deep,
             Err(e) if e.contains("Operation not permitted") => {
                 eprintln!("skipped: the kernel refuses BPF to this user: {e}");

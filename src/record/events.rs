@@ -114,8 +114,8 @@ pub fn bpf_refused_by_env() -> bool {
 }
 
 /// Loads the program that reads a JVM's frames past the 1 KiB stack copy; the error is the
-/// summary's note on the fallback.
-fn load_deep_frames() -> Result<super::deep_frames::DeepFrames, String> {
+/// summary's note on the fallback. `cpus`: how many CPUs are sampled (the ring's size).
+fn load_deep_frames(cpus: usize) -> Result<super::deep_frames::DeepFrames, String> {
     let refused = |why: String| {
         format!(
             "java: {why}, so each sample copies {} KiB of stack instead of {} KiB; frames \
@@ -129,7 +129,7 @@ fn load_deep_frames() -> Result<super::deep_frames::DeepFrames, String> {
             "{NO_BPF_VAR}=1: jprof's BPF program was not loaded"
         )));
     }
-    super::deep_frames::DeepFrames::load(STACK_BYTES_FP)
+    super::deep_frames::DeepFrames::load(STACK_BYTES_FP, cpus)
         .map_err(|why| refused(format!("the kernel refused jprof's BPF program ({why})")))
 }
 
@@ -289,7 +289,7 @@ pub fn open(
     // the kernel copies 1 KiB a sample rather than 64 KiB; where the kernel refuses the
     // program, the 64 KiB copy it replaces.
     let (deep, deep_note) = match stacks.trimmed() {
-        true => match load_deep_frames() {
+        true => match load_deep_frames(cpus.len()) {
             Ok(deep) => (Some(deep), None),
             Err(why) => (None, Some(why)),
         },
@@ -297,7 +297,9 @@ pub fn open(
         // one maps libjvm.so; without it, a note if one does (session.rs).
         false if watch_jvms && stacks == StackCopy::of(CallGraph::FramePointers) => {
             let loaded = (!bpf_refused_by_env())
-                .then(|| super::deep_frames::DeepFrames::load_watching(STACK_BYTES_FP).ok())
+                .then(|| {
+                    super::deep_frames::DeepFrames::load_watching(STACK_BYTES_FP, cpus.len()).ok()
+                })
                 .flatten();
             (loaded, None)
         }
@@ -597,6 +599,14 @@ impl Events {
         self.deep = Some(deep);
     }
 
+    /// How long the reader may sleep before the deep frames' ring needs draining, if there is
+    /// one (`DeepFrames::drain_within`).
+    pub fn deep_drain_within(&self) -> Option<std::time::Duration> {
+        self.deep
+            .as_ref()
+            .map(super::deep_frames::DeepFrames::drain_within)
+    }
+
     /// The JVMs `records` show starting and ending, for the watching program
     /// (`DeepFrames::watch`); with [`Self::deep_at_first_jvm`], the program is loaded and
     /// attached to every event at the first one (a refusal is noted, once).
@@ -612,7 +622,8 @@ impl Events {
                 .is_some()
         {
             self.deep_at_first_jvm = false;
-            match super::deep_frames::DeepFrames::load_watching_host(STACK_BYTES_FP) {
+            match super::deep_frames::DeepFrames::load_watching(STACK_BYTES_FP, online_cpus().len())
+            {
                 Ok(deep) => self.read_deep_frames(deep),
                 Err(why) => {
                     self.deep_note = Some(format!(

@@ -135,6 +135,11 @@ pub(super) fn read_until_stopped(
             Some(launched) => launched.poll_interval(exit_notifier.is_some()),
             None => POLL_INTERVAL_MS,
         };
+        // The deep frames' ring wakes nobody: drained before it fills at the rate it fills.
+        let interval = match events.deep_drain_within() {
+            Some(within) => interval.min(u16::try_from(within.as_millis()).unwrap_or(u16::MAX)),
+            None => interval,
+        };
         let timeout = until_duration(interval, started, duration);
         let _ = waited.poll(&events.rings, exit_notifier.as_ref(), timeout);
         let batch = drain_all(events);

@@ -296,7 +296,8 @@ pub fn attach_to_perf_event(event: &OwnedFd, prog: &OwnedFd) -> io::Result<()> {
 /// Header bits of a ring buffer record (uapi `BPF_RINGBUF_BUSY_BIT`, `_DISCARD_BIT`).
 const RINGBUF_BUSY: u32 = 1 << 31;
 const RINGBUF_DISCARD: u32 = 1 << 30;
-const RINGBUF_HEADER: usize = 8;
+/// Bytes before each record in the ring (its length and flags word, padded).
+pub const RINGBUF_HEADER: usize = 8;
 
 /// A BPF ring buffer's user-space side: the consumer position page (ours to write) and the
 /// producer position page followed by the data pages, mapped twice in a row by the kernel so a
