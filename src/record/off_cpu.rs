@@ -65,10 +65,9 @@ impl SwitchPairing {
         })
     }
 
-    /// Takes the switch records out of `batch` (returned: everything else, plus the switch-outs
-    /// decided below `complete_before`, their period now the ns off the CPU).
-    pub fn process(&mut self, batch: &[u8], complete_before: Option<u64>) -> Vec<u8> {
-        let mut kept = Vec::with_capacity(batch.len());
+    /// Takes the switch records out of `batch`; appends everything else to `kept`, then the
+    /// switch-outs decided below `complete_before`, their period now the ns off the CPU.
+    pub fn process(&mut self, batch: &[u8], complete_before: Option<u64>, kept: &mut Vec<u8>) {
         for raw in RecordIter::new(batch).flatten() {
             let whole = &batch[raw.offset..raw.offset + 8 + raw.body.len()];
             match raw.kind {
@@ -110,9 +109,8 @@ impl SwitchPairing {
             kept.extend_from_slice(whole);
         }
         if let Some(watermark) = complete_before {
-            self.decide(watermark, &mut kept);
+            self.decide(watermark, kept);
         }
-        kept
     }
 
     /// Pairs what can be paired below `watermark`.
@@ -277,7 +275,8 @@ mod tests {
         batch.extend(sample(SWITCH_ID, 42, 1_000));
         batch.extend(sample(99, 42, 6_000));
         batch.extend(sample(SWITCH_ID, 42, 9_000));
-        let kept = pairing.process(&batch, Some(8_000));
+        let mut kept = Vec::new();
+        pairing.process(&batch, Some(8_000), &mut kept);
         // The CPU sample passes; the first switch-out is stored with 4000 ns off the CPU; the
         // second waits for its return.
         assert_eq!(periods(&kept), vec![(42, 6_000, 1), (42, 1_000, 4_000)]);
@@ -304,7 +303,8 @@ mod tests {
         body.extend([0u8; 24]); // sample_id trailer
         batch.extend(record(4, 0, &body));
         batch.extend(sample(SWITCH_ID, 6, 2_001));
-        let kept = pairing.process(&batch, Some(3_000));
+        let mut kept = Vec::new();
+        pairing.process(&batch, Some(3_000), &mut kept);
         assert!(periods(&kept).is_empty(), "{:?}", periods(&kept));
         let (rest, counts) = pairing.finish(10_000);
         assert!(periods(&rest).is_empty());
@@ -323,7 +323,8 @@ mod tests {
         batch.extend(sample(SWITCH_ID, 0, 1_500));
         batch.extend(switch_in_cpu_wide(0, 42, 1_001));
         batch.extend(switch_in_cpu_wide(42, 0, 4_000));
-        let kept = pairing.process(&batch, Some(8_000));
+        let mut kept = Vec::new();
+        pairing.process(&batch, Some(8_000), &mut kept);
         assert_eq!(periods(&kept), vec![(42, 1_000, 3_000)]);
         let pairing_seen = pairing.seen;
         let (rest, counts) = pairing.finish(100_000);
@@ -340,7 +341,8 @@ mod tests {
     fn a_dead_tasks_last_switch_out_is_no_wait() {
         let mut pairing = SwitchPairing::new(LAYOUT, &[SWITCH_ID], 1_000).unwrap();
         let batch = sample(SWITCH_ID, u32::MAX, 2_000);
-        let kept = pairing.process(&batch, Some(8_000));
+        let mut kept = Vec::new();
+        pairing.process(&batch, Some(8_000), &mut kept);
         assert!(periods(&kept).is_empty(), "{:?}", periods(&kept));
         // Not a CPU sample either.
         assert_eq!(pairing.seen, 1);

@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,7 +110,7 @@ enum Pass {
 /// Reads the rings until the recording should stop; `jvm_starts` (`-a`) sees every batch.
 pub(super) fn read_until_stopped(
     events: &mut events::Events,
-    tx: &SyncSender<writer::Batch>,
+    feed: &writer::Feed,
     profiled: &Profiled,
     stop: &StopFlags,
     duration: Option<Duration>,
@@ -142,13 +142,13 @@ pub(super) fn read_until_stopped(
         };
         let timeout = until_duration(interval, started, duration);
         let _ = waited.poll(&events.rings, exit_notifier.as_ref(), timeout);
-        let batch = drain_all(events);
+        let batch = drain_all(events, feed.buffer());
         if let Some(starts) = &mut jvm_starts {
             starts.look(&batch.records);
         }
         if !batch.records.is_empty() {
             if let Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) =
-                tx.try_send(batch)
+                feed.batches.try_send(batch)
             {
                 dropped_batches += 1;
                 dropped_samples += writer::samples_in(&batch.records);
@@ -432,10 +432,10 @@ fn attached_pass(
 /// How far before a pass's start a record may still be in flight (written by another CPU).
 const IN_FLIGHT_NS: u64 = 1_000_000;
 
-/// One pass of the ring reader: every ring drained, after the time the batch says.
-pub(super) fn drain_all(events: &mut events::Events) -> writer::Batch {
+/// One pass of the ring reader: every ring drained into `records` (empty), after the time the
+/// batch says.
+pub(super) fn drain_all(events: &mut events::Events, mut records: Vec<u8>) -> writer::Batch {
     let started = crate::sys::clock::clock_ns(crate::sys::clock::CLOCK_MONOTONIC);
-    let mut records = Vec::new();
     for ring in &mut events.rings {
         ring.drain_into(&mut records);
     }

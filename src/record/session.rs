@@ -11,7 +11,6 @@
 //! joined ([`Writer`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,18 +44,20 @@ type WriterEnd = (
 /// The writer thread and the channel that feeds it. Dropped (an error on the way), the channel
 /// closes and the thread is joined, so it never writes on after `run` returned.
 pub(super) struct Writer {
-    tx: Option<SyncSender<Batch>>,
+    feed: Option<writer::Feed>,
     thread: Option<JoinHandle<WriterEnd>>,
 }
 
 impl Writer {
-    fn tx(&self) -> &SyncSender<Batch> {
-        self.tx.as_ref().expect("the channel is open until finish")
+    fn feed(&self) -> &writer::Feed {
+        self.feed
+            .as_ref()
+            .expect("the channel is open until finish")
     }
 
     /// Closes the channel and waits for the thread to write what it holds.
     fn finish(mut self) -> Result<WriterEnd> {
-        self.tx = None;
+        self.feed = None;
         let thread = self.thread.take().expect("joined once");
         thread
             .join()
@@ -66,7 +67,7 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        self.tx = None;
+        self.feed = None;
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -314,7 +315,7 @@ pub(super) fn start<'a>(
     let out = ChunkWriter::create(file, &partial, &meta)?;
     let stop = reader::StopFlags::install()?;
 
-    let (tx, rx) = mpsc::sync_channel::<Batch>(CHANNEL_BATCHES);
+    let (feed, intake) = writer::Feed::new(CHANNEL_BATCHES);
     let layout = events.config.layout();
     let off_cpu = off_cpu::SwitchPairing::new(
         layout,
@@ -347,7 +348,7 @@ pub(super) fn start<'a>(
             let result = writer::run(
                 out,
                 layout,
-                rx,
+                intake,
                 off_cpu,
                 &calibration,
                 &mut side,
@@ -364,7 +365,7 @@ pub(super) fn start<'a>(
         })
         .map_err(|e| Error::Other(format!("cannot start the writer thread: {e}")))?;
     let writer = Writer {
-        tx: Some(tx),
+        feed: Some(feed),
         thread: Some(thread),
     };
 
@@ -395,7 +396,8 @@ pub(super) fn start<'a>(
                 complete_before: None,
             };
             writer
-                .tx()
+                .feed()
+                .batches
                 .send(existing)
                 .map_err(|_| Error::Other("the writer thread stopped".into()))?;
             events::enable_all(&events)?;
@@ -418,7 +420,8 @@ pub(super) fn start<'a>(
                     complete_before: None,
                 };
                 writer
-                    .tx()
+                    .feed()
+                    .batches
                     .send(existing)
                     .map_err(|_| Error::Other("the writer thread stopped".into()))?;
             }
@@ -489,7 +492,7 @@ impl Reading {
     pub(super) fn read(mut self, session: &Session) -> Result<Read> {
         let mut stopped = reader::read_until_stopped(
             &mut self.events,
-            self.writer.tx(),
+            self.writer.feed(),
             &session.profiled,
             &self.stop,
             session.config.duration,
@@ -522,8 +525,8 @@ impl Reading {
             starts.stop();
         }
         events::disable_all(&self.events);
-        let batch = reader::drain_all(&mut self.events);
-        if !batch.records.is_empty() && self.writer.tx().send(batch).is_err() {
+        let batch = reader::drain_all(&mut self.events, self.writer.feed().buffer());
+        if !batch.records.is_empty() && self.writer.feed().batches.send(batch).is_err() {
             stopped.dropped_batches += 1;
         }
         // `-a`: the program loaded at the first JVM was refused.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use std::time::{Duration, Instant};
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 
 use super::off_cpu::SwitchPairing;
 use super::side_files::SideFiles;
@@ -19,8 +19,8 @@ use crate::timeline::Calibration;
 use crate::error::Error;
 use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
 use crate::format::recording::{
-    encode_chunk, encode_packed_side_piece, encode_side_piece, file_header, ChunkKind, PackedSide,
-    SideKind, SidePiece,
+    chunk_header, chunk_padding, encode_packed_side_piece, encode_side_piece, file_header,
+    ChunkKind, PackedSide, SideKind, SidePiece,
 };
 use crate::recording::{Meta, ProcessSamples, Summary};
 
@@ -38,6 +38,11 @@ pub struct ChunkWriter {
     /// META's JSON, written again after the first records: one damaged chunk at the start of
     /// the file must not cost the recording (docs/recording-format.md).
     meta_copy: Option<Vec<u8>>,
+    /// The records' compressor, its level, and the buffer it packs into, kept from chunk to
+    /// chunk: made afresh for each, a context and a megabyte buffer were allocated, faulted in
+    /// and unmapped every time.
+    packer: Option<(zstd::bulk::Compressor<'static>, i32)>,
+    packed: Vec<u8>,
 }
 
 impl ChunkWriter {
@@ -51,6 +56,8 @@ impl ChunkWriter {
             file,
             path: path.to_path_buf(),
             meta_copy: None,
+            packer: None,
+            packed: Vec::new(),
         };
         w.write_chunk(ChunkKind::META, &json)?;
         w.meta_copy = Some(json);
@@ -63,21 +70,67 @@ impl ChunkWriter {
             file,
             path: path.to_path_buf(),
             meta_copy: None,
+            packer: None,
+            packed: Vec::new(),
         }
     }
 
+    /// Writes one chunk with one `writev`: its header, the payload where it lies (not copied
+    /// next to the header first) and its padding.
     pub fn write_chunk(&mut self, kind: ChunkKind, payload: &[u8]) -> Result<(), Error> {
-        self.file
-            .write_all(&encode_chunk(kind, payload))
-            .map_err(|e| Error::io(&self.path, e))
+        let header = chunk_header(kind, payload);
+        let mut parts = [
+            std::io::IoSlice::new(&header),
+            std::io::IoSlice::new(payload),
+            std::io::IoSlice::new(chunk_padding(payload.len())),
+        ];
+        let mut left = &mut parts[..];
+        while !left.is_empty() {
+            match self.file.write_vectored(left) {
+                Ok(0) => {
+                    let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                    return Err(Error::io(&self.path, e));
+                }
+                Ok(n) => std::io::IoSlice::advance_slices(&mut left, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Packs `records` with zstd at `level` into `self.packed`; None where zstd fails.
+    fn pack(&mut self, records: &[u8], level: i32) -> Option<()> {
+        let packer = match &mut self.packer {
+            Some((packer, at)) if *at == level => packer,
+            Some((packer, at)) => {
+                packer.set_compression_level(level).ok()?;
+                *at = level;
+                packer
+            }
+            None => {
+                let packer = zstd::bulk::Compressor::new(level).ok()?;
+                &mut self.packer.insert((packer, level)).0
+            }
+        };
+        self.packed.clear();
+        self.packed
+            .reserve(zstd::zstd_safe::compress_bound(records.len()));
+        packer.compress_to_buffer(records, &mut self.packed).ok()?;
+        Some(())
     }
 
     /// Writes a batch of perf records compressed (zstd at `level`: docs/dependencies.md), or as
     /// it is if compressing fails or `level` is None.
     pub fn write_records(&mut self, records: &[u8], level: Option<i32>) -> Result<(), Error> {
-        match level.map(|level| zstd::bulk::compress(records, level)) {
-            Some(Ok(packed)) => self.write_chunk(ChunkKind::PERF_RECORDS_ZSTD, &packed)?,
-            _ => self.write_chunk(ChunkKind::PERF_RECORDS, records)?,
+        match level.and_then(|level| self.pack(records, level)) {
+            Some(()) => {
+                let packed = std::mem::take(&mut self.packed);
+                let written = self.write_chunk(ChunkKind::PERF_RECORDS_ZSTD, &packed);
+                self.packed = packed;
+                written?
+            }
+            None => self.write_chunk(ChunkKind::PERF_RECORDS, records)?,
         }
         match self.meta_copy.take() {
             Some(meta) => self.write_chunk(ChunkKind::META, &meta),
@@ -92,6 +145,57 @@ impl ChunkWriter {
     ) -> Result<(), Error> {
         let json = serde_json::to_vec(value).map_err(|e| Error::Other(e.to_string()))?;
         self.write_chunk(kind, &json)
+    }
+}
+
+/// The ring reader's end of the channel to the writer: the batches go one way, and the record
+/// buffers the writer is done with come back for the reader's next batches. Allocated afresh,
+/// a batch's megabytes were mapped, faulted in page by page and unmapped again for every
+/// batch (about a fifth of the recorder's CPU time on a context-switch-heavy target:
+/// docs/performance.md).
+pub struct Feed {
+    pub batches: SyncSender<Batch>,
+    spare: Receiver<Vec<u8>>,
+}
+
+/// Buffers kept for reuse at most (a batch is a pass over the rings).
+const SPARE_BUFFERS: usize = 2;
+/// A buffer larger than this is let go of rather than kept (`-a` on many CPUs).
+const SPARE_BUFFER_MAX: usize = 16 << 20;
+
+/// The writer's end of [`Feed`].
+pub struct Intake {
+    batches: Receiver<Batch>,
+    spare: SyncSender<Vec<u8>>,
+}
+
+impl Intake {
+    /// Gives a batch's buffer back to the reader, emptied, unless enough are waiting.
+    fn give_back(&self, mut records: Vec<u8>) {
+        if records.capacity() <= SPARE_BUFFER_MAX {
+            records.clear();
+            let _ = self.spare.try_send(records);
+        }
+    }
+}
+
+impl Feed {
+    /// A channel of `batches` batches, with the writer's end.
+    pub fn new(batches: usize) -> (Self, Intake) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(batches);
+        let (spare_tx, spare) = std::sync::mpsc::sync_channel(SPARE_BUFFERS);
+        (
+            Self { batches: tx, spare },
+            Intake {
+                batches: rx,
+                spare: spare_tx,
+            },
+        )
+    }
+
+    /// An empty buffer for the next batch: one the writer gave back, or a new one.
+    pub fn buffer(&self) -> Vec<u8> {
+        self.spare.try_recv().unwrap_or_default()
     }
 }
 
@@ -322,7 +426,7 @@ pub struct StoredStacks {
 pub fn run(
     mut out: ChunkWriter,
     layout: SampleLayout,
-    batches: Receiver<Batch>,
+    intake: Intake,
     mut off_cpu: Option<SwitchPairing>,
     calibration: &Calibration,
     side: &mut SideFiles,
@@ -372,7 +476,7 @@ pub fn run(
     };
     let mut level_for = |len: usize| levels.next(len);
     loop {
-        let batch = match batches.recv_timeout(SIDE_POLL) {
+        let batch = match intake.batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => break,
@@ -405,11 +509,11 @@ pub fn run(
             watermark = batch.complete_before.or(watermark);
             match &mut off_cpu {
                 Some(pairing) => {
-                    let kept = pairing.process(&batch.records, batch.complete_before);
-                    pending.extend_from_slice(&kept);
+                    pairing.process(&batch.records, batch.complete_before, &mut pending)
                 }
                 None => pending.extend_from_slice(&batch.records),
             }
+            intake.give_back(batch.records);
         }
         if pending.len() >= RECORDS_CHUNK_BYTES
             || (!pending.is_empty() && last_flush.elapsed() >= RECORDS_FLUSH)

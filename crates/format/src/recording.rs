@@ -70,14 +70,25 @@ pub fn file_header() -> [u8; FILE_HEADER_LEN] {
 
 /// Encodes one chunk: `u32 kind, u32 crc32(payload), u64 len, payload, zero pad to 8`.
 pub fn encode_chunk(kind: ChunkKind, payload: &[u8]) -> Vec<u8> {
-    let padded = payload.len().div_ceil(8) * 8;
-    let mut out = Vec::with_capacity(CHUNK_HEADER_LEN + padded);
-    out.extend_from_slice(&kind.0.to_le_bytes());
-    out.extend_from_slice(&chunk_crc(kind.0, payload).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut out = Vec::with_capacity(CHUNK_HEADER_LEN + payload.len() + 8);
+    out.extend_from_slice(&chunk_header(kind, payload));
     out.extend_from_slice(payload);
-    out.resize(CHUNK_HEADER_LEN + padded, 0);
+    out.extend_from_slice(chunk_padding(payload.len()));
     out
+}
+
+/// A chunk's header: what [`encode_chunk`] writes before the payload.
+pub fn chunk_header(kind: ChunkKind, payload: &[u8]) -> [u8; CHUNK_HEADER_LEN] {
+    let mut header = [0; CHUNK_HEADER_LEN];
+    header[..4].copy_from_slice(&kind.0.to_le_bytes());
+    header[4..8].copy_from_slice(&chunk_crc(kind.0, payload).to_le_bytes());
+    header[8..].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    header
+}
+
+/// The zeros after a payload of `len` bytes: what [`encode_chunk`] writes after it.
+pub fn chunk_padding(len: usize) -> &'static [u8] {
+    &[0; 8][..len.next_multiple_of(8) - len]
 }
 
 /// A chunk's CRC-32 since version 3: of its kind and length (little-endian, as in the header)
