@@ -475,6 +475,9 @@ pub fn run(
         },
     };
     let mut level_for = |len: usize| levels.next(len);
+    // The buffer a batch is rewritten into (its stacks cut down, or the program's records
+    // joined): the batch's own buffer becomes the next one.
+    let mut rewritten = Vec::new();
     loop {
         let batch = match intake.batches.recv_timeout(SIDE_POLL) {
             Ok(batch) => Some(batch),
@@ -488,18 +491,25 @@ pub fn run(
                 if let Some(mapped) = &mut mapped {
                     mapped.note(&layout, &batch.records);
                 }
-                batch.records = reduced(
+                let mut cut = std::mem::take(&mut rewritten);
+                reduced(
                     &layout,
                     &batch.records,
                     &mut deep,
                     whole_top,
                     mapped.as_ref(),
+                    &mut cut,
                 );
+                rewritten = std::mem::replace(&mut batch.records, cut);
+                rewritten.clear();
             } else if let Some(jvms) = &mut watched_jvms {
                 jvms.extend(std::mem::take(&mut batch.jvms.started));
                 if !jvms.is_empty() {
                     deep.add(std::mem::take(&mut batch.deep));
-                    batch.records = joined(&layout, &batch.records, &mut deep, jvms);
+                    let mut with_frames = std::mem::take(&mut rewritten);
+                    joined(&layout, &batch.records, &mut deep, jvms, &mut with_frames);
+                    rewritten = std::mem::replace(&mut batch.records, with_frames);
+                    rewritten.clear();
                 }
                 for pid in &batch.jvms.ended {
                     jvms.remove(pid);
@@ -683,15 +693,16 @@ fn write_side(out: &mut ChunkWriter, p: PendingSide) -> Result<(), Error> {
 }
 
 /// The batch with every sample's stack copy cut down to the words a report reads
-/// (`stack_words`), each sample after the frames read past its copy at sample time, if any.
+/// (`stack_words`), each sample after the frames read past its copy at sample time, if any,
+/// appended to `out`.
 fn reduced(
     layout: &SampleLayout,
     records: &[u8],
     deep: &mut super::stack_words::DeepJoin,
     whole_top: bool,
     mapped: Option<&super::stack_words::Mapped>,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(records.len() / 4);
+    out: &mut Vec<u8>,
+) {
     let mut done = 0;
     for raw in RecordIter::new(records).map_while(Result::ok) {
         let end = raw.offset + 8 + raw.body.len();
@@ -707,18 +718,17 @@ fn reduced(
     }
     // A record that does not split is kept with the rest, as it came.
     out.extend_from_slice(&records[done..]);
-    out
 }
 
 /// The batch with each sample of the processes `jvms` after the frames read past its copy,
-/// if any; every record as it came.
+/// if any; every record as it came; appended to `out`.
 fn joined(
     layout: &SampleLayout,
     records: &[u8],
     deep: &mut super::stack_words::DeepJoin,
     jvms: &rustc_hash::FxHashSet<u32>,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(records.len() + records.len() / 8);
+    out: &mut Vec<u8>,
+) {
     let mut done = 0;
     for raw in RecordIter::new(records).map_while(Result::ok) {
         let end = raw.offset + 8 + raw.body.len();
@@ -731,7 +741,6 @@ fn joined(
         done = end;
     }
     out.extend_from_slice(&records[done..]);
-    out
 }
 
 fn store_side_pieces(
