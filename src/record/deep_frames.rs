@@ -69,11 +69,14 @@ fn next_drain(
     before: f64,
 ) -> (std::time::Duration, f64) {
     let now = bytes as f64 / elapsed.as_secs_f64().max(1e-4);
-    let rate = now.max(before / 2.0);
-    let within = match rate > 0.0 {
-        true => std::time::Duration::from_secs_f64((size / 4) as f64 / rate),
-        false => DRAIN_WITHIN_MAX,
+    // Halved drain after drain, a rate that is gone reaches nothing (not an ever smaller
+    // number whose quarter-ring time no Duration holds).
+    let rate = match now.max(before / 2.0) {
+        r if r >= 1.0 => r,
+        _ => 0.0,
     };
+    let within = std::time::Duration::try_from_secs_f64((size / 4) as f64 / rate)
+        .unwrap_or(DRAIN_WITHIN_MAX);
     (within.clamp(DRAIN_WITHIN_MIN, DRAIN_WITHIN_MAX), rate)
 }
 
@@ -963,6 +966,20 @@ mod tests {
         assert_eq!(within, DRAIN_WITHIN_MIN);
         // Nothing ever written: the longest wait.
         assert_eq!(next_drain(size, 0, Duration::ZERO, 0.0).0, DRAIN_WITHIN_MAX);
+        // A rate let go of drain after drain ends at nothing (`record -a` beside a JVM that
+        // sleeps: ~1100 halvings took it below what a Duration holds, and the reader panicked).
+        let mut rate = 52_000_000.0;
+        for _ in 0..5000 {
+            let within;
+            (within, rate) = next_drain(size, 0, Duration::from_millis(100), rate);
+            assert!(within <= DRAIN_WITHIN_MAX);
+        }
+        assert_eq!(rate, 0.0);
+        // A rate so small its quarter-ring time overflows: the longest wait.
+        assert_eq!(
+            next_drain(size, 1, Duration::from_secs(1_000_000), 0.0).0,
+            DRAIN_WITHIN_MAX
+        );
     }
 
     #[test]

@@ -1409,6 +1409,43 @@ fn jdk25_a_jvm_jprof_cannot_foresee_has_its_deep_frames_read_once_found() {
     deep_interpreted_run("25", Launched::Hidden);
 }
 
+/// A launch whose JVM reads deep for a second and then leaves the recording quiet for ten:
+/// the reader keeps pacing its drains of the frames' ring by the rate it last saw, let go of
+/// drain after drain (session 21's first form of that pacing panicked after ~70 quiet drains,
+/// the quarter-ring time of a vanishing rate overflowing a Duration: `record -a` beside a JVM
+/// did so within seconds). The recording completes, the deep frames read.
+#[test]
+fn a_jvm_that_goes_quiet_leaves_the_recording_whole() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let java = jdk("25");
+    let classes = example_classes("examples/java/deep/Deep.java");
+    agent();
+    let work = tempfile::tempdir().expect("tempdir");
+    let data = work.path().join("quiet.data");
+    let script = format!(
+        "{} -Xint -cp {} Deep 800 1; sleep 10",
+        java.display(),
+        classes.path().display()
+    );
+    let out = jprof()
+        .current_dir(work.path())
+        .env_remove("JPROF_AGENT")
+        .args(["record", "-o"])
+        .arg(&data)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .expect("run jprof record");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "jprof record failed: {summary}");
+    assert!(!summary.contains("panicked"), "{summary}");
+    let (past, read) = deep_frames_read(&summary);
+    assert!(
+        past > 500 && read * 10 >= past * 9,
+        "{past} past the copy, {read} read\n{summary}"
+    );
+    jprof::recording::Recording::open(&data).expect("a complete recording");
+}
+
 #[test]
 fn jdk17_interpreted_frames_past_the_stack_copy_are_named() {
     deep_interpreted_run("17", Launched::Directly);
