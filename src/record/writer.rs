@@ -764,6 +764,74 @@ fn store_side_pieces(
 mod tests {
     use super::*;
 
+    /// A chunk written with `writev` (header, payload in place, padding) is byte for byte what
+    /// `encode_chunk` makes, and records packed by the kept compressor, at two levels in turn,
+    /// read back as they went in.
+    #[test]
+    fn chunks_written_in_parts_are_the_encoded_chunks() {
+        use crate::format::recording::encode_chunk;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chunks");
+        let mut w = ChunkWriter::append(File::create(&path).unwrap(), &path);
+        let payloads: [&[u8]; 3] = [b"", b"seven b", &[7u8; 1000]];
+        let mut expected = Vec::new();
+        for (i, payload) in payloads.iter().enumerate() {
+            w.write_chunk(ChunkKind(100 + i as u32), payload).unwrap();
+            expected.extend(encode_chunk(ChunkKind(100 + i as u32), payload));
+        }
+        let records: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        for level in [Some(1), Some(3), Some(1), None] {
+            w.write_records(&records, level).unwrap();
+        }
+        drop(w);
+        let written = std::fs::read(&path).unwrap();
+        assert_eq!(written[..expected.len()], expected[..]);
+        let mut rest = &written[expected.len()..];
+        for packed in [true, true, true, false] {
+            let len = u64::from_le_bytes(rest[8..16].try_into().unwrap()) as usize;
+            let payload = &rest[16..16 + len];
+            let kind = u32::from_le_bytes(rest[..4].try_into().unwrap());
+            match packed {
+                true => {
+                    assert_eq!(kind, ChunkKind::PERF_RECORDS_ZSTD.0);
+                    let back = zstd::bulk::decompress(payload, records.len()).unwrap();
+                    assert!(back == records);
+                }
+                false => {
+                    assert_eq!(kind, ChunkKind::PERF_RECORDS.0);
+                    assert!(payload == records);
+                }
+            }
+            rest = &rest[16 + len.next_multiple_of(8)..];
+        }
+        assert!(rest.is_empty());
+    }
+
+    /// The writer gives batch buffers back emptied, keeps at most `SPARE_BUFFERS` waiting, and
+    /// lets go of one larger than `SPARE_BUFFER_MAX`; the reader gets a new one when none waits.
+    #[test]
+    fn batch_buffers_come_back_to_the_reader() {
+        let (feed, intake) = Feed::new(1);
+        // Too large: not kept, though nothing waits yet.
+        intake.give_back(Vec::with_capacity(SPARE_BUFFER_MAX + 1));
+        for _ in 0..SPARE_BUFFERS + 1 {
+            let mut used = Vec::with_capacity(1 << 20);
+            used.extend_from_slice(b"records");
+            intake.give_back(used);
+        }
+        for _ in 0..SPARE_BUFFERS {
+            let back = feed.buffer();
+            assert!(
+                back.is_empty()
+                    && back.capacity() >= 1 << 20
+                    && back.capacity() <= SPARE_BUFFER_MAX
+            );
+        }
+        assert_eq!(feed.buffer().capacity(), 0);
+    }
+
     /// Records written again at the end go as they are until the budget is spent, then
     /// compressed for the rest of the recording; others are always compressed.
     #[test]
