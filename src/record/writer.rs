@@ -1,6 +1,6 @@
 //! The writer thread: receives batches of raw perf records from the ring reader over a bounded
 //! channel, appends them to the recording as checksummed chunks, and keeps the counters for the
-//! summary. Each chunk is written whole with one write, so a SIGKILL leaves a readable prefix.
+//! summary. Each chunk is written whole with one `writev`, so a SIGKILL leaves a readable prefix.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
