@@ -967,7 +967,8 @@ mod tests {
         // Nothing ever written: the longest wait.
         assert_eq!(next_drain(size, 0, Duration::ZERO, 0.0).0, DRAIN_WITHIN_MAX);
         // A rate let go of drain after drain ends at nothing (`record -a` beside a JVM that
-        // sleeps: ~1100 halvings took it below what a Duration holds, and the reader panicked).
+        // sleeps: ~70 halvings took its quarter-ring time past what a Duration holds, and the
+        // reader panicked).
         let mut rate = 52_000_000.0;
         for _ in 0..5000 {
             let within;

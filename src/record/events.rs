@@ -622,8 +622,8 @@ impl Events {
                 .is_some()
         {
             self.deep_at_first_jvm = false;
-            match super::deep_frames::DeepFrames::load_watching(STACK_BYTES_FP, online_cpus().len())
-            {
+            // One ring per CPU sampled.
+            match super::deep_frames::DeepFrames::load_watching(STACK_BYTES_FP, self.rings.len()) {
                 Ok(deep) => self.read_deep_frames(deep),
                 Err(why) => {
                     self.deep_note = Some(format!(

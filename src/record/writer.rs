@@ -75,28 +75,8 @@ impl ChunkWriter {
         }
     }
 
-    /// Writes one chunk with one `writev`: its header, the payload where it lies (not copied
-    /// next to the header first) and its padding.
     pub fn write_chunk(&mut self, kind: ChunkKind, payload: &[u8]) -> Result<(), Error> {
-        let header = chunk_header(kind, payload);
-        let mut parts = [
-            std::io::IoSlice::new(&header),
-            std::io::IoSlice::new(payload),
-            std::io::IoSlice::new(chunk_padding(payload.len())),
-        ];
-        let mut left = &mut parts[..];
-        while !left.is_empty() {
-            match self.file.write_vectored(left) {
-                Ok(0) => {
-                    let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
-                    return Err(Error::io(&self.path, e));
-                }
-                Ok(n) => std::io::IoSlice::advance_slices(&mut left, n),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&self.path, e)),
-            }
-        }
-        Ok(())
+        write_chunk_to(&mut self.file, &self.path, kind, payload)
     }
 
     /// Packs `records` with zstd at `level` into `self.packed`; None where zstd fails.
@@ -124,12 +104,12 @@ impl ChunkWriter {
     /// it is if compressing fails or `level` is None.
     pub fn write_records(&mut self, records: &[u8], level: Option<i32>) -> Result<(), Error> {
         match level.and_then(|level| self.pack(records, level)) {
-            Some(()) => {
-                let packed = std::mem::take(&mut self.packed);
-                let written = self.write_chunk(ChunkKind::PERF_RECORDS_ZSTD, &packed);
-                self.packed = packed;
-                written?
-            }
+            Some(()) => write_chunk_to(
+                &mut self.file,
+                &self.path,
+                ChunkKind::PERF_RECORDS_ZSTD,
+                &self.packed,
+            )?,
             None => self.write_chunk(ChunkKind::PERF_RECORDS, records)?,
         }
         match self.meta_copy.take() {
@@ -148,11 +128,40 @@ impl ChunkWriter {
     }
 }
 
+/// Writes one chunk into `file` (at `path`) with one `writev`: its header, the payload where it
+/// lies (not copied next to the header first) and its padding.
+fn write_chunk_to(
+    file: &mut File,
+    path: &Path,
+    kind: ChunkKind,
+    payload: &[u8],
+) -> Result<(), Error> {
+    let header = chunk_header(kind, payload);
+    let mut parts = [
+        std::io::IoSlice::new(&header),
+        std::io::IoSlice::new(payload),
+        std::io::IoSlice::new(chunk_padding(payload.len())),
+    ];
+    let mut left = &mut parts[..];
+    while !left.is_empty() {
+        match file.write_vectored(left) {
+            Ok(0) => {
+                let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                return Err(Error::io(path, e));
+            }
+            Ok(n) => std::io::IoSlice::advance_slices(&mut left, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(())
+}
+
 /// The ring reader's end of the channel to the writer: the batches go one way, and the record
 /// buffers the writer is done with come back for the reader's next batches. Allocated afresh,
 /// a batch's megabytes were mapped, faulted in page by page and unmapped again for every
-/// batch (about a fifth of the recorder's CPU time on a context-switch-heavy target:
-/// docs/performance.md).
+/// batch (with the copies below, about a third of the recorder's CPU time on a
+/// context-switch-heavy target: docs/performance.md).
 pub struct Feed {
     pub batches: SyncSender<Batch>,
     spare: Receiver<Vec<u8>>,
@@ -491,25 +500,16 @@ pub fn run(
                 if let Some(mapped) = &mut mapped {
                     mapped.note(&layout, &batch.records);
                 }
-                let mut cut = std::mem::take(&mut rewritten);
-                reduced(
-                    &layout,
-                    &batch.records,
-                    &mut deep,
-                    whole_top,
-                    mapped.as_ref(),
-                    &mut cut,
-                );
-                rewritten = std::mem::replace(&mut batch.records, cut);
-                rewritten.clear();
+                rewrite(&mut batch.records, &mut rewritten, |records, out| {
+                    reduced(&layout, records, &mut deep, whole_top, mapped.as_ref(), out)
+                });
             } else if let Some(jvms) = &mut watched_jvms {
                 jvms.extend(std::mem::take(&mut batch.jvms.started));
                 if !jvms.is_empty() {
                     deep.add(std::mem::take(&mut batch.deep));
-                    let mut with_frames = std::mem::take(&mut rewritten);
-                    joined(&layout, &batch.records, &mut deep, jvms, &mut with_frames);
-                    rewritten = std::mem::replace(&mut batch.records, with_frames);
-                    rewritten.clear();
+                    rewrite(&mut batch.records, &mut rewritten, |records, out| {
+                        joined(&layout, records, &mut deep, jvms, out)
+                    });
                 }
                 for pid in &batch.jvms.ended {
                     jvms.remove(pid);
@@ -690,6 +690,15 @@ fn write_side(out: &mut ChunkWriter, p: PendingSide) -> Result<(), Error> {
             p.path
         ))),
     }
+}
+
+/// `records` rewritten by `into` (from the records, appending to an empty buffer) into `spare`,
+/// which they then are; their old buffer, emptied, becomes `spare` for the next batch.
+fn rewrite(records: &mut Vec<u8>, spare: &mut Vec<u8>, into: impl FnOnce(&[u8], &mut Vec<u8>)) {
+    spare.clear();
+    into(records, spare);
+    std::mem::swap(records, spare);
+    spare.clear();
 }
 
 /// The batch with every sample's stack copy cut down to the words a report reads
