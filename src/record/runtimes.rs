@@ -709,10 +709,23 @@ impl RuntimeSetup {
         }
         match at.tmp {
             Place::Private | Place::KernelGuarded => true,
-            Place::Sticky if at.target == Some(runtime) => {
+            Place::Sticky
+                if at.target == Some(runtime) && opened_without_following(runtime, pattern) =>
+            {
                 self.claims
                     .push((runtime, PathBuf::from("/tmp").join(pattern)));
                 true
+            }
+            // The variable reaches every process the launched one starts (an Erlang node's
+            // peers, `dotnet test`'s hosts, a forked CPython), each opening the name for its own
+            // pid, which jprof cannot create first; these runtimes follow links and truncate, so
+            // a link planted for such a pid made root's child overwrite any file.
+            Place::Sticky if at.target == Some(runtime) => {
+                self.refuse(runtime, format!(
+                    "other users can put names in /tmp (and fs.protected_symlinks/protected_regular are off), and every {runtime} process the command starts would write /tmp/{} for a pid jprof cannot create first, following links another user planted there",
+                    pattern.replace("{pid}", "PID")
+                ));
+                false
             }
             Place::Sticky => {
                 self.refuse(runtime, format!(
@@ -795,6 +808,18 @@ impl RuntimeSetup {
             dir.remove();
         }
     }
+}
+
+/// The fixed `/tmp` names whose runtime opens them without following a link and without
+/// truncating (CPython's perf map: `O_NOFOLLOW|O_APPEND`, 0600). In an unguarded sticky `/tmp`
+/// only these are asked for, because the variable also reaches the processes the launched one
+/// starts, whose names jprof cannot create first. The BEAM's and Mono's perf maps, .NET's perf
+/// map and perfinfo and CPython 3.13's jitdump are opened `O_CREAT|O_TRUNC` through links
+/// (seen with strace).
+const OPENED_WITHOUT_FOLLOWING: &[(&str, &str)] = &[("python", "perf-{pid}.map")];
+
+fn opened_without_following(runtime: &str, pattern: &str) -> bool {
+    OPENED_WITHOUT_FOLLOWING.contains(&(runtime, pattern))
 }
 
 /// The set-up for a launched command: every runtime that can be asked safely is asked, whatever
@@ -950,7 +975,10 @@ fn python(setup: &mut RuntimeSetup, at: &Places) {
     if !setup.may_write_tmp("python", "perf-{pid}.map", at) {
         return;
     }
-    if at.dwarf {
+    // 3.13 opens its jitdump through links, truncating: in an unguarded sticky /tmp the perf
+    // map alone is asked for (see `tmp_allowed`), whose trampolines jprof unwinds by their shape.
+    let jitdump_safe = matches!(at.tmp, Place::Private | Place::KernelGuarded);
+    if at.dwarf && jitdump_safe {
         if !setup.may_write_tmp("python", "jit-{pid}.dump", at) {
             return;
         }
@@ -964,20 +992,30 @@ fn python(setup: &mut RuntimeSetup, at: &Places) {
 
 fn mono(setup: &mut RuntimeSetup, at: &Places) {
     let mut options = Vec::new();
-    if user_mono_option("--profile=log") {
-        // Mono runs one log profiler: the user's stays, and names come from the perf map.
+    let own_log = user_mono_option("--profile=log");
+    if !own_log {
+        if let Some(dir) = setup.private("mono") {
+            options.push(format!(
+                "{MONO_LOG}{}",
+                dir.join("jprof-mono-%p.mlpd").display()
+            ));
+        }
+    }
+    let jitmap = setup.may_write_tmp("mono", "perf-{pid}.map", at);
+    if jitmap {
+        options.push("--jitmap".to_string());
+    }
+    // Mono runs one log profiler: the user's stays, and names come from the perf map, if any.
+    if own_log && jitmap {
         setup.notes.push(
             "MONO_ENV_OPTIONS already runs the log profiler: jprof added only --jitmap, so JIT names come from the perf map"
                 .to_string(),
         );
-    } else if let Some(dir) = setup.private("mono") {
-        options.push(format!(
-            "{MONO_LOG}{}",
-            dir.join("jprof-mono-%p.mlpd").display()
-        ));
-    }
-    if setup.may_write_tmp("mono", "perf-{pid}.map", at) {
-        options.push("--jitmap".to_string());
+    } else if own_log {
+        setup.notes.push(
+            "MONO_ENV_OPTIONS already runs the log profiler, and jprof could not ask for --jitmap: Mono's JIT frames are not named"
+                .to_string(),
+        );
     }
     if !options.is_empty() {
         setup
@@ -1302,10 +1340,23 @@ mod tests {
     /// launched process, whose name jprof creates first.
     #[test]
     fn tmp_names_are_asked_for_only_where_jprof_can_create_them_first() {
-        let setup = prepare_at(&places(Place::Private, Place::Sticky, Some("mono")));
-        assert!(var(&setup, "MONO_ENV_OPTIONS").is_some_and(|v| v.contains("--jitmap")));
+        let setup = prepare_at(&places(Place::Private, Place::Sticky, Some("python")));
+        assert_eq!(var(&setup, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
         assert_eq!(setup.claims.len(), 1);
         assert_eq!(setup.claims[0].1, PathBuf::from("/tmp/perf-{pid}.map"));
+        // Mono opens its perf map through links, and so would every mono the launched one
+        // starts, for pids jprof cannot create first: not asked even for the launched one.
+        let mono = prepare_at(&places(Place::Private, Place::Sticky, Some("mono")));
+        assert!(!var(&mono, "MONO_ENV_OPTIONS").is_some_and(|v| v.contains("--jitmap")));
+        assert!(mono.claims.is_empty());
+        assert!(mono.not_asked["mono"]
+            .why
+            .contains("every mono process the command starts"));
+        for runtime in ["erlang", "dotnet"] {
+            let setup = prepare_at(&places(Place::Private, Place::Sticky, Some(runtime)));
+            assert!(!setup.asking.asked.contains(runtime), "{runtime}");
+            assert!(setup.claims.is_empty(), "{runtime}");
+        }
 
         let through_a_script = prepare_at(&places(Place::Private, Place::Sticky, None));
         let options = var(&through_a_script, "MONO_ENV_OPTIONS").unwrap();
@@ -1364,7 +1415,11 @@ mod tests {
     /// perfinfo go to /tmp, so the fixed-name rule applies to both.
     #[test]
     fn dotnet_is_asked_with_its_jitdump_path_in_the_private_dir() {
-        let setup = prepare_at(&places(Place::Private, Place::Sticky, Some("dotnet")));
+        let setup = prepare_at(&places(
+            Place::Private,
+            Place::KernelGuarded,
+            Some("dotnet"),
+        ));
         for prefix in ["DOTNET", "COMPlus"] {
             assert_eq!(
                 var(&setup, &format!("{prefix}_PerfMapEnabled")).as_deref(),
@@ -1376,9 +1431,6 @@ mod tests {
             let map = Path::new(&path).join("perf-9.map");
             assert!(asked_for(&setup.asking, "dotnet", 9, &map));
         }
-        let claimed: Vec<_> = setup.claims.iter().map(|c| c.1.clone()).collect();
-        assert!(claimed.contains(&PathBuf::from("/tmp/perf-{pid}.map")));
-        assert!(claimed.contains(&PathBuf::from("/tmp/perfinfo-{pid}.map")));
         assert_eq!(
             unread_side_files(&setup.asking, "dotnet", 9),
             [PathBuf::from("/tmp/perfinfo-9.map")]
@@ -1397,12 +1449,18 @@ mod tests {
         let fp = prepare_at(&places(Place::Private, Place::KernelGuarded, None));
         assert_eq!(var(&fp, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
         assert!(var(&fp, "PYTHON_PERF_JIT_SUPPORT").is_none());
-        let mut at = places(Place::Private, Place::Sticky, Some("python"));
+        let mut at = places(Place::Private, Place::KernelGuarded, Some("python"));
         at.dwarf = true;
         let dwarf = prepare_at(&at);
         assert_eq!(var(&dwarf, "PYTHON_PERF_JIT_SUPPORT").as_deref(), Some("1"));
         assert_eq!(var(&dwarf, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
-        assert_eq!(dwarf.claims.len(), 2);
+        // 3.13 opens its jitdump through links: in an unguarded sticky /tmp only the perf map
+        // (opened O_NOFOLLOW) is asked for, created first by jprof.
+        at.tmp = Place::Sticky;
+        let sticky = prepare_at(&at);
+        assert!(var(&sticky, "PYTHON_PERF_JIT_SUPPORT").is_none());
+        assert_eq!(var(&sticky, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
+        assert_eq!(sticky.claims.len(), 1);
         assert!(asked_for(
             &dwarf.asking,
             "python",

@@ -560,7 +560,7 @@ fn runtime_checks(f: &Facts) -> Vec<Check> {
         check(
             Status::Warn,
             "runtime side files",
-            "fs.protected_symlinks/protected_regular are off: runtimes that write /tmp/perf-PID.map (CPython, Erlang, .NET, Mono's --jitmap) are asked only when they are the command jprof launches (docs/jit.md)",
+            "fs.protected_symlinks/protected_regular are off: CPython's /tmp/perf-PID.map is asked for only when it is the command jprof launches; Erlang, .NET before 8, Mono's --jitmap and CPython 3.13's jitdump are not asked (they open their /tmp names through links, and so would every process the command starts) (docs/jit.md)",
         )
         .fix("sysctl -w fs.protected_symlinks=1 fs.protected_regular=1 (systemd's default)")
     });

@@ -60,3 +60,41 @@ pub fn start_all_cpus(data: &Path, args: &[&str]) -> (Child, BufReader<ChildStde
     );
     (run, stderr)
 }
+
+/// `cmd` run in a mount namespace of its own whose `/tmp` is an empty directory only root can
+/// write: a `/tmp` where jprof asks every runtime for its fixed names. (The shared `/tmp` of
+/// these machines is sticky without `fs.protected_symlinks`, where jprof asks no runtime that
+/// opens its fixed name through links: tests/suite/security_runtimes.rs.) The test's own files
+/// must be outside `/tmp` (`CARGO_TARGET_TMPDIR`). Runtimes' side files and jprof's private
+/// directories left in that `/tmp` afterwards are named on stderr after [`LEFT_IN_PRIVATE_TMP`].
+pub fn in_private_tmp(cmd: &Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o mode=0755 jprof-private-tmp /tmp || exit 99; \"$0\" \"$@\"; rc=$?; \
+             for f in /tmp/perf-* /tmp/perfinfo-* /tmp/jit-* /tmp/jprof-rt-* /tmp/jprof-jit-*; do \
+             [ -e \"$f\" ] && echo \"{LEFT_IN_PRIVATE_TMP}$f\" >&2; done; \
+             exit $rc"
+        ))
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
+/// What [`in_private_tmp`] says before each file left in its `/tmp`.
+pub const LEFT_IN_PRIVATE_TMP: &str = "left in the private /tmp: ";
+
+/// A temporary directory outside `/tmp`, for tests run [`in_private_tmp`].
+pub fn dir_outside_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}

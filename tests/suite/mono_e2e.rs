@@ -156,22 +156,26 @@ fn mlpd_file_exists(pid: u32) -> bool {
 /// A user's own log profiler in MONO_ENV_OPTIONS stays theirs: jprof adds only `--jitmap`,
 /// names managed code from the perf map, says so once without contradicting itself, and
 /// removes the perf map it asked for (its lines are in the recording), leaving the user's .mlpd.
+/// Run in a private /tmp: Mono opens its perf map through links, so in a shared /tmp without
+/// `fs.protected_symlinks` jprof does not ask for it (tests/suite/security_runtimes.rs).
 #[test]
 fn a_users_own_log_profiler_is_left_alone_and_the_perf_map_removed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = cli_support::dir_outside_tmp();
     let exe = compile(dir.path());
     let data = dir.path().join("own.data");
-    let out = jprof()
-        .current_dir(dir.path())
-        .args(["record", "-o"])
-        .arg(&data)
-        .args(["--", "mono"])
-        .arg(&exe)
-        .arg("3000000")
-        .env("MONO_ENV_OPTIONS", "--profile=log:sample,output=own.mlpd")
-        .env_remove("MONO_DEBUG")
-        .output()
-        .expect("run jprof record");
+    let out = cli_support::in_private_tmp(
+        jprof()
+            .current_dir(dir.path())
+            .args(["record", "-o"])
+            .arg(&data)
+            .args(["--", "mono"])
+            .arg(&exe)
+            .arg("3000000")
+            .env("MONO_ENV_OPTIONS", "--profile=log:sample,output=own.mlpd")
+            .env_remove("MONO_DEBUG"),
+    )
+    .output()
+    .expect("run jprof record");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("jprof added only --jitmap"), "{stderr}");
@@ -180,7 +184,11 @@ fn a_users_own_log_profiler_is_left_alone_and_the_perf_map_removed() {
     let recording = Recording::open(&data).unwrap();
     let pid = recording.meta.target_pid.expect("a launched target");
     assert!(
-        !Path::new(&format!("/tmp/perf-{pid}.map")).exists(),
+        stderr.contains(&format!("/tmp/perf-{pid}.map")),
+        "jprof read the perf map it asked for:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains(cli_support::LEFT_IN_PRIVATE_TMP),
         "the perf map jprof asked for is removed:\n{stderr}"
     );
 }

@@ -42,7 +42,7 @@ impl Run {
 
 /// Records `command` in `dir` with `env` added (and `cleared` variables removed).
 fn record(dir: &Path, command: &[&str], env: &[(&str, &str)], cleared: &[&str]) -> Run {
-    record_with(dir, &[], command, env, cleared)
+    record_with(dir, &[], command, env, cleared, false)
 }
 
 /// [`record`] with recording options.
@@ -52,6 +52,7 @@ fn record_with(
     command: &[&str],
     env: &[(&str, &str)],
     cleared: &[&str],
+    private_tmp: bool,
 ) -> Run {
     let data = dir.join("run.data");
     let _ = std::fs::remove_file(&data);
@@ -67,6 +68,9 @@ fn record_with(
     }
     for (k, v) in env {
         cmd.env(k, v);
+    }
+    if private_tmp {
+        cmd = cli_support::in_private_tmp(&cmd);
     }
     let out = cmd.output().expect("run jprof record");
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -100,6 +104,11 @@ fn record_with(
 /// directory.
 fn assert_no_side_files(dir: &Path, run: &Run) {
     let pid = run.pid;
+    assert!(
+        !run.summary.contains(cli_support::LEFT_IN_PRIVATE_TMP),
+        "{}",
+        run.summary
+    );
     for path in [
         PathBuf::from(format!("/tmp/perf-{pid}.map")),
         PathBuf::from(format!("/tmp/perfinfo-{pid}.map")),
@@ -145,6 +154,9 @@ struct Case<'a> {
     shim: &'a str,
     /// A frame of the hot function contains this.
     hot: &'a str,
+    /// Run in a private `/tmp` (`cli_support::in_private_tmp`): the runtime opens its fixed
+    /// `/tmp` name through links, so jprof asks it only where no other user can plant names.
+    private_tmp: bool,
 }
 
 fn compare(dir: &Path, case: &Case) {
@@ -156,7 +168,7 @@ fn compare(dir: &Path, case: &Case) {
     let cleared: Vec<&str> = case.by_hand.iter().map(|(k, _)| *k).collect();
     let mut hand_env = case.by_hand.to_vec();
     hand_env.push(("PATH", &path));
-    let hand = record(dir, case.hand, &hand_env, &[]);
+    let hand = record_with(dir, &[], case.hand, &hand_env, &[], case.private_tmp);
     let baseline = hand.share(case.hot);
     assert!(
         baseline >= 0.3,
@@ -177,7 +189,14 @@ fn compare(dir: &Path, case: &Case) {
         ("through a #!/usr/bin/env shim", vec!["./shim"]),
     ];
     for (how, command) in ways {
-        let run = record(dir, &command, &[("PATH", &path)], &cleared);
+        let run = record_with(
+            dir,
+            &[],
+            &command,
+            &[("PATH", &path)],
+            &cleared,
+            case.private_tmp,
+        );
         let share = run.share(case.hot);
         assert!(
             share >= 0.8 * baseline,
@@ -234,16 +253,18 @@ fn python_312_is_asked_out_of_the_box() {
             shim: &format!("#!/usr/bin/env python3.12\n{PYTHON_APP}"),
             // `py::inner:/dir/app.py` from the perf map, shown as `inner app.py`.
             hot: "inner ",
+            private_tmp: false,
         },
     );
 }
 
 /// CPython 3.13 in DWARF mode: jprof asks for its jitdump (`/tmp/jit-PID.dump`, with unwind
-/// info for the trampolines), created by jprof for the launched pid first.
+/// info for the trampolines) where no other user can plant names in /tmp (3.13 opens it
+/// through links): run in a private /tmp.
 #[test]
 fn python_313_gives_its_jitdump_in_dwarf_mode() {
     let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = cli_support::dir_outside_tmp();
     std::fs::write(dir.path().join("app.py"), PYTHON_APP).unwrap();
     let python = pyenv_bin("3.13").join("python3.13");
     let python = python.to_str().unwrap();
@@ -254,6 +275,7 @@ fn python_313_gives_its_jitdump_in_dwarf_mode() {
         &[python, "-X", "perf_jit", "app.py"],
         &[],
         &[],
+        true,
     );
     let baseline = hand.share("inner ");
     assert!(baseline >= 0.3, "{baseline}: {}", hand.summary);
@@ -263,6 +285,7 @@ fn python_313_gives_its_jitdump_in_dwarf_mode() {
         &[python, "app.py"],
         &[],
         &["PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT"],
+        true,
     );
     assert!(
         run.summary.contains("CPython wrote its jitdump"),
@@ -309,6 +332,7 @@ fn a_python_jprof_cannot_foresee_is_told_apart() {
         &hidden,
         &[],
         &cleared,
+        false,
     );
     assert!(!told.summary.contains(note), "{}", told.summary);
     let direct = record(
@@ -489,6 +513,7 @@ fn deno_is_asked_out_of_the_box() {
             shim: &format!("#!/usr/bin/env -S deno run\n{DENO_APP}"),
             // Any named JIT frame (V8's JavaScript, shown as `hot app.js:1_[j]`).
             hot: "_[j]",
+            private_tmp: false,
         },
     );
 }
@@ -504,7 +529,9 @@ rounds(K) -> spin(100000, 1), rounds(K - 1).\n";
 #[test]
 fn erlang_is_asked_out_of_the_box() {
     let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
+    // Asked where no other user can plant names in /tmp (the runtime opens its perf map
+    // through links): a private /tmp.
+    let dir = cli_support::dir_outside_tmp();
     std::fs::write(
         dir.path().join("h.erl"),
         format!(
@@ -533,6 +560,7 @@ fn erlang_is_asked_out_of_the_box() {
                  main(_) -> rounds(3000).\n"
             ),
             hot: "spin/2",
+            private_tmp: true,
         },
     );
 }
@@ -569,7 +597,9 @@ fn dotnet_dir() -> PathBuf {
 #[test]
 fn dotnet_is_asked_out_of_the_box() {
     let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
+    // Asked where no other user can plant names in /tmp (the runtime opens its perf map
+    // through links): a private /tmp.
+    let dir = cli_support::dir_outside_tmp();
     std::fs::write(dir.path().join("App.cs"), DOTNET_APP).unwrap();
     // No SDK here: Mono's C# compiler builds the assembly, and a hand-written runtimeconfig
     // runs it on .NET Core 3.1 (no ICU on the machine: invariant globalization).
@@ -597,6 +627,7 @@ fn dotnet_is_asked_out_of_the_box() {
             // argument, which the program ignores).
             shim: "#!/usr/bin/env -S dotnet App.dll\n",
             hot: "App::Spin",
+            private_tmp: true,
         },
     );
 }

@@ -72,12 +72,22 @@ const AHEAD: u32 = 3000;
 /// Plants, as the user, `pattern` (`{pid}` replaced) in `dir` for the next [`AHEAD`] pids:
 /// even pids get a link to `victim`, odd ones an empty file of the user's.
 fn plant(dir: &Path, pattern: &str, victim: &Path) -> Planted {
+    plant_for(dir, pattern, victim, attacker_support::pids_ahead(AHEAD))
+}
+
+/// [`plant`] for the given pids.
+fn plant_for(
+    dir: &Path,
+    pattern: &str,
+    victim: &Path,
+    pids: impl IntoIterator<Item = u32>,
+) -> Planted {
     let (uid, gid) = user();
     let mut planted = Planted {
         links: Vec::new(),
         files: Vec::new(),
     };
-    for pid in attacker_support::pids_ahead(AHEAD) {
+    for pid in pids {
         let path = dir.join(pattern.replace("{pid}", &pid.to_string()));
         if std::fs::symlink_metadata(&path).is_ok() {
             continue;
@@ -422,7 +432,9 @@ fn deno_writes_only_into_the_private_directory() {
 }
 
 /// Issue 24 with the BEAM JIT's `/tmp/perf-PID.map` (`+JPperf map` truncates through links):
-/// planted for every pid jprof could get, none is written through; jprof says why.
+/// planted for every pid jprof could get, none is written through; jprof says why (in an
+/// unguarded /tmp it no longer asks the BEAM at all: see
+/// `a_runtime_started_by_the_launched_one_never_writes_through_planted_names`).
 #[test]
 fn erlang_never_writes_through_perf_maps_planted_in_tmp() {
     let _serial = serial();
@@ -458,7 +470,72 @@ fn erlang_never_writes_through_perf_maps_planted_in_tmp() {
         );
         assert!(
             text.contains(&format!("erlang (pid {pid}): jprof did not ask it"))
-                && text.contains("is not jprof's"),
+                && text.contains("every erlang process the command starts"),
+            "{text}"
+        );
+    }
+}
+
+/// A runtime the launched one starts inherits jprof's request but writes its fixed `/tmp` name
+/// for its own pid, which jprof could not create first. The user watches for the launched
+/// process (jprof's own `/tmp/perf-PID.map` announces it) and plants links to a root-only file
+/// and files of its own for the pids after it: root's child BEAM (`+JPperf map` from the
+/// inherited `ERL_FLAGS`) truncated root's file through the link. Now, in an unguarded `/tmp`,
+/// jprof asks no runtime that opens its fixed name through links (the BEAM, Mono's `--jitmap`,
+/// .NET, CPython 3.13's jitdump), and says why; where the kernel guards /tmp it refuses the links.
+#[test]
+fn a_runtime_started_by_the_launched_one_never_writes_through_planted_names() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    let victim = victim();
+    let data = work.path().join("erl.data");
+    // The child node starts after the user has planted (0.8 s on).
+    let recorder = jprof()
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "erl",
+            "-noshell",
+            "-eval",
+            "timer:sleep(800), os:cmd(\"erl -noshell -eval 'halt().'\"), halt().",
+        ])
+        .env_remove("ERL_FLAGS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The launched pid: jprof's child.
+    let children = format!("/proc/{}/task/{}/children", recorder.id(), recorder.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let launched: u32 = loop {
+        let text = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jprof launched nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let maps = plant_for(
+        Path::new("/tmp"),
+        "perf-{pid}.map",
+        &victim.path,
+        launched + 1..launched + 1 + AHEAD,
+    );
+    let out = recorder.wait_with_output().unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    maps.assert_untouched(&victim);
+    let pid = target_pid(&data);
+    assert_eq!(pid, launched, "{text}");
+    if !tmp_guarded() {
+        assert!(
+            text.contains(&format!("erlang (pid {pid}): jprof did not ask it"))
+                && text.contains("every erlang process the command starts"),
             "{text}"
         );
     }
@@ -540,7 +617,7 @@ fn dotnet_never_writes_through_names_planted_in_tmp() {
     if !tmp_guarded() {
         assert!(
             text.contains(&format!("dotnet (pid {pid}): jprof did not ask it"))
-                && text.contains("is not jprof's"),
+                && text.contains("every dotnet process the command starts"),
             "{text}"
         );
     }
