@@ -273,6 +273,11 @@ pub(crate) fn binary_bytes(path: &Path) -> Result<FileBytes, Refusal> {
 }
 
 impl ForeignFile {
+    /// Whether it was opened inside a container's `/proc/PID/root`.
+    pub(crate) fn in_container(&self) -> bool {
+        self.in_container
+    }
+
     /// Opens `path` for reading: no link followed, never blocks, a regular file owned by
     /// `owner` (or root).
     pub fn open(path: &Path, owner: Owner) -> Result<Self, Refusal> {
@@ -450,7 +455,7 @@ pub(crate) fn process_uid(pid: u32) -> Option<u32> {
 
 /// Whether a link or an existing file at an output path may be trusted: it belongs to the user
 /// running jprof or to root (as `fs.protected_symlinks` would allow, but in every directory).
-fn trusted_owner(uid: u32) -> bool {
+pub(crate) fn trusted_owner(uid: u32) -> bool {
     uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 

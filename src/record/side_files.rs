@@ -59,7 +59,17 @@ pub struct SideFiles {
     /// Where jitdumps' line and inline tables and method names are set aside, when they are
     /// stored only for what samples hit (`defer_jit_debug`).
     deferred: Option<super::jit_debug::Spool>,
+    /// Bytes read so far from the side files of each user other than root and jprof's own.
+    others_bytes: BTreeMap<u32, u64>,
 }
+
+/// The most bytes read from the side files of one user other than root and jprof's own, in
+/// one recording. Every entry stored is indexed when symbols are embedded (and by `report`), at
+/// about four bytes of memory per byte read: a process of another user that flooded its own perf
+/// map (2.6 GB in 12 s) made root's `record -p` grow to 10.5 GB and take two minutes to end.
+/// Root's and jprof's user's own files are not bounded (they could do as much themselves); a
+/// container's are, whoever owns them.
+pub(crate) const OTHER_USERS_SIDE_BYTES: u64 = 128 << 20;
 
 /// Directories where runtimes put `jit-<pid>.dump` without a marker mmap jprof could see. The
 /// file is named with the pid the process has in its own PID namespace; a process in another
@@ -251,8 +261,32 @@ impl SideFiles {
                         list.add(runtime, &f.path, h.dev, h.ino);
                     }
                 }
+                // A container's files count as another user's, whoever owns them (its root
+                // may be host uid 0).
+                let other_user = f
+                    .handle
+                    .as_ref()
+                    .filter(|h| h.in_container() || !crate::foreign_file::trusted_owner(h.uid))
+                    .map(|h| h.uid);
                 match result {
+                    Ok((_, consumed))
+                        if consumed > 0
+                            && other_user.is_some_and(|uid| {
+                                self.others_bytes.get(&uid).copied().unwrap_or(0) + consumed as u64
+                                    > OTHER_USERS_SIDE_BYTES
+                            }) =>
+                    {
+                        f.problem = Some(format!(
+                            "refused: the side files of uid {} passed {} MiB in this recording; the rest is not read",
+                            other_user.unwrap_or_default(),
+                            OTHER_USERS_SIDE_BYTES >> 20
+                        ));
+                        break;
+                    }
                     Ok((data, consumed)) if consumed > 0 => {
+                        if let Some(uid) = other_user {
+                            *self.others_bytes.entry(uid).or_default() += consumed as u64;
+                        }
                         let compact = f.jitdump_header.as_ref().map(|h| {
                             // The file header (in the first piece) is kept as it is.
                             let records_from = if f.stored == 0 {
