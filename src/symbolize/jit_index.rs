@@ -133,19 +133,28 @@ const UNNAMED_PERF_MAP: &str = "(null)";
 /// few hundred bytes to some KiB).
 const SMALL_BODY: u64 = 16 * 1024;
 
+/// How a finished index files bodies for lookups, by size: (granule bits, largest body) — a
+/// body of up to 16 KiB under each 1 KiB granule it covers, one of up to 64 MiB under each
+/// 4 MiB granule, so no body takes more than 17 entries (a side file's sizes are its
+/// writer's word). Larger ones are looked at by every lookup: a process has a few.
+const FILINGS: [(u32, u64); 2] = [(10, 16 << 10), (22, 64 << 20)];
+
 /// Per process: code bodies sorted by start address.
 #[derive(Debug, Default)]
 struct ProcessCode {
     code: Vec<JitCode>,
     max_size: u64,
-    /// Once finished: how far the bodies up to each index reach (the largest end among
-    /// `code[..=i]`), so a lookup skips at once every body that ends before its address
-    /// instead of walking back over all that start within `max_size` of it (a JVM's
-    /// interpreter is hundreds of KiB, its compiled bodies a few hundred bytes apart).
-    reach: Vec<u64>,
-    /// Once finished: each body's start, apart, so a lookup's binary search reads a few cache
-    /// lines rather than one body each step.
-    starts: Vec<u64>,
+    /// Once finished, per [`FILINGS`] entry: (granule, index into `code`) for every granule
+    /// each body of that size covers, sorted by granule, then as [`ProcessCode::best`] ranks
+    /// (jitdump or not, load time, index), so a lookup reads only the bodies that covered its
+    /// address's granule around its time. Walking back over every body that starts within
+    /// the largest body's size of the address grew with the run: a JVM that unloads classes
+    /// reuses the same code cache addresses for thousands of bodies over minutes.
+    granules: [Vec<(u64, u32)>; FILINGS.len()],
+    /// Once finished: the bodies larger than any filing takes, looked at by every lookup.
+    large: Vec<u32>,
+    /// How many bodies `granules` and `large` were built for (`code.len()` once finished).
+    indexed: usize,
     /// While loading: indices into `code` of the bodies not yet ended, by start address, so
     /// a load looks only at bodies that can overlap it instead of at every earlier one; bodies
     /// of up to [`SMALL_BODY`] bytes apart from larger ones, so a JVM's few large buffers
@@ -376,39 +385,25 @@ impl ProcessCode {
     /// (or the warm part's again): it keeps the body's metadata, which the warm CODE_LOAD
     /// already placed at this range.
     fn warm_part_debug(&self, start: u64, size: u64, name: &str) -> Option<Arc<JitDebug>> {
-        self.code
-            .iter()
-            .rev()
-            .find(|c| {
-                c.start == start
-                    && c.size == size
-                    && c.until.is_none()
-                    && c.name == name
-                    && c.debug.as_ref().is_some_and(|d| d.j9.is_some())
-            })
-            .and_then(|c| c.debug.clone())
+        // Asked for every body a jitdump gives no tables for (most of a HotSpot run's, whose
+        // tables wait in JIT_DEBUG): through the live sets, not a walk over every body.
+        let warm = self.last_live_at(start, |c| {
+            c.size == size && c.name == name && c.debug.as_ref().is_some_and(|d| d.j9.is_some())
+        })?;
+        self.code[warm].debug.clone()
     }
 
     /// A CODE_UNLOAD at time `t`: the live body at `start` ends.
     fn unload(&mut self, start: u64, t: u64) {
-        if let Some(gone) = self
-            .code
-            .iter_mut()
-            .rev()
-            .find(|c| c.start == start && c.until.is_none() && c.from <= t)
-        {
-            gone.until = Some(t);
+        if let Some(gone) = self.last_live_at(start, |c| c.from <= t) {
+            self.code[gone].until = Some(t);
         }
     }
 
     /// A CODE_MOVE at time `t`: the live body at `old` ends, and goes on at `new` (`size`).
     fn relocate(&mut self, old: u64, new: u64, size: u64, t: u64) {
-        let moved = self
-            .code
-            .iter_mut()
-            .rev()
-            .find(|c| c.start == old && c.until.is_none());
-        if let Some(old) = moved {
+        if let Some(i) = self.last_live_at(old, |_| true) {
+            let old = &mut self.code[i];
             old.until = Some(t);
             let mut moved = old.clone();
             moved.start = new;
@@ -419,6 +414,7 @@ impl ProcessCode {
         }
     }
 
+    /// Sorts the bodies by address and files them for lookups.
     fn finish(&mut self) {
         self.code.sort_by_key(|c| (c.start, c.from));
         // Indices moved with the sort; another side file of this process may load more.
@@ -433,53 +429,127 @@ impl ProcessCode {
                 self.live_of(size).entry(start).or_default().push(i);
             }
         }
-        self.starts = self.code.iter().map(|c| c.start).collect();
-        self.reach = self
-            .code
-            .iter()
-            .scan(0u64, |reach, c| {
-                *reach = (*reach).max(c.start.saturating_add(c.size));
-                Some(*reach)
-            })
-            .collect();
+        self.granules.iter_mut().for_each(Vec::clear);
+        self.large.clear();
+        for (i, c) in self.code.iter().enumerate() {
+            let Ok(index) = u32::try_from(i) else { break };
+            if c.size == 0 {
+                continue;
+            }
+            match FILINGS.iter().position(|&(_, largest)| c.size <= largest) {
+                Some(filing) => {
+                    let bits = FILINGS[filing].0;
+                    let last = c.start.saturating_add(c.size - 1) >> bits;
+                    for granule in c.start >> bits..=last {
+                        self.granules[filing].push((granule, index));
+                    }
+                }
+                None => self.large.push(index),
+            }
+        }
+        let code = &self.code;
+        for filed in &mut self.granules {
+            filed.sort_unstable_by_key(|&(granule, i)| {
+                let c = &code[i as usize];
+                (granule, c.from_jitdump, c.from, i)
+            });
+        }
+        self.indexed = self.code.len();
+    }
+
+    /// The index into `code` of the body loaded last at `start` that has not ended and that
+    /// `accept`s: the live sets hold every such body, so no walk over all the code is needed.
+    fn last_live_at(&self, start: u64, accept: impl Fn(&JitCode) -> bool) -> Option<usize> {
+        [&self.live, &self.live_large]
+            .into_iter()
+            .filter_map(|live| live.get(&start))
+            .flatten()
+            .copied()
+            .filter(|&i| self.code[i].until.is_none() && accept(&self.code[i]))
+            .max()
     }
 
     fn lookup(&self, addr: u64, t: u64) -> Option<&JitCode> {
-        let end = if self.starts.len() == self.code.len() {
-            self.starts.partition_point(|&s| s <= addr)
+        if self.indexed == self.code.len() {
+            let filed = FILINGS
+                .iter()
+                .zip(&self.granules)
+                .flat_map(|(&(bits, _), filed)| {
+                    let granule = addr >> bits;
+                    let first = filed.partition_point(|&(g, _)| g < granule);
+                    let rest = &filed[first..];
+                    let filed = &rest[..rest.partition_point(|&(g, _)| g == granule)];
+                    self.ranked_around(filed, addr, t)
+                });
+            let candidates = filed.chain(self.large.iter().map(|&i| i as usize));
+            self.best(candidates, addr, t)
         } else {
-            self.code.partition_point(|c| c.start <= addr)
-        };
-        // Bodies before `first` all end at or before `addr` (none if the index is not
-        // finished: then every body within `max_size` is looked at).
-        let first = match self.reach.get(..end) {
-            Some(reach) if self.reach.len() == self.code.len() => {
-                reach.partition_point(|&r| r <= addr)
+            // Not finished (a side file is being added): every body within the largest's size.
+            let end = self.code.partition_point(|c| c.start <= addr);
+            let lowest = addr.saturating_sub(self.max_size);
+            let candidates = (0..end).rev().take_while(|&i| self.code[i].start >= lowest);
+            self.best(candidates, addr, t)
+        }
+    }
+
+    /// Of one granule's bodies (`filed`, ranked as `granules` is): for jitdump bodies and for
+    /// the others, the latest loaded by `t` that contains `addr` and is live then, and the
+    /// first loaded after `t` that contains it (of those loaded at that time, the last
+    /// index): what [`ProcessCode::best`] would pick of them all. The walk from `t` stops at
+    /// the first that fits, where the body live at an address is nearly always one of the
+    /// last few loaded in its granule.
+    fn ranked_around<'a>(
+        &'a self,
+        filed: &'a [(u64, u32)],
+        addr: u64,
+        t: u64,
+    ) -> impl Iterator<Item = usize> + 'a {
+        let body = move |&(_, i): &(u64, u32)| &self.code[i as usize];
+        [true, false].into_iter().flat_map(move |jitdump| {
+            let kind = {
+                let first = filed.partition_point(|e| !body(e).from_jitdump & jitdump);
+                let rest = &filed[first..];
+                &rest[..rest.partition_point(|e| body(e).from_jitdump == jitdump)]
+            };
+            let split = kind.partition_point(|e| body(e).from <= t);
+            let (by_t, after_t) = kind.split_at(split);
+            let live = by_t
+                .iter()
+                .rev()
+                .find(|e| body(e).contains(addr) && body(e).live_at(t));
+            let mut later = after_t.iter().filter(|e| body(e).contains(addr));
+            let first_later = later.next();
+            let last_of_its_time = first_later.map(|f| {
+                later
+                    .take_while(|e| body(e).from == body(f).from)
+                    .last()
+                    .unwrap_or(f)
+            });
+            live.into_iter()
+                .chain(last_of_its_time)
+                .map(|&(_, i)| i as usize)
+        })
+    }
+
+    /// Of the `candidates` (indices into `code`) that contain `addr`: the body live at `t`
+    /// (a jitdump's before a perf map's, then the latest loaded), else the first loaded
+    /// after `t`; equal ones go to the later index.
+    fn best(&self, candidates: impl Iterator<Item = usize>, addr: u64, t: u64) -> Option<&JitCode> {
+        let mut best_live: Option<(bool, u64, usize)> = None;
+        let mut best_later: Option<(bool, std::cmp::Reverse<u64>, usize)> = None;
+        for i in candidates {
+            let c = &self.code[i];
+            if !c.contains(addr) {
+                continue;
             }
-            _ => 0,
-        };
-        let lowest = addr.saturating_sub(self.max_size);
-        let candidates = self.code[first..end]
-            .iter()
-            .rev()
-            .take_while(|c| c.start >= lowest)
-            .filter(|c| c.contains(addr));
-        let mut best_live: Option<&JitCode> = None;
-        let mut best_later: Option<&JitCode> = None;
-        for c in candidates {
             if c.live_at(t) {
-                if best_live.is_none_or(|b| (c.from_jitdump, c.from) > (b.from_jitdump, b.from)) {
-                    best_live = Some(c);
-                }
-            } else if c.from > t
-                && best_later.is_none_or(|b| {
-                    (c.from_jitdump, std::cmp::Reverse(c.from))
-                        > (b.from_jitdump, std::cmp::Reverse(b.from))
-                })
-            {
-                best_later = Some(c);
+                best_live = best_live.max(Some((c.from_jitdump, c.from, i)));
+            } else if c.from > t {
+                best_later = best_later.max(Some((c.from_jitdump, std::cmp::Reverse(c.from), i)));
             }
         }
+        let best_live = best_live.map(|(_, _, i)| &self.code[i]);
+        let best_later = best_later.map(|(_, _, i)| &self.code[i]);
         // Mono's perf map says `(null)` for code it could not name; a timed record (the .mlpd)
         // that names the address a little later knows better.
         if best_live.is_some_and(|c| !c.from_jitdump && c.name == UNNAMED_PERF_MAP)
@@ -958,5 +1028,176 @@ impl JitIndex {
             line: outer_line.as_ref().map(|l| l.1).filter(|&l| l > 0),
         });
         frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a side file does to a process's code, in the order it says it.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Load {
+            start: u64,
+            size: u64,
+            jitdump: bool,
+        },
+        Unload {
+            start: u64,
+        },
+        Move {
+            old: u64,
+            new: u64,
+            size: u64,
+        },
+        Finish,
+    }
+
+    fn body(start: u64, size: u64, from: u64, jitdump: bool) -> JitCode {
+        JitCode {
+            name: format!("{start:#x}@{from}"),
+            start,
+            size,
+            from,
+            until: None,
+            tier: None,
+            debug: None,
+            source: Arc::from("test"),
+            from_jitdump: jitdump,
+            unwind: None,
+            origin: None,
+        }
+    }
+
+    /// The walks the index replaced: every body, newest first.
+    fn unload_by_walk(p: &mut ProcessCode, start: u64, t: u64) {
+        if let Some(gone) = p
+            .code
+            .iter_mut()
+            .rev()
+            .find(|c| c.start == start && c.until.is_none() && c.from <= t)
+        {
+            gone.until = Some(t);
+        }
+    }
+
+    fn move_by_walk(p: &mut ProcessCode, old: u64, new: u64, size: u64, t: u64) {
+        let found = p
+            .code
+            .iter_mut()
+            .rev()
+            .find(|c| c.start == old && c.until.is_none());
+        if let Some(old) = found {
+            old.until = Some(t);
+            let mut moved = old.clone();
+            (moved.start, moved.size, moved.from, moved.until) = (new, size, t, None);
+            p.load(moved);
+        }
+    }
+
+    /// A lookup by looking at every body: the live one (a jitdump's first, then the latest;
+    /// equal ones the later index), else the first one loaded after `t`.
+    fn lookup_by_walk(p: &ProcessCode, addr: u64, t: u64) -> Option<usize> {
+        let containing = || (0..p.code.len()).filter(|&i| p.code[i].contains(addr));
+        let live = containing()
+            .filter(|&i| p.code[i].live_at(t))
+            .max_by_key(|&i| (p.code[i].from_jitdump, p.code[i].from, i));
+        let later = containing()
+            .filter(|&i| !p.code[i].live_at(t) && p.code[i].from > t)
+            .max_by_key(|&i| (p.code[i].from_jitdump, std::cmp::Reverse(p.code[i].from), i));
+        live.or(later)
+    }
+
+    fn apply(ops: &[Op], by_walk: bool) -> ProcessCode {
+        let mut p = ProcessCode::default();
+        for (t, op) in ops.iter().enumerate() {
+            // Two at a time: bodies loaded at the same moment rank by index.
+            let t = t as u64 / 2 * 10;
+            match *op {
+                Op::Load {
+                    start,
+                    size,
+                    jitdump,
+                } => p.load(body(start, size, t, jitdump)),
+                Op::Unload { start } if by_walk => unload_by_walk(&mut p, start, t),
+                Op::Unload { start } => p.unload(start, t),
+                Op::Move { old, new, size } if by_walk => move_by_walk(&mut p, old, new, size, t),
+                Op::Move { old, new, size } => p.relocate(old, new, size, t),
+                Op::Finish => p.finish(),
+            }
+        }
+        p.finish();
+        p
+    }
+
+    /// Starts on a few hundred bytes reused again and again, some bodies over the large size.
+    fn op() -> impl Strategy<Value = Op> {
+        let start = (0u64..48).prop_map(|k| 0x7f00_0000_0000 + k * 96);
+        let size = prop_oneof![
+            8 => 1u64..3000,
+            1 => Just(0u64),
+            1 => FILINGS[0].1 - 4..FILINGS[0].1 + 4096,
+            1 => FILINGS[1].1 - 4..FILINGS[1].1 + 4,
+        ];
+        prop_oneof![
+            6 => (start.clone(), size.clone(), any::<bool>())
+                .prop_map(|(start, size, jitdump)| Op::Load { start, size, jitdump }),
+            3 => start.clone().prop_map(|start| Op::Unload { start }),
+            1 => (start.clone(), start, size).prop_map(|(old, new, size)| Op::Move { old, new, size }),
+            1 => Just(Op::Finish),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Unloads and moves found through the live sets end the same bodies as a walk over
+        /// every body, and a lookup through the granules finds what looking at every body
+        /// finds, at every address and time.
+        #[test]
+        fn the_index_finds_what_a_walk_over_every_body_finds(
+            ops in prop::collection::vec(op(), 1..120),
+            probes in prop::collection::vec((0u64..48 * 96 + 8192, 0u64..700), 64),
+        ) {
+            let indexed = apply(&ops, false);
+            let walked = apply(&ops, true);
+            let spans = |p: &ProcessCode| {
+                p.code.iter().map(|c| (c.start, c.size, c.from, c.until, c.from_jitdump)).collect::<Vec<_>>()
+            };
+            prop_assert_eq!(spans(&indexed), spans(&walked));
+            for (offset, t) in probes {
+                let addr = 0x7f00_0000_0000 + offset;
+                let found = indexed.lookup(addr, t).map(|c| (c.start, c.from, c.size));
+                let expected = lookup_by_walk(&walked, addr, t).map(|i| {
+                    let c = &walked.code[i];
+                    (c.start, c.from, c.size)
+                });
+                prop_assert_eq!(found, expected, "{:#x} at {}", addr, t);
+            }
+        }
+    }
+
+    /// The same addresses reused by a body after body (a JVM unloading classes): a lookup
+    /// looks only at the bodies filed under its granule, and finds the one live at its time.
+    #[test]
+    fn reused_addresses_resolve_by_time() {
+        let mut p = ProcessCode::default();
+        for round in 0..2000u64 {
+            let t = round * 10;
+            p.load(body(0x1000, 200, t, true));
+            p.load(body(0x1100, 200, t + 1, true));
+            p.unload(0x1000, t + 5);
+        }
+        p.finish();
+        assert_eq!(p.lookup(0x1010, 12_343).map(|c| c.from), Some(12_340));
+        assert_eq!(
+            p.lookup(0x1010, 12_347).map(|c| c.from),
+            Some(12_350),
+            "unloaded: the next"
+        );
+        assert_eq!(p.lookup(0x1110, 12_347).map(|c| c.from), Some(12_341));
+        assert!(p.lookup(0x1300, 12_347).is_none());
     }
 }
