@@ -814,6 +814,31 @@ impl AtomicOutput {
         self.created.as_ref().map_or(&self.dest, |c| &c.path)
     }
 
+    /// The file being written, opened again for reading through the descriptor held since it
+    /// was created (`/proc/self/fd`), not through its name: in a directory another user can
+    /// write, the name may since hold a file of theirs. As [`FileBytes`] it is mapped (the
+    /// user running jprof made it).
+    pub(crate) fn written_bytes(&self) -> Result<FileBytes, Refusal> {
+        let created = self
+            .created
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("already committed"))?;
+        use std::os::fd::AsRawFd;
+        let file = File::open(format!("/proc/self/fd/{}", created.file.as_raw_fd()))?;
+        let meta = file.metadata()?;
+        if (meta.dev(), meta.ino()) != (created.dev, created.ino) {
+            return Err(std::io::Error::other("not the file created").into());
+        }
+        ForeignFile {
+            file,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            uid: meta.uid(),
+            in_container: false,
+        }
+        .into_bytes()
+    }
+
     /// The temporary file, to write to.
     pub fn file(&mut self) -> &mut File {
         &mut self
@@ -831,19 +856,27 @@ impl AtomicOutput {
         }
     }
 
+    /// Whether the temporary name still holds the file created (a regular file, the same
+    /// device and inode).
+    fn still_holds(&self, created: &Created) -> bool {
+        let Some(tmp) = created.path.file_name() else {
+            return false;
+        };
+        nix::sys::stat::fstatat(&self.dir, tmp, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(
+            |st| {
+                stat_kind(st.st_mode) == libc::S_IFREG
+                    && st.st_dev == created.dev
+                    && st.st_ino == created.ino
+            },
+        )
+    }
+
     /// Removes the temporary file if it is still the one created.
     fn remove_partial(&self, created: &Created) {
         let Some(tmp) = created.path.file_name() else {
             return;
         };
-        let same =
-            nix::sys::stat::fstatat(&self.dir, tmp, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| {
-                    stat_kind(st.st_mode) == libc::S_IFREG
-                        && st.st_dev == created.dev
-                        && st.st_ino == created.ino
-                });
-        if same {
+        if self.still_holds(created) {
             let _ = nix::unistd::unlinkat(&self.dir, tmp, nix::unistd::UnlinkatFlags::NoRemoveDir);
         }
     }
@@ -856,13 +889,26 @@ impl AtomicOutput {
     }
 
     /// Flushes the file and renames it over the destination (replacing a link there, never
-    /// following it), in the directory resolved when it was created.
+    /// following it), in the directory resolved when it was created, if its temporary name
+    /// still holds it: in a directory another user can write, the name may hold theirs.
     pub fn commit(mut self) -> Result<(), Error> {
         let Some(mut created) = self.created.take() else {
             return Ok(());
         };
         created.file.flush().map_err(|e| Error::io(&self.dest, e))?;
         let tmp = created.path.file_name().unwrap_or_default().to_os_string();
+        if !self.still_holds(&created) {
+            return Err(Error::Other(format!(
+                "{}: not written: its temporary file {} was replaced by another (someone who can \
+                 write into {} moved it)",
+                self.dest.display(),
+                created.path.display(),
+                created
+                    .path
+                    .parent()
+                    .map_or_else(String::new, |d| d.display().to_string()),
+            )));
+        }
         nix::fcntl::renameat(&self.dir, tmp.as_os_str(), &self.dir, self.name.as_os_str()).map_err(
             |e| {
                 self.remove_partial(&created);
@@ -1128,6 +1174,31 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    /// In a directory another user can write, the temporary name may be given to another
+    /// file (or a link) while jprof writes: what jprof reads back is its own file, and it
+    /// never renames theirs into the destination.
+    #[test]
+    fn a_replaced_temporary_file_is_neither_read_back_nor_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out.data");
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"not jprof's").unwrap();
+        let mut out = AtomicOutput::create(&dest).unwrap();
+        out.file().write_all(b"ours").unwrap();
+        let partial = out.partial_path().to_path_buf();
+        std::fs::rename(&partial, dir.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&secret, &partial).unwrap();
+        assert_eq!(&*out.written_bytes().unwrap(), b"ours");
+        let refused = out.commit().unwrap_err().to_string();
+        assert!(refused.contains("was replaced by another"), "{refused}");
+        assert!(
+            std::fs::symlink_metadata(&dest).is_err(),
+            "nothing committed"
+        );
+        assert!(std::fs::symlink_metadata(&partial).unwrap().is_symlink());
+        assert_eq!(std::fs::read(&secret).unwrap(), b"not jprof's");
     }
 
     #[test]

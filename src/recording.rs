@@ -502,6 +502,16 @@ impl Recording {
         Self::load(path.to_path_buf(), Bytes::Mapped(mapped))
     }
 
+    /// The recording `output` is writing, read through the descriptor it holds (not its
+    /// name, which another user may have given to another file); `path` names it in messages.
+    pub(crate) fn written(
+        path: &Path,
+        output: &crate::foreign_file::AtomicOutput,
+    ) -> Result<Self, Error> {
+        let bytes = output.written_bytes().map_err(|e| e.into_error(path))?;
+        Self::load(path.to_path_buf(), Bytes::Mapped(bytes))
+    }
+
     /// Reads a recording held in memory; `path` names it in messages.
     pub fn from_bytes(path: PathBuf, bytes: Vec<u8>) -> Result<Self, Error> {
         Self::load(path, Bytes::Owned(bytes))

@@ -41,10 +41,10 @@ pub(super) fn keeps_copies() -> bool {
     std::env::var_os("JPROF_KEEP_STACK_COPIES").is_some_and(|v| v == "1")
 }
 
-/// Writes the recording at `partial` again without its stack copies, beside `dest`, when
+/// Writes the recording `written` holds again without its stack copies, beside `dest`, when
 /// that [`applies`]; the caller commits the returned output (and discards the first one).
-pub(super) fn rewrite(dest: &Path, partial: &Path) -> Result<Option<AtomicOutput>> {
-    let recording = Recording::open(partial)?;
+pub(super) fn rewrite(dest: &Path, written: &AtomicOutput) -> Result<Option<AtomicOutput>> {
+    let recording = Recording::written(written.partial_path(), written)?;
     if !applies(&recording) {
         return Ok(None);
     }

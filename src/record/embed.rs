@@ -15,7 +15,7 @@ pub(super) fn embed_symbols(
     still_writing: &dyn Fn(u32) -> bool,
     set_aside: crate::symbolize::SetAside<'_>,
 ) -> Result<Vec<String>> {
-    let recording = Recording::open(partial)?;
+    let recording = Recording::written(partial, output)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
     let mut out = writer::ChunkWriter::append(file, partial);
     let facts = crate::symbolize::embedded_symbols_and_coverage(

@@ -717,7 +717,7 @@ impl Session<'_> {
 /// The output to commit: a JVM's recording written again without the stack copies its
 /// embedding made redundant (`compact`), else `output`, the one written while recording.
 fn compacted(output: AtomicOutput, dest: &Path, notes: &mut Vec<String>) -> AtomicOutput {
-    match compact::rewrite(dest, output.partial_path()) {
+    match compact::rewrite(dest, &output) {
         Ok(Some(compacted)) => {
             output.discard();
             compacted
