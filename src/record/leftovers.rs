@@ -19,13 +19,27 @@ pub struct Leftovers {
     path: PathBuf,
 }
 
-/// `/tmp/jprof-UID`, created 0700; None when it exists but is not this user's private directory.
-fn private_dir() -> Option<PathBuf> {
+/// `/tmp/jprof-UID`, created 0700; when it exists but is not this user's private directory
+/// (another user may have put it there first), what it is instead.
+fn private_dir() -> Result<PathBuf, String> {
     let uid = nix::unistd::geteuid().as_raw();
     let dir = std::env::temp_dir().join(format!("jprof-{uid}"));
     let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-    let m = std::fs::symlink_metadata(&dir).ok()?;
-    (m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0).then_some(dir)
+    let m = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let what = if !m.is_dir() {
+        "not a directory".to_string()
+    } else if m.uid() != uid {
+        format!("owned by uid {}", m.uid())
+    } else if m.mode() & 0o077 != 0 {
+        format!("open to others (mode {:o})", m.mode() & 0o777)
+    } else {
+        return Ok(dir);
+    };
+    Err(format!(
+        "{} is {what}, not this user's private directory: side files a killed jprof leaves \
+         cannot be listed for removal by the next run (remove it, or set TMPDIR)",
+        dir.display()
+    ))
 }
 
 /// Whether `pid` is a running jprof (not a zombie nobody reaped yet).
@@ -90,10 +104,12 @@ fn remove_isolate_logs(jitdump: &Path) -> usize {
 
 impl Leftovers {
     /// Removes what earlier recordings that were killed left behind, and starts this
-    /// recording's list. Returns a note when something was cleaned.
+    /// recording's list. Returns a note when something was cleaned, or when there is no
+    /// private directory to keep the list in.
     pub fn start() -> (Option<Self>, Option<String>) {
-        let Some(dir) = private_dir() else {
-            return (None, None);
+        let dir = match private_dir() {
+            Ok(dir) => dir,
+            Err(why) => return (None, Some(why)),
         };
         let mut removed = 0;
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {

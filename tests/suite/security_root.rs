@@ -1043,3 +1043,35 @@ fn terminal_escapes_in_process_names_never_reach_roots_terminal() {
         String::from_utf8_lossy(&text.stdout)
     );
 }
+
+/// Another user who makes `$TMPDIR/jprof-0` before root's first run (a sticky `/tmp` lets
+/// them) turns off the list that lets the next run remove what a killed jprof left: nothing
+/// of root's goes into their directory, and the summary says why and how to fix it.
+#[test]
+fn another_users_leftovers_directory_is_not_written_and_is_reported() {
+    let (uid, gid) = user();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = tmp
+        .path()
+        .join(format!("jprof-{}", nix::unistd::geteuid().as_raw()));
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let out = succeeds(
+        jprof()
+            .args(["record", "-o"])
+            .arg(work.path().join("r.data"))
+            .args(["--", "true"])
+            .env("TMPDIR", tmp.path()),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "owned by uid {uid}, not this user's private directory"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
+}
