@@ -28,7 +28,8 @@ pub struct StoredSide<'a> {
     pub file_len: u64,
     /// CRC-32 of the file bytes covered, when the recorder stored it (SIDE_FILE_ZSTD).
     pub file_crc: Option<u32>,
-    /// The jitdump's CODE_LOAD records are stored without their code.
+    /// The jitdump's CODE_LOAD records are stored without their code, or some of them were
+    /// left out: the stored bytes are not the file's.
     pub code_left_out: bool,
 }
 
@@ -781,7 +782,8 @@ impl Recording {
                         |(p, packed)| {
                             let at = c.offset + (payload.len() - p.data.len());
                             let data = inflate(p.data, at)?;
-                            if !packed.code_left_out && data.len() as u64 != packed.file_len {
+                            let all_stored = !packed.code_left_out && !packed.loads_left_out;
+                            if all_stored && data.len() as u64 != packed.file_len {
                                 return Err(ParseError::new(
                                     at,
                                     format!(
@@ -794,7 +796,7 @@ impl Recording {
                             Ok(StoredSide {
                                 file_len: packed.file_len,
                                 file_crc: Some(packed.file_crc),
-                                code_left_out: packed.code_left_out,
+                                code_left_out: packed.code_left_out || packed.loads_left_out,
                                 data: Cow::Owned(data),
                                 piece: p,
                             })

@@ -4,6 +4,8 @@
 //! (JPROF_DEEP_FRAMES) are read by nothing any more. The recording is then written again
 //! without them, beside the one written while recording, which it replaces only once
 //! complete: a recorder killed before that leaves the whole form (docs/recording-format.md).
+//! The jitdumps' CODE_LOAD records no sample's frame was found in are left out of it too
+//! (`JitIndex::loads_to_leave_out`), and their JIT_DEBUG groups renumbered to match.
 
 use std::path::Path;
 
@@ -12,10 +14,10 @@ use rustc_hash::FxHashMap;
 use crate::error::{Error, Result};
 use crate::foreign_file::AtomicOutput;
 use crate::format::perf::{Record, RecordIter, RecordKind, SampleLayout};
-use crate::format::recording::{file_header, ChunkKind};
+use crate::format::recording::{self as container, file_header, ChunkKind, SideKind};
 use crate::format::ParseError;
 use crate::recording::{CallGraph, Recording, INFLATED_BASE};
-use crate::symbolize::{interpreted_frames, unwound};
+use crate::symbolize::{interpreted_frames, jit_hits, unwound, LoadsToLeaveOut};
 
 /// zstd level of the rewritten records: on javac's, gathered without their copies (1 MB),
 /// level 3 stores 13% fewer bytes than level 1 in about 2 ms.
@@ -41,9 +43,14 @@ pub(super) fn keeps_copies() -> bool {
     std::env::var_os("JPROF_KEEP_STACK_COPIES").is_some_and(|v| v == "1")
 }
 
-/// Writes the recording `written` holds again without its stack copies, beside `dest`, when
-/// that [`applies`]; the caller commits the returned output (and discards the first one).
-pub(super) fn rewrite(dest: &Path, written: &AtomicOutput) -> Result<Option<AtomicOutput>> {
+/// Writes the recording `written` holds again without its stack copies and the CODE_LOADs
+/// `leave_out` names (its embedding's walk found them), beside `dest`, when that [`applies`];
+/// the caller commits the returned output (and discards the first one).
+pub(super) fn rewrite(
+    dest: &Path,
+    written: &AtomicOutput,
+    leave_out: &LoadsToLeaveOut,
+) -> Result<Option<AtomicOutput>> {
     let recording = Recording::written(written.partial_path(), written)?;
     if !applies(&recording) {
         return Ok(None);
@@ -54,7 +61,7 @@ pub(super) fn rewrite(dest: &Path, written: &AtomicOutput) -> Result<Option<Atom
     use std::io::Write;
     file.write_all(&file_header())
         .map_err(|e| Error::io(&at, e))?;
-    compact(&recording, &mut |kind, payload| {
+    compact(&recording, leave_out, &mut |kind, payload| {
         file.write_all(&crate::format::recording::encode_chunk(kind, payload))
             .map_err(|e| Error::io(&at, e))
     })?;
@@ -63,8 +70,9 @@ pub(super) fn rewrite(dest: &Path, written: &AtomicOutput) -> Result<Option<Atom
     Ok(Some(output))
 }
 
-/// [`rewrite`] of the recording at `input` into `output` (for comparing both forms); an
-/// error for a recording it does not apply to.
+/// [`rewrite`] of the recording at `input` into `output` (for comparing both forms), the
+/// CODE_LOADs to leave out found by walking its samples as a report does; an error for a
+/// recording it does not apply to.
 pub fn compact_recording(input: &Path, output: &Path) -> Result<()> {
     let recording = Recording::open(input)?;
     if !applies(&recording) {
@@ -74,8 +82,9 @@ pub fn compact_recording(input: &Path, output: &Path) -> Result<()> {
             input.display()
         )));
     }
+    let leave_out = crate::symbolize::loads_to_leave_out(&recording);
     let mut bytes = file_header().to_vec();
-    compact(&recording, &mut |kind, payload| {
+    compact(&recording, &leave_out, &mut |kind, payload| {
         bytes.extend(crate::format::recording::encode_chunk(kind, payload));
         Ok(())
     })?;
@@ -85,13 +94,16 @@ pub fn compact_recording(input: &Path, output: &Path) -> Result<()> {
 /// Every chunk of `recording` handed to `store` in file order, with the perf records
 /// without the samples' stack copies and the JPROF_DEEP_FRAMES
 /// records, and the UNWOUND_STACKS and INTERPRETED_FRAMES entries keyed by the records' new
-/// offsets.
+/// offsets; the jitdumps' pieces without the CODE_LOADs `leave_out` names, and their JIT_DEBUG
+/// groups renumbered.
 fn compact(
     recording: &Recording,
+    leave_out: &LoadsToLeaveOut,
     store: &mut dyn FnMut(ChunkKind, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let layout = recording.layout();
     let parse_error = |e: ParseError| Error::parse(&recording.path, e);
+    let mut jitdumps = without_loads(recording, leave_out).map_err(parse_error)?;
     let mut records = Records::default();
     let mut renumbered = false;
     for (kind, at, payload, base) in recording.chunks_in_order() {
@@ -140,10 +152,148 @@ fn compact(
                     }
                 }
             }
+            ChunkKind::SIDE_FILE_ZSTD => {
+                let (piece, _) =
+                    container::parse_packed_side_piece(payload, at).map_err(parse_error)?;
+                match jitdumps.get_mut(&(piece.kind, piece.pid, piece.path.to_string())) {
+                    Some(pruned) => {
+                        let piece = pruned.pieces.pop_front().ok_or_else(|| {
+                            parse_error(ParseError::new(at, "the jitdump's pieces as first read"))
+                        })?;
+                        store(kind, &piece)?;
+                    }
+                    None => store(kind, payload)?,
+                }
+            }
+            ChunkKind::JIT_DEBUG => {
+                let debug = container::parse_jit_debug(payload, at).map_err(parse_error)?;
+                let key = (SideKind::JITDUMP, debug.pid, debug.path.to_string());
+                let packed = leave_out.jit_debug.get(&(key.1, key.2.clone()));
+                match (jitdumps.get(&key), packed) {
+                    (Some(_), Some(packed)) => store(kind, packed)?,
+                    (Some(pruned), None) => {
+                        store(kind, &debug_without_loads(&debug, at, &pruned.left_out)?)?;
+                    }
+                    (None, _) => store(kind, payload)?,
+                }
+            }
             _ => store(kind, payload)?,
         }
     }
     records.flush(store)
+}
+
+/// zstd level of a jitdump's pieces written again (the recorder's).
+const SIDE_ZSTD_LEVEL: i32 = 3;
+
+/// A jitdump's pieces without the CODE_LOADs left out, as SIDE_FILE_ZSTD payloads in file
+/// order, and those loads' ordinals, sorted.
+struct Pruned {
+    pieces: std::collections::VecDeque<Vec<u8>>,
+    left_out: Vec<u64>,
+}
+
+/// Of each jitdump `leave_out` names loads of, its pieces without them
+/// (`jitdump::without_loads`), keyed by (kind, pid, path). A jitdump stored otherwise than in
+/// SIDE_FILE_ZSTD pieces that follow on from each other from its start, or whose pieces do
+/// not split into records, is kept whole.
+fn without_loads(
+    recording: &Recording,
+    leave_out: &LoadsToLeaveOut,
+) -> std::result::Result<FxHashMap<(SideKind, u32, String), Pruned>, ParseError> {
+    type Pieces<'a> = Vec<(container::SidePiece<'a>, container::PackedSide, Vec<u8>)>;
+    let mut files: FxHashMap<(SideKind, u32, String), Option<Pieces<'_>>> = Default::default();
+    for (kind, at, payload, _) in recording.chunks_in_order() {
+        let (piece, packed) = match kind {
+            ChunkKind::SIDE_FILE_ZSTD => {
+                let (piece, packed) = container::parse_packed_side_piece(payload, at)?;
+                (piece, Some(packed))
+            }
+            ChunkKind::SIDE_FILE => (container::parse_side_piece(payload, at)?, None),
+            _ => continue,
+        };
+        let names = |(pid, path): &(u32, String)| *pid == piece.pid && path == piece.path;
+        if piece.kind != SideKind::JITDUMP || !leave_out.loads.keys().any(names) {
+            continue;
+        }
+        let key = (piece.kind, piece.pid, piece.path.to_string());
+        let file = files.entry(key).or_insert_with(|| Some(Vec::new()));
+        let Some(pieces) = file else { continue };
+        let covered = pieces
+            .last()
+            .map_or(0, |(p, packed, _)| p.offset + packed.file_len);
+        match packed {
+            Some(packed) if piece.offset == covered => {
+                let at = at + (payload.len() - piece.data.len());
+                let data = crate::recording::inflate(piece.data, at)?;
+                pieces.push((piece, packed, data));
+            }
+            _ => *file = None,
+        }
+    }
+    let mut out = FxHashMap::default();
+    'files: for ((kind, pid, path), pieces) in files {
+        let (Some(pieces), Some(left_out)) = (pieces, leave_out.loads.get(&(pid, path.clone())))
+        else {
+            continue;
+        };
+        let data: Vec<&[u8]> = pieces.iter().map(|(_, _, d)| &d[..]).collect();
+        let Ok(kept) = crate::format::jitdump::without_loads(&data, |o| left_out.contains(&o))
+        else {
+            continue;
+        };
+        let mut encoded = std::collections::VecDeque::with_capacity(pieces.len());
+        for ((piece, packed, _), kept) in pieces.iter().zip(kept) {
+            // (zstd does not fail on memory it could allocate.)
+            let Ok(frame) = zstd::bulk::compress(&kept, SIDE_ZSTD_LEVEL) else {
+                continue 'files;
+            };
+            let packed = container::PackedSide {
+                loads_left_out: true,
+                ..*packed
+            };
+            let piece = container::SidePiece {
+                data: &frame,
+                ..*piece
+            };
+            encoded.push_back(container::encode_packed_side_piece(&piece, &packed));
+        }
+        let left_out = left_out.iter().copied().collect();
+        out.insert(
+            (kind, pid, path),
+            Pruned {
+                pieces: encoded,
+                left_out,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// A JIT_DEBUG chunk (`debug`, found at `at`) with its groups renumbered for the CODE_LOADs
+/// `left_out` (`jit_hits::groups_without_loads`), packed as the end packs them.
+fn debug_without_loads(
+    debug: &container::JitDebug<'_>,
+    at: usize,
+    left_out: &[u64],
+) -> Result<Vec<u8>> {
+    let parse_error = |e: ParseError| Error::Other(format!("JIT_DEBUG of {}: {e}", debug.path));
+    let groups = crate::recording::inflate(debug.data, at).map_err(parse_error)?;
+    let (read, damaged) = container::parse_jit_debug_groups(&groups, 0);
+    if let Some(e) = damaged {
+        return Err(parse_error(e));
+    }
+    let renumbered = jit_hits::groups_without_loads(&read, left_out);
+    let groups = container::encode_jit_debug_groups(renumbered.iter().map(|(o, g)| (*o, &g[..])));
+    let frame = match jit_hits::packer() {
+        Some(mut packer) => packer.compress(&groups),
+        None => zstd::bulk::compress(&groups, jit_hits::JIT_DEBUG_ZSTD_LEVEL),
+    }
+    .map_err(|e| Error::Other(format!("compressing JIT_DEBUG: {e}")))?;
+    Ok(container::encode_jit_debug(&container::JitDebug {
+        data: &frame,
+        ..*debug
+    }))
 }
 
 /// Records are gathered into chunks of at most this many bytes (before compression): a few
@@ -372,10 +522,14 @@ mod tests {
     fn compacted(file: Vec<u8>) -> Result<Vec<u8>> {
         let recording = Recording::from_bytes("test.data".into(), file)?;
         let mut out = file_header().to_vec();
-        compact(&recording, &mut |kind, payload| {
-            out.extend(encode_chunk(kind, payload));
-            Ok(())
-        })?;
+        compact(
+            &recording,
+            &LoadsToLeaveOut::default(),
+            &mut |kind, payload| {
+                out.extend(encode_chunk(kind, payload));
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 
@@ -463,6 +617,122 @@ mod tests {
             }
         }
         assert_eq!(seen, ["[10, 20, 22]", "mark 25", "[12, 26]", "mark 30"]);
+    }
+
+    /// A jitdump's pieces lose the loads left out (flag bit 2, the file's length and CRC kept)
+    /// and its JIT_DEBUG groups are numbered by the loads kept; a jitdump whose pieces do not
+    /// follow on from each other is kept whole, JIT_DEBUG and all.
+    #[test]
+    fn jitdump_pieces_lose_the_loads_left_out() {
+        use crate::format::jitdump_write as w;
+        use container::{JitDebug, PackedSide, SidePiece};
+        let path = "/tmp/jit-7.dump";
+        let load = |i: u64| {
+            w::code_load(
+                i,
+                &w::CodeLoad {
+                    pid: 7,
+                    tid: 7,
+                    code_addr: 0x1000 * (i + 1),
+                    code_index: i,
+                    name: "f",
+                    code: &[],
+                },
+            )
+        };
+        let names = w::method_names(1, &[(0x77, "Lp/A;run".to_string())]);
+        let lines = w::debug_info(2, 0x4000, &[(0x4000, 3, "A.java")]);
+        let with_pieces = |second_at: u64| {
+            let pieces = [
+                [w::header(7, 0, false), load(0), load(1)].concat(),
+                [load(2), load(3)].concat(),
+            ];
+            let (mut file, _) = recording(None, false);
+            for (piece, offset) in pieces.iter().zip([0, second_at]) {
+                let frame = zstd::bulk::compress(piece, 3).unwrap();
+                let side = SidePiece {
+                    kind: SideKind::JITDUMP,
+                    pid: 7,
+                    read_at: 5,
+                    offset,
+                    path,
+                    data: &frame,
+                };
+                let packed = PackedSide {
+                    file_len: piece.len() as u64 + 100,
+                    file_crc: 0xc0de,
+                    code_left_out: true,
+                    debug_deferred: true,
+                    loads_left_out: false,
+                };
+                let payload = container::encode_packed_side_piece(&side, &packed);
+                file.extend(encode_chunk(ChunkKind::SIDE_FILE_ZSTD, &payload));
+            }
+            let groups = container::encode_jit_debug_groups([(1, &names[..]), (3, &lines[..])]);
+            let data = zstd::bulk::compress(&groups, 9).unwrap();
+            let debug = container::encode_jit_debug(&JitDebug {
+                pid: 7,
+                path,
+                data: &data,
+            });
+            file.extend(encode_chunk(ChunkKind::JIT_DEBUG, &debug));
+            file.extend(encode_chunk(ChunkKind::END, &[]));
+            file
+        };
+        let leave_out = LoadsToLeaveOut {
+            loads: [((7, path.to_string()), [0u64, 2].into())].into(),
+            jit_debug: Default::default(),
+        };
+        let rewritten = |file: Vec<u8>| {
+            let recording = Recording::from_bytes("test.data".into(), file).unwrap();
+            let mut out = Vec::new();
+            compact(&recording, &leave_out, &mut |kind, payload| {
+                if matches!(kind, ChunkKind::SIDE_FILE_ZSTD | ChunkKind::JIT_DEBUG) {
+                    out.push((kind, payload.to_vec()));
+                }
+                Ok(())
+            })
+            .unwrap();
+            out
+        };
+        let first_len = (w::header(7, 0, false).len() + 2 * load(0).len()) as u64 + 100;
+        let file = with_pieces(first_len);
+        let out = rewritten(file);
+        let stored: Vec<(PackedSide, Vec<u8>)> = out
+            .iter()
+            .filter(|(kind, _)| *kind == ChunkKind::SIDE_FILE_ZSTD)
+            .map(|(_, p)| {
+                let (piece, packed) = container::parse_packed_side_piece(p, 0).unwrap();
+                (packed, zstd::stream::decode_all(piece.data).unwrap())
+            })
+            .collect();
+        assert_eq!(stored.len(), 2);
+        assert!(stored
+            .iter()
+            .all(|(p, _)| p.loads_left_out && p.file_crc == 0xc0de));
+        assert_eq!(stored[0].0.file_len, first_len);
+        assert_eq!(stored[0].1, [w::header(7, 0, false), load(1)].concat());
+        assert_eq!(stored[1].1, load(3));
+        let (_, debug) = out
+            .iter()
+            .find(|(k, _)| *k == ChunkKind::JIT_DEBUG)
+            .unwrap();
+        let debug = container::parse_jit_debug(debug, 0).unwrap();
+        let groups = zstd::stream::decode_all(debug.data).unwrap();
+        let (groups, error) = container::parse_jit_debug_groups(&groups, 0);
+        assert!(error.is_none());
+        assert_eq!(groups, [(0, &names[..]), (1, &lines[..])]);
+
+        // The second piece not where the first ends: all kept as it was.
+        let file = with_pieces(first_len + 8);
+        let original = Recording::from_bytes("t".into(), file.clone()).unwrap();
+        let before: Vec<Vec<u8>> = original
+            .chunks_in_order()
+            .filter(|(k, ..)| matches!(*k, ChunkKind::SIDE_FILE_ZSTD | ChunkKind::JIT_DEBUG))
+            .map(|(_, _, p, _)| p.to_vec())
+            .collect();
+        let after: Vec<Vec<u8>> = rewritten(file).into_iter().map(|(_, p)| p).collect();
+        assert_eq!(before, after);
     }
 
     #[test]

@@ -8,13 +8,14 @@ use crate::recording::Recording;
 
 /// Embeds the symbols; returns the JIT coverage line of each process that ran JIT code
 /// (`still_writing`: whether it is an attached process whose runtime may name more later),
-/// then the stack depth line of each busy process.
+/// then the stack depth line of each busy process; and the CODE_LOADs no sample's frame was
+/// found in that the finished recording can leave out.
 pub(super) fn embed_symbols(
     output: &foreign_file::AtomicOutput,
     partial: &std::path::Path,
     still_writing: &dyn Fn(u32) -> bool,
     set_aside: crate::symbolize::SetAside<'_>,
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, crate::symbolize::LoadsToLeaveOut)> {
     let recording = Recording::written(partial, output)?;
     let file = output.try_clone().map_err(|e| Error::io(partial, e))?;
     let mut out = writer::ChunkWriter::append(file, partial);
@@ -32,7 +33,7 @@ pub(super) fn embed_symbols(
         .depth_lines
         .into_iter()
         .map(|l| format!("stacks: {l}"));
-    Ok(coverage.chain(depth).collect())
+    Ok((coverage.chain(depth).collect(), facts.leave_out))
 }
 
 /// The summary's JIT coverage line of process `pid`. `still_writing`: it runs on with its JIT

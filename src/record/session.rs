@@ -646,6 +646,17 @@ impl Session<'_> {
         out.write_json(ChunkKind::SUMMARY, &summary)?;
         drop(out);
 
+        // A JVM recorded with whole 1 KiB copies (`--call-graph fp`, or behind a launcher jprof
+        // does not see through) has what reads them stored all the same (not for `-a`: its end
+        // is kept short).
+        let jvm_with_whole_copies = config.embed_symbols
+            && !compact::keeps_copies()
+            && side.runtimes().values().any(|&r| r == "java")
+            && !matches!(self.profiled, Profiled::System);
+        let rewritten =
+            (self.rewritten_at_end || jvm_with_whole_copies) && !compact::keeps_copies();
+        // The CODE_LOADs the finished recording leaves out (found by the embedding's walk).
+        let mut leave_out = crate::symbolize::LoadsToLeaveOut::default();
         if config.embed_symbols {
             // What the ring reader and writer threads used is free now; the embedding is the
             // recorder's largest user of memory.
@@ -669,11 +680,15 @@ impl Session<'_> {
                 method_names,
                 all: &mut || read_again(&mut spool),
                 beside_dwarf: !matches!(self.profiled, Profiled::System),
+                rewritten,
             };
             match embed::embed_symbols(&self.output, &self.partial, &still_writing, set_aside) {
                 // Printed with the summary (the SUMMARY chunk is already written; reports
                 // compute their own coverage lines).
-                Ok(coverage) => summary.notes.extend(coverage),
+                Ok((coverage, loads)) => {
+                    summary.notes.extend(coverage);
+                    leave_out = loads;
+                }
                 Err(e) => {
                     summary
                         .notes
@@ -695,15 +710,8 @@ impl Session<'_> {
             .try_clone()
             .map_err(|e| Error::io(&self.partial, e))?;
         ChunkWriter::append(file, &self.partial).write_chunk(ChunkKind::END, &[])?;
-        // A JVM recorded with whole 1 KiB copies (`--call-graph fp`, or behind a launcher jprof
-        // does not see through) has what reads them stored all the same (not for `-a`: its end
-        // is kept short).
-        let jvm_with_whole_copies = config.embed_symbols
-            && !compact::keeps_copies()
-            && side.runtimes().values().any(|&r| r == "java")
-            && !matches!(self.profiled, Profiled::System);
-        let output = if self.rewritten_at_end || jvm_with_whole_copies {
-            compacted(self.output, &config.output, &mut summary.notes)
+        let output = if rewritten {
+            compacted(self.output, &config.output, &leave_out, &mut summary.notes)
         } else {
             self.output
         };
@@ -715,9 +723,15 @@ impl Session<'_> {
 }
 
 /// The output to commit: a JVM's recording written again without the stack copies its
-/// embedding made redundant (`compact`), else `output`, the one written while recording.
-fn compacted(output: AtomicOutput, dest: &Path, notes: &mut Vec<String>) -> AtomicOutput {
-    match compact::rewrite(dest, &output) {
+/// embedding made redundant and the CODE_LOADs `leave_out` names (`compact`), else `output`,
+/// the one written while recording.
+fn compacted(
+    output: AtomicOutput,
+    dest: &Path,
+    leave_out: &crate::symbolize::LoadsToLeaveOut,
+    notes: &mut Vec<String>,
+) -> AtomicOutput {
+    match compact::rewrite(dest, &output, leave_out) {
         Ok(Some(compacted)) => {
             output.discard();
             compacted

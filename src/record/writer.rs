@@ -676,6 +676,7 @@ fn write_side(out: &mut ChunkWriter, p: PendingSide) -> Result<(), Error> {
                 file_crc: p.crc.clone().finalize(),
                 code_left_out: p.code_left_out,
                 debug_deferred: p.debug_deferred,
+                loads_left_out: false,
             };
             out.write_chunk(
                 ChunkKind::SIDE_FILE_ZSTD,

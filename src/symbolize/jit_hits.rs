@@ -3,7 +3,7 @@
 //! sample hit, any sample (CPU or off-CPU, every frame of its stack), so a report of the
 //! recording names and places every frame as it would with all of them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
@@ -48,6 +48,11 @@ impl JitHits {
             hits.placed.insert((code.start, code.size));
             hits.offsets.insert(offset);
         }
+    }
+
+    /// Whether a frame of process `pid` was found in code of load `origin`.
+    pub fn hit(&self, pid: u32, origin: &CodeOrigin) -> bool {
+        self.code.contains_key(&(pid, origin.clone()))
     }
 
     /// An interpreted frame of process `pid` runs VM method `method`.
@@ -96,11 +101,39 @@ pub fn method_names_into(records: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(tail);
 }
 
+/// By jitdump (process, path).
+pub type ByJitdump<T> = BTreeMap<(u32, String), T>;
+
 /// The JIT_DEBUG chunk payloads keeping what `hits` hit of `deferred` (everything without
-/// `hits`), one per jitdump that keeps something.
-pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec<Vec<u8>> {
+/// `hits`), one per jitdump that keeps something; and, by jitdump, its payload once the
+/// CODE_LOADs `leave_out` names are left out (`groups_without_loads`), for the finished
+/// recording: packed here, beside the end's DWARF, rather than unpacked and packed again
+/// (13 ms of javac's at level 9) on the way to the exit. `rewritten`: the finished recording
+/// is written again, so a jitdump's payload numbered for every load is read only if that
+/// fails, and is packed at zstd's fastest level (2 ms of javac's, not 13).
+pub fn jit_debug_chunks(
+    deferred: &DeferredDebug,
+    hits: Option<&JitHits>,
+    leave_out: &ByJitdump<BTreeSet<u64>>,
+    rewritten: bool,
+) -> (Vec<Vec<u8>>, ByJitdump<Vec<u8>>) {
     let mut out = Vec::new();
+    let mut without_loads = BTreeMap::new();
     let mut packer = packer();
+    let mut pack = |groups: &[(u64, Vec<u8>)], pid: u32, path: &str, fast: bool| {
+        let groups = encode_jit_debug_groups(groups.iter().map(|(o, g)| (*o, &g[..])));
+        let frame = match packer.as_mut().filter(|_| !fast) {
+            Some(p) => p.compress(&groups),
+            None => zstd::bulk::compress(&groups, if fast { 1 } else { JIT_DEBUG_ZSTD_LEVEL }),
+        };
+        frame.ok().map(|data| {
+            encode_jit_debug(&JitDebug {
+                pid,
+                path,
+                data: &data,
+            })
+        })
+    };
     for ((pid, path), groups) in deferred {
         let origin = |ordinal| CodeOrigin {
             path: path.as_str().into(),
@@ -151,30 +184,54 @@ pub fn jit_debug_chunks(deferred: &DeferredDebug, hits: Option<&JitHits>) -> Vec
         if kept.is_empty() {
             continue;
         }
-        let groups = encode_jit_debug_groups(kept.iter().map(|(o, g)| (*o, &g[..])));
-        let Ok(frame) = packer.as_mut().map_or_else(
-            || zstd::bulk::compress(&groups, JIT_DEBUG_ZSTD_LEVEL),
-            |p| p.compress(&groups),
-        ) else {
+        let left_out = leave_out.get(&(*pid, path.clone()));
+        let Some(payload) = pack(&kept, *pid, path, rewritten && left_out.is_some()) else {
             continue;
         };
-        out.push(encode_jit_debug(&JitDebug {
-            pid: *pid,
-            path,
-            data: &frame,
-        }));
+        out.push(payload);
+        if let Some(left_out) = left_out {
+            let left_out: Vec<u64> = left_out.iter().copied().collect();
+            let read: Vec<(u64, &[u8])> = kept.iter().map(|(o, g)| (*o, &g[..])).collect();
+            let renumbered = groups_without_loads(&read, &left_out);
+            if let Some(payload) = pack(&renumbered, *pid, path, false) {
+                without_loads.insert((*pid, path.clone()), payload);
+            }
+        }
     }
-    out
+    (out, without_loads)
+}
+
+/// A jitdump's JIT_DEBUG groups (`ordinal`, records) once the CODE_LOADs `left_out` names
+/// (sorted) are left out of its pieces (`jitdump::without_loads`): a group goes before the
+/// same load as before, its ordinal less the loads left out before it. A group of a load left
+/// out keeps only its VM method names (the only records not read by that load alone), and
+/// goes before the next load kept, after that load's earlier groups.
+pub fn groups_without_loads(groups: &[(u64, &[u8])], left_out: &[u64]) -> Vec<(u64, Vec<u8>)> {
+    let mut out: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
+    for &(ordinal, records) in groups {
+        let before = left_out.partition_point(|&o| o < ordinal) as u64;
+        let new = match ordinal {
+            AFTER_LAST_LOAD => AFTER_LAST_LOAD,
+            o => o - before,
+        };
+        let group = out.entry(new).or_default();
+        if left_out.binary_search(&ordinal).is_ok() {
+            method_names_into(records, group);
+        } else {
+            group.extend_from_slice(records);
+        }
+    }
+    out.into_iter().filter(|(_, g)| !g.is_empty()).collect()
 }
 
 /// zstd level of the JIT_DEBUG chunks.
-const JIT_DEBUG_ZSTD_LEVEL: i32 = 9;
+pub(crate) const JIT_DEBUG_ZSTD_LEVEL: i32 = 9;
 
 /// The compressor of the JIT_DEBUG chunks: level 9 with its match tables kept small. For an
 /// input of megabytes level 9 sizes them for megabytes too (11 MB, allocated at the end of
 /// `record` while every binary named is still loaded); tables of 2^18 and 2^17 entries (1.5 MB)
 /// pack a JVM's jitdump records 0.1% larger.
-fn packer() -> Option<zstd::bulk::Compressor<'static>> {
+pub(crate) fn packer() -> Option<zstd::bulk::Compressor<'static>> {
     use zstd::zstd_safe::CParameter;
     let mut packer = zstd::bulk::Compressor::new(JIT_DEBUG_ZSTD_LEVEL).ok()?;
     packer.set_parameter(CParameter::HashLog(18)).ok()?;
@@ -409,6 +466,34 @@ fn names_hit(record: &[u8], pid: u32, hits: &JitHits, named_one: &mut bool) -> V
 mod tests {
     use super::*;
     use crate::format::jitdump::{Function2, InlineCall2, LineRecord2};
+
+    /// A load left out takes its group's records along but its VM method names, which go
+    /// before the next load kept; later groups' ordinals drop by the loads left out before
+    /// them.
+    #[test]
+    fn groups_follow_the_loads_kept() {
+        let lines = |a: u64| jitdump_write::debug_info(1, a, &[(a, 7, "A.java")]);
+        let names = |m: u64| jitdump_write::method_names(2, &[(m, format!("Lp/A;m{m}"))]);
+        let groups: Vec<(u64, Vec<u8>)> = vec![
+            (0, [names(1), lines(0x1000)].concat()),
+            (1, lines(0x2000)),
+            (2, names(2)),
+            (3, [lines(0x3000), names(3)].concat()),
+            (5, lines(0x5000)),
+            (AFTER_LAST_LOAD, names(9)),
+        ];
+        let read: Vec<(u64, &[u8])> = groups.iter().map(|(o, g)| (*o, &g[..])).collect();
+        let out = groups_without_loads(&read, &[0, 2, 4]);
+        let expected: Vec<(u64, Vec<u8>)> = vec![
+            (0, [names(1), lines(0x2000)].concat()),
+            (1, [names(2), lines(0x3000), names(3)].concat()),
+            (2, lines(0x5000)),
+            (AFTER_LAST_LOAD, names(9)),
+        ];
+        assert_eq!(out, expected);
+        // Nothing left out: the same groups.
+        assert_eq!(groups_without_loads(&read, &[]), groups);
+    }
 
     fn call(depth: u32, function: u32, ranges: &[(u32, u32)]) -> InlineCall2 {
         InlineCall2 {

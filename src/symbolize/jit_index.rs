@@ -901,6 +901,77 @@ impl JitIndex {
         process.finish();
     }
 
+    /// The CODE_LOADs of each jitdump (by process and path: the loads' ordinals) a recording
+    /// can leave out without a report reading otherwise. Timed bodies that share an address or
+    /// a start, or come from one load (moved, or an OpenJ9 body's cold part), are taken
+    /// together: a load, move or unload ends or finds only bodies that share addresses or its
+    /// start, a JIT_TIER by address goes to a load at that start, and an OpenJ9 cold part
+    /// takes the debug of the warm part at its range. So leaving out every load of such a
+    /// group changes no other body, and a lookup that picked none of them picks the same
+    /// without them: a group is left out when no sample's frame was found in it (`hit`) and
+    /// all of it came from jitdump loads. (Time is not weighed: a runtime's records are not
+    /// always in time order, and the index follows file order.) Perf-map bodies do not count:
+    /// they are placed after every jitdump's and never end a timed body.
+    pub fn loads_to_leave_out(
+        &self,
+        hit: impl Fn(u32, &CodeOrigin) -> bool,
+    ) -> BTreeMap<(u32, String), std::collections::BTreeSet<u64>> {
+        let mut out: BTreeMap<(u32, String), std::collections::BTreeSet<u64>> = BTreeMap::new();
+        for (&pid, process) in &self.processes {
+            let code = &process.code;
+            // Union-find over the bodies: each group's root.
+            let mut parent: Vec<usize> = (0..code.len()).collect();
+            fn root(parent: &mut [usize], mut i: usize) -> usize {
+                while parent[i] != i {
+                    parent[i] = parent[parent[i]];
+                    i = parent[i];
+                }
+                i
+            }
+            let join = |parent: &mut Vec<usize>, a: usize, b: usize| {
+                let (ra, rb) = (root(parent, a), root(parent, b));
+                parent[ra.max(rb)] = ra.min(rb);
+            };
+            let mut first_of_load: rustc_hash::FxHashMap<&CodeOrigin, usize> = Default::default();
+            // Sorted by start (`finish`): a body shares addresses only with the ones after it
+            // that start before it ends, or with earlier ones, which looked at it already.
+            for (i, a) in code.iter().enumerate().filter(|(_, c)| c.from_jitdump) {
+                if let Some(origin) = &a.origin {
+                    let first = *first_of_load.entry(origin).or_insert(i);
+                    join(&mut parent, first, i);
+                }
+                let end = a.start.saturating_add(a.size);
+                let after = code[i + 1..]
+                    .iter()
+                    .take_while(|b| b.start < end || b.start == a.start);
+                for (j, _) in after.enumerate().filter(|(_, b)| b.from_jitdump) {
+                    join(&mut parent, i, i + 1 + j);
+                }
+            }
+            // Groups that must stay: one hit, or one with a body no jitdump load placed.
+            let mut kept = vec![false; code.len()];
+            for (i, c) in code.iter().enumerate() {
+                let stays = match &c.origin {
+                    Some(origin) => hit(pid, origin),
+                    None => c.from_jitdump,
+                };
+                if stays {
+                    let r = root(&mut parent, i);
+                    kept[r] = true;
+                }
+            }
+            for (i, c) in code.iter().enumerate() {
+                let Some(origin) = &c.origin else { continue };
+                if !kept[root(&mut parent, i)] {
+                    out.entry((pid, origin.path.to_string()))
+                        .or_default()
+                        .insert(origin.ordinal);
+                }
+            }
+        }
+        out
+    }
+
     /// The OpenJ9 inline chain at `addr` (innermost first), when the code there has
     /// JPROF_J9_METADATA.
     pub fn j9_chain(&self, pid: u32, addr: u64, t: u64) -> Option<Vec<InlineFrame>> {
@@ -1034,6 +1105,7 @@ impl JitIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::jitdump_write as w;
     use proptest::prelude::*;
 
     /// What a side file does to a process's code, in the order it says it.
@@ -1199,5 +1271,95 @@ mod tests {
         );
         assert_eq!(p.lookup(0x1110, 12_347).map(|c| c.from), Some(12_341));
         assert!(p.lookup(0x1300, 12_347).is_none());
+    }
+
+    /// The loads left out are those of groups no sample hit (a stub loaded twice at one
+    /// place goes as a whole; code sharing addresses with hit code, by a load or a move, or a
+    /// start with it, stays), and the jitdump without them (`jitdump::without_loads`) gives
+    /// every other body as before: place, time, end, name and tier.
+    #[test]
+    fn loads_left_out_change_no_other_body() {
+        let load = |t: u64, i: u64, addr: u64, size: u64, name: &str| {
+            let code = vec![0x90; size as usize];
+            w::code_load(
+                t,
+                &w::CodeLoad {
+                    pid: 1,
+                    tid: 1,
+                    code_addr: addr,
+                    code_index: i,
+                    name,
+                    code: &code,
+                },
+            )
+        };
+        let tier = |addr, name| w::jit_tier(1, addr, TierKind::OPTIMIZED, name);
+        let bytes = [
+            w::header(1, 0, false),
+            load(10, 0, 0x1000, 0x40, "stub"),
+            load(11, 1, 0x1000, 0x40, "stub"),
+            load(12, 2, 0x2000, 0x100, "hot"),
+            load(13, 3, 0x2080, 0x40, "inside_hot"),
+            tier(0, "C2"),
+            w::debug_info(14, 0x3000, &[(0x3000, 5, "Lone.java")]),
+            load(14, 4, 0x3000, 0x40, "lone"),
+            load(15, 5, 0x4000, 0x40, "moved_onto_hot"),
+            w::code_move(16, 1, 0x4000, 0x20f0, 0x40, 5),
+            load(17, 6, 0x5000, 0x40, "unloaded"),
+            w::code_unload(18, 0x5000, 6),
+            load(19, 7, 0x5000, 0x20, "same_start"),
+            tier(0x6000, "by address"),
+            load(20, 8, 0x6000, 0x40, "tiered"),
+            tier(0x7000, "by address too"),
+            load(21, 9, 0x7000, 0x40, "late"),
+            load(22, 10, 0x6000 + 0x1000, 0x10, "inside_late"),
+        ]
+        .concat();
+        let hits = [2u64, 7, 9];
+        let path = "/tmp/jit-1.dump";
+        let clock = ClockConversion::default();
+        let mut index = JitIndex::default();
+        index.add_jitdump(1, path, &bytes, &clock);
+        let leave_out = index.loads_to_leave_out(|_, o| hits.contains(&o.ordinal));
+        let left_out = &leave_out[&(1, path.to_string())];
+        assert_eq!(left_out.iter().copied().collect::<Vec<_>>(), [0, 1, 4, 8]);
+
+        let kept = jitdump::without_loads(&[&bytes], |o| left_out.contains(&o)).unwrap();
+        let mut pruned = JitIndex::default();
+        pruned.add_jitdump(1, path, &kept[0], &clock);
+        assert!(pruned.notes.is_empty(), "{:?}", pruned.notes);
+        let described = |c: &JitCode, ordinal: u64| {
+            format!(
+                "{} {:#x}+{:#x} {}..{:?} {:?} load {ordinal}",
+                c.name, c.start, c.size, c.from, c.until, c.tier
+            )
+        };
+        let renumbered = |o: u64| o - left_out.range(..o).count() as u64;
+        let before: Vec<String> = index
+            .code()
+            .filter_map(|(_, c)| {
+                let o = c.origin.as_ref()?.ordinal;
+                (!left_out.contains(&o)).then(|| described(c, renumbered(o)))
+            })
+            .collect();
+        let after: Vec<String> = pruned
+            .code()
+            .map(|(_, c)| described(c, c.origin.as_ref().unwrap().ordinal))
+            .collect();
+        assert_eq!(before, after);
+        assert!(after
+            .iter()
+            .any(|b| b.contains("late") && b.contains("by address too")));
+        assert!(!after.iter().any(|b| b.contains("C2")), "{after:?}");
+        // Every hit body is found where and when it was.
+        for (_, c) in index
+            .code()
+            .filter(|(_, c)| c.origin.as_ref().is_some_and(|o| hits.contains(&o.ordinal)))
+        {
+            for addr in [c.start, c.start + c.size - 1] {
+                let found = pruned.lookup(1, addr, c.from).map(|c| (&c.name, c.start));
+                assert_eq!(found, Some((&c.name, c.start)), "{}", c.name);
+            }
+        }
     }
 }

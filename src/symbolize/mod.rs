@@ -591,6 +591,7 @@ pub fn embedded_symbols(recording: &Recording) -> Result<Vec<u8>> {
             any: false,
             all: &mut Default::default,
             beside_dwarf: false,
+            rewritten: false,
         },
     )?;
     Ok(out)
@@ -611,6 +612,42 @@ pub struct StackFacts {
     pub coverage: BTreeMap<u32, JitCoverage>,
     /// How deep each busy process's stacks reach, one line each.
     pub depth_lines: Vec<String>,
+    /// The CODE_LOADs the finished recording can leave out (`JitIndex::loads_to_leave_out`).
+    pub leave_out: LoadsToLeaveOut,
+}
+
+/// What a finished recording leaves out of its jitdumps.
+#[derive(Clone, Debug, Default)]
+pub struct LoadsToLeaveOut {
+    /// By jitdump (process, path), the ordinals of the CODE_LOADs no sample's frame was found
+    /// in that a recording can leave out (`JitIndex::loads_to_leave_out`).
+    pub loads: BTreeMap<(u32, String), std::collections::BTreeSet<u64>>,
+    /// By jitdump, its JIT_DEBUG payload with the groups numbered by the loads kept, when the
+    /// end packed it already (`jit_hits::jit_debug_chunks`).
+    pub jit_debug: BTreeMap<(u32, String), Vec<u8>>,
+}
+
+/// [`LoadsToLeaveOut`] of a finished recording, found by walking its samples as a report
+/// does, every frame of every stack (for `record::compact_recording`; `jprof record`'s end
+/// has them from its embedding's walk, the same walk).
+pub fn loads_to_leave_out(recording: &Recording) -> LoadsToLeaveOut {
+    let jit = jit_index::JitIndex::from_recording(recording);
+    let embedded = load_embedded(recording, &mut Vec::new());
+    let mut binaries = BinaryCache::new(same_kernel(recording), false);
+    let mut hits = jit_hits::JitHits::default();
+    let symbols = embedded.as_ref().map(|e| &e.symbols);
+    walk(recording, symbols, &jit, &mut binaries, |_, _, s| {
+        for (i, &addr) in s.stack.user.iter().enumerate() {
+            let probe = if i == 0 { addr } else { addr.wrapping_sub(1) };
+            if let Some(code) = jit.lookup(s.pid, probe, s.time) {
+                hits.code(s.pid, code, probe);
+            }
+        }
+    });
+    LoadsToLeaveOut {
+        loads: jit.loads_to_leave_out(|pid, origin| hits.hit(pid, origin)),
+        jit_debug: BTreeMap::new(),
+    }
 }
 
 /// [`embedded_symbols`], each chunk handed to `store` as it is ready (the stacks while the
@@ -643,12 +680,16 @@ pub struct SetAside<'a> {
     /// whole-host recording, whose memory peaks there: kallsyms is then read after the walk,
     /// for the symbols of the kernel addresses hit alone).
     pub beside_dwarf: bool,
+    /// Whether the finished recording is written again (`record::compact`), with the
+    /// JIT_DEBUG chunks numbered for the loads it leaves out: those numbered for every load
+    /// are then read only if that does not happen, and are packed fast.
+    pub rewritten: bool,
 }
 
 /// Every deferred jitdump record as JIT_DEBUG chunk payloads (for a recording without
 /// embedded symbols, whose samples are not walked when it ends).
 pub fn all_jit_debug(deferred: &crate::recording::DeferredDebug) -> Vec<Vec<u8>> {
-    jit_hits::jit_debug_chunks(deferred, None)
+    jit_hits::jit_debug_chunks(deferred, None, &BTreeMap::new(), false).0
 }
 
 /// zstd level of SYMBOLS_ZSTD: the default level; the level 9 used before took several times
@@ -768,14 +809,11 @@ fn embed(
             for (i, &addr) in s.stack.user.iter().enumerate() {
                 let exact = i == 0;
                 let probe = if exact { addr } else { addr.wrapping_sub(1) };
-                // Looked up once for both uses below.
-                let code = (whole || set_aside.any)
-                    .then(|| jit.lookup(s.pid, probe, s.time))
-                    .flatten();
-                if set_aside.any {
-                    if let Some(code) = code {
-                        hits.code(s.pid, code, probe);
-                    }
+                // Looked up once for both uses below. Every frame's code is noted, as the
+                // loads no frame is found in are left out of the finished recording.
+                let code = jit.lookup(s.pid, probe, s.time);
+                if let Some(code) = code {
+                    hits.code(s.pid, code, probe);
                 }
                 let found = symbolizer.user(model, binaries, s.pid, addr, exact);
                 if whole {
@@ -838,12 +876,16 @@ fn embed(
         },
     );
     symbolizer.stop_preparing();
+    let loads_left_out = jit.loads_to_leave_out(|pid, origin| hits.hit(pid, origin));
     // The set-aside records are read back and what the samples hit of them packed (zstd level
     // 9) on another core while the binaries' DWARF names what the walk named by symbol alone:
     // the target has exited, so both cores are free. Not beside a whole-host recording's DWARF,
     // where its end's memory peaks: then after it.
     let SetAside {
-        all, beside_dwarf, ..
+        all,
+        beside_dwarf,
+        rewritten,
+        ..
     } = set_aside;
     // The JIT index is not needed any more: freed before the binaries' DWARF is read, which is
     // where the end's memory peaks; on the other core when the packing runs there (a JVM's
@@ -863,11 +905,12 @@ fn embed(
         });
         let packing = beside_dwarf.then(|| {
             let hits = &hits;
+            let loads_left_out = &loads_left_out;
             let all = &mut *all;
             let jit = jit.take();
             scope.spawn(move || {
                 drop(jit);
-                jit_hits::jit_debug_chunks(&all(), Some(hits))
+                jit_hits::jit_debug_chunks(&all(), Some(hits), loads_left_out, rewritten)
             })
         });
         let named_later = symbolizer.name_later(&mut binaries);
@@ -953,7 +996,9 @@ fn embed(
     if let Some(chunk) = from_copies.finish() {
         store(ChunkKind::INTERPRETED_FRAMES, &chunk)?;
     }
-    let jit_debug = jit_debug.unwrap_or_else(|| jit_hits::jit_debug_chunks(&all(), Some(&hits)));
+    let (jit_debug, jit_debug_without_loads) = jit_debug.unwrap_or_else(|| {
+        jit_hits::jit_debug_chunks(&all(), Some(&hits), &loads_left_out, rewritten)
+    });
     for payload in jit_debug {
         store(ChunkKind::JIT_DEBUG, &payload)?;
     }
@@ -972,5 +1017,9 @@ fn embed(
     Ok(StackFacts {
         coverage,
         depth_lines: depth_lines(recording, &depths).collect(),
+        leave_out: LoadsToLeaveOut {
+            loads: loads_left_out,
+            jit_debug: jit_debug_without_loads,
+        },
     })
 }

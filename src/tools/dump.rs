@@ -563,7 +563,7 @@ fn dump_chunk(
             match container::parse_packed_side_piece(chunk.payload, chunk.offset) {
                 Ok((p, packed)) => writeln!(
                     out,
-                    ": {} {:?} pid={} bytes {}..{} read_at={}, {} compressed bytes{}",
+                    ": {} {:?} pid={} bytes {}..{} read_at={}, {} compressed bytes{}{}",
                     side_kind_name(p.kind),
                     p.path,
                     p.pid,
@@ -573,6 +573,11 @@ fn dump_chunk(
                     p.data.len(),
                     if packed.code_left_out {
                         ", machine code left out"
+                    } else {
+                        ""
+                    },
+                    if packed.loads_left_out {
+                        ", code loads no sample hit left out"
                     } else {
                         ""
                     }

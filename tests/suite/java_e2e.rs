@@ -1617,9 +1617,11 @@ fn javac_stacks_reach_main_by_default() {
 
 /// What a recording of javac stores of the agent's line tables, inline trees and method names
 /// is only what its samples hit (JIT_DEBUG; of each inline tree kept, only the rows read at
-/// the sampled addresses), yet every report reads the same as with all of them: the recording is rewritten with the agent's whole jitdump (kept on disk) in place of
-/// its pieces and no JIT_DEBUG, and both give the same stacks, with lines, over the whole run
-/// and a part of it, on-CPU and off-CPU.
+/// the sampled addresses), and of its CODE_LOADs only those of the code samples hit (under
+/// half), yet every report reads the same as with all of them: the recording is rewritten
+/// with the agent's whole jitdump (kept on disk) in place of its pieces and no JIT_DEBUG, and
+/// both give the same stacks, with lines, over the whole run and a part of it, on-CPU and
+/// off-CPU.
 #[test]
 fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1649,6 +1651,12 @@ fn javac_recording_keeps_jit_tables_only_for_what_samples_hit() {
     );
     let full_path = work.path().join("full.data");
     std::fs::write(&full_path, &full).unwrap();
+    // The recorder's end left out the CODE_LOADs no sample hit (`record/compact.rs`).
+    let (all, kept) = (stored_code_loads(&full_path), stored_code_loads(&data));
+    assert!(
+        all > 1000 && kept > 50 && kept * 2 < all,
+        "{kept} of {all} CODE_LOADs kept"
+    );
     // The jitdump is not read from disk by the reports compared.
     std::fs::remove_file(&whole.dumps[0]).unwrap();
 
@@ -1920,6 +1928,179 @@ fn javac_finished_recording_keeps_no_stack_copies_and_reports_the_same() {
     assert!(partials.is_empty(), "{partials:?}");
 }
 
+/// A finished JVM recording leaves out of its jitdump the CODE_LOAD records no sample's frame
+/// was found in (with the records only they read, and its JIT_DEBUG groups renumbered:
+/// `record/compact.rs`), yet reads the same: javac recorded whole (`JPROF_KEEP_STACK_COPIES=1`,
+/// off-CPU too) and that recording rewritten as the recorder's end rewrites it report byte for
+/// byte the same in folded stacks with lines, over a part of the run, off-CPU, in the text
+/// report, speedscope and pprof, and the Firefox profile has the same samples and stacks (its
+/// code-load markers are the loads kept). The rewritten jitdump keeps under half of the
+/// CODE_LOADs (about a quarter measured), and `jprof dump` says which pieces lost some.
+#[test]
+fn javac_recording_leaves_out_the_code_loads_no_sample_hit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    agent();
+    let work = tempfile::tempdir().expect("tempdir");
+    let javac = javac_on_java_sql(work.path());
+    let whole = work.path().join("whole.data");
+    let out = jprof()
+        .current_dir(work.path())
+        .env_remove("JPROF_AGENT")
+        .env("JPROF_KEEP_STACK_COPIES", "1")
+        .args(["record", "--off-cpu", "-o"])
+        .arg(&whole)
+        .arg("--")
+        .args(&javac)
+        .output()
+        .expect("run jprof record");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("target exit code 0"), "{summary}");
+    let pruned = work.path().join("pruned.data");
+    jprof::record::compact_recording(&whole, &pruned).unwrap();
+
+    let (all, kept) = (stored_code_loads(&whole), stored_code_loads(&pruned));
+    eprintln!("javac: {kept} of {all} CODE_LOADs kept");
+    assert!(
+        all > 1000 && kept > 50 && kept * 2 < all,
+        "{kept} of {all} CODE_LOADs kept"
+    );
+    let dump = jprof().arg("dump").arg(&pruned).output().unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.contains("code loads no sample hit left out"), "{dump}");
+
+    let report = |path: &Path, args: &[&str]| {
+        let out = jprof()
+            .args(["report", "-o", "-", "-i"])
+            .arg(path)
+            .args(args)
+            .output()
+            .expect("run jprof report");
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    for args in [
+        &["-f", "collapsed", "--lines"][..],
+        &["-f", "collapsed"],
+        &["-f", "collapsed", "--lines", "--time", "0.5..1.5"],
+        &["-f", "collapsed", "--lines", "--weight", "off-cpu"],
+        &["-f", "collapsed", "--weight", "wall"],
+        &["-f", "speedscope"],
+        &["-f", "pprof"],
+    ] {
+        let (a, b) = (report(&whole, args), report(&pruned, args));
+        assert!(
+            args.contains(&"pprof") || String::from_utf8_lossy(&a).contains("com.sun.tools.javac"),
+            "{args:?}"
+        );
+        assert!(
+            a == b,
+            "{args:?}: the report changed without the loads no sample hit\n{}\nvs\n{}",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        );
+    }
+    // The text report names its input and its size.
+    let text = |path: &Path| {
+        String::from_utf8(report(path, &["-f", "text"]))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("Recording:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (a, b) = (text(&whole), text(&pruned));
+    assert!(a == b, "the text report changed\n{a}\nvs\n{b}");
+    let firefox = |path: &Path| firefox_view(&report(path, &["-f", "firefox"]));
+    let ((samples_a, markers_a), (samples_b, markers_b)) = (firefox(&whole), firefox(&pruned));
+    assert!(samples_a.iter().any(|s| s.contains("com.sun.tools.javac")));
+    assert!(
+        samples_a == samples_b,
+        "the Firefox profile's samples changed"
+    );
+    assert!(
+        markers_b.is_subset(&markers_a) && markers_b.len() * 2 < markers_a.len(),
+        "{} code-load markers of {}",
+        markers_b.len(),
+        markers_a.len()
+    );
+}
+
+/// The CODE_LOAD records of the jitdump pieces a recording stores.
+fn stored_code_loads(path: &Path) -> usize {
+    use jprof::format::recording::SideKind;
+    let recording = jprof::recording::Recording::open(path).unwrap();
+    let mut bytes = Vec::new();
+    for piece in recording.side_pieces().map(Result::unwrap) {
+        if piece.piece.kind == SideKind::JITDUMP {
+            bytes.extend_from_slice(&piece.data);
+        }
+    }
+    let header = jitdump::parse_header(&bytes).unwrap();
+    let (records, _) = jitdump::split_records(&bytes[header.records_start()..], header.endian);
+    records
+        .iter()
+        .filter(|(id, _)| *id == jitdump::RecordId::CODE_LOAD)
+        .count()
+}
+
+/// A Firefox profile (gzipped JSON) as what it shows: each thread's samples (time, weight, CPU
+/// and the stack's function names with their files and lines, outermost first), and its
+/// markers.
+fn firefox_view(gz: &[u8]) -> (Vec<String>, std::collections::BTreeSet<String>) {
+    use serde_json::Value;
+    let mut json = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(gz), &mut json).unwrap();
+    let profile: Value = serde_json::from_str(&json).unwrap();
+    let (mut samples, mut markers) = (Vec::new(), std::collections::BTreeSet::new());
+    for thread in profile["threads"].as_array().unwrap() {
+        let strings = thread["stringArray"].as_array().unwrap();
+        let string = |v: &Value| {
+            v.as_u64()
+                .map_or("-".into(), |i| strings[i as usize].to_string())
+        };
+        let at = |table: &str, column: &str, i: usize| thread[table][column][i].clone();
+        let s = &thread["samples"];
+        let mut time = 0.0;
+        for i in 0..s["length"].as_u64().unwrap() as usize {
+            time += s["timeDeltas"][i].as_f64().unwrap();
+            let mut names = Vec::new();
+            let mut stack = s["stack"][i].as_u64();
+            while let Some(st) = stack.map(|v| v as usize) {
+                let frame = at("stackTable", "frame", st).as_u64().unwrap() as usize;
+                let func = at("frameTable", "func", frame).as_u64().unwrap() as usize;
+                names.push(format!(
+                    "{}@{}:{}",
+                    string(&at("funcTable", "name", func)),
+                    string(&at("funcTable", "fileName", func)),
+                    at("frameTable", "line", frame)
+                ));
+                stack = at("stackTable", "prefix", st).as_u64();
+            }
+            names.reverse();
+            samples.push(format!(
+                "{} {time:.3} {} {} {}",
+                thread["tid"],
+                s["weight"][i],
+                s["threadCPUDelta"][i],
+                names.join(";")
+            ));
+        }
+        let m = &thread["markers"];
+        for i in 0..m["length"].as_u64().unwrap() as usize {
+            let data = &m["data"][i];
+            markers.insert(format!(
+                "{} {} {} {} {}",
+                string(&m["name"][i]),
+                m["startTime"][i],
+                string(&data["tier"]),
+                string(&data["address"]),
+                data["size"]
+            ));
+        }
+    }
+    (samples, markers)
+}
+
 /// javac compiling the JDK's `java.sql` sources (from the newest JDK with `lib/src.zip`),
 /// unpacked into `work`: the command line, to run in `work`.
 fn javac_on_java_sql(work: &Path) -> Vec<String> {
@@ -2009,8 +2190,29 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
             .filter(|r| r.id == jitdump::RecordId::SAMPLY_DEBUG_INFO2)
             .count()
     };
-    // Each stored jitdump as on disk, when every piece is still there (by its CRC).
+    // Each stored jitdump as on disk, when every piece is still there (by its CRC), and as
+    // stored.
     let mut files: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+    let mut stored: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    // A CODE_LOAD as (time, address, index).
+    let code_loads = |file: &[u8]| -> Vec<(u64, u64, u64)> {
+        let header = jitdump::parse_header(file).unwrap();
+        let records = jitdump::parse_records(file, &header, 0).records;
+        records
+            .iter()
+            .filter_map(|r| match r.body {
+                RecordBody::CodeLoad {
+                    code_addr,
+                    code_index,
+                    ..
+                } => Some((r.timestamp, code_addr, code_index)),
+                _ => None,
+            })
+            .collect()
+    };
+    // Per file, the ordinal in the file of each CODE_LOAD stored (the recorder's end leaves
+    // out those no sample hit, and numbers JIT_DEBUG's groups by the loads kept).
+    let mut file_ordinals: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for c in &chunks.chunks {
         if c.kind != ChunkKind::SIDE_FILE_ZSTD {
             continue;
@@ -2020,6 +2222,10 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
             continue;
         }
         assert!(packed.debug_deferred);
+        stored
+            .entry(piece.path.to_string())
+            .or_default()
+            .extend(zstd::stream::decode_all(piece.data).unwrap());
         let file = files
             .entry(piece.path.to_string())
             .or_insert_with(|| std::fs::read(piece.path).ok());
@@ -2058,6 +2264,14 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
                 pending = tree_rows(r).or(pending);
             }
             out.dumps.push(PathBuf::from(path));
+            let in_file = code_loads(file);
+            let mut next = 0;
+            let ordinals = file_ordinals.entry(path.clone()).or_default();
+            for load in code_loads(&stored[path]) {
+                next += in_file[next..].iter().position(|l| *l == load).unwrap();
+                ordinals.push(next as u64);
+                next += 1;
+            }
         }
     }
     for c in &chunks.chunks {
@@ -2077,6 +2291,9 @@ pub(crate) fn with_whole_jitdumps(recording: &[u8]) -> WholeJitdumps {
                     out.trees_kept += count(&batch.records);
                     if let Some(kept) = batch.records.iter().find_map(tree_rows) {
                         out.rows_kept += kept;
+                        let ordinal = file_ordinals[d.path]
+                            .get(ordinal as usize)
+                            .map_or(ordinal, |&o| o);
                         out.rows_of_kept_trees_in_files += rows_before_load[d.path][&ordinal];
                     }
                 }

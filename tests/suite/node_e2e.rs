@@ -277,6 +277,7 @@ fn the_end_packs_jit_tables_beside_the_dwarf_into_the_same_chunks() {
                 any: true,
                 all: &mut all,
                 beside_dwarf,
+                rewritten: false,
             },
         )
         .unwrap();

@@ -532,6 +532,119 @@ pub fn without_code(records: &[u8], endian: Endian) -> Vec<u8> {
     out
 }
 
+/// The stored pieces of a jitdump (the first from the file's start, each ending on a record
+/// boundary) without the CODE_LOAD records `leave_out` says yes to (by ordinal among the
+/// file's CODE_LOADs, from 0), nor the records only such a load reads: a jitdump reader gives
+/// the DEBUG_INFO, DEBUG_INFO2, UNWINDING_INFO, J9 metadata and JIT_TIER (for the next load)
+/// records since the previous CODE_LOAD to the next one, and a JIT_TIER by address to the
+/// next load at that address that has no tier of its own, so those go with their load and
+/// every other load reads what it read before. Every other record stays where it was, so
+/// pieces keep their order and count. An error for a header that does not read, or a piece
+/// that does not end on a record boundary (records would then span pieces).
+pub fn without_loads(
+    pieces: &[&[u8]],
+    leave_out: impl Fn(u64) -> bool,
+) -> Result<Vec<Vec<u8>>, ParseError> {
+    let first = pieces
+        .first()
+        .ok_or_else(|| ParseError::new(0, "a jitdump piece"))?;
+    let header = parse_header(first)?;
+    let start = header.records_start();
+    if start > first.len() {
+        return Err(ParseError::new(
+            first.len(),
+            format!("a first piece holding the {start}-byte header"),
+        ));
+    }
+    // Each piece's records; a record is named by (piece, index).
+    let mut split = Vec::with_capacity(pieces.len());
+    let mut at = 0;
+    for (i, piece) in pieces.iter().enumerate() {
+        let from = if i == 0 { start } else { 0 };
+        let (records, tail) = split_records(&piece[from..], header.endian);
+        if !tail.is_empty() {
+            return Err(ParseError::new(
+                at + piece.len() - tail.len(),
+                "a piece that ends on a record boundary",
+            ));
+        }
+        at += piece.len();
+        split.push(records);
+    }
+    let mut dropped: Vec<Vec<bool>> = split.iter().map(|r| vec![false; r.len()]).collect();
+    // Records since the previous CODE_LOAD that the next one reads, whether one of them is a
+    // JIT_TIER for it, and the JIT_TIERs by address no load has read yet.
+    let mut pending: Vec<(usize, usize)> = Vec::new();
+    let mut tier_pending = false;
+    let mut tiers_by_addr: std::collections::HashMap<u64, Vec<(usize, usize)>> = Default::default();
+    let mut loads = 0u64;
+    for (i, records) in split.iter().enumerate() {
+        for (j, &(id, record)) in records.iter().enumerate() {
+            let body = &record[PREFIX_LEN..];
+            match id {
+                RecordId::CODE_DEBUG_INFO
+                | RecordId::SAMPLY_DEBUG_INFO2
+                | RecordId::CODE_UNWINDING_INFO
+                | RecordId::JPROF_J9_METADATA => pending.push((i, j)),
+                // Read as the reader reads it: a tier, or else samply's other DEBUG_INFO2.
+                RecordId::SAMPLY_JIT_TIER => match as_tier(body) {
+                    Some(tier) if tier.code_addr != 0 => {
+                        tiers_by_addr
+                            .entry(tier.code_addr)
+                            .or_default()
+                            .push((i, j));
+                    }
+                    Some(_) => {
+                        tier_pending = true;
+                        pending.push((i, j));
+                    }
+                    None => pending.push((i, j)),
+                },
+                RecordId::CODE_LOAD => {
+                    let code_addr = body
+                        .get(16..24)
+                        .and_then(|b| b.try_into().ok())
+                        .map(|b| header.endian.u64(b));
+                    // A tier for the next load wins over one by address, which then waits
+                    // for the next load there.
+                    let by_addr = match (tier_pending, code_addr) {
+                        (false, Some(addr)) => tiers_by_addr.remove(&addr).unwrap_or_default(),
+                        _ => Vec::new(),
+                    };
+                    if leave_out(loads) {
+                        dropped[i][j] = true;
+                        for &(pi, pj) in pending.iter().chain(&by_addr) {
+                            dropped[pi][pj] = true;
+                        }
+                    }
+                    pending.clear();
+                    tier_pending = false;
+                    loads += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(pieces
+        .iter()
+        .zip(split)
+        .zip(dropped)
+        .enumerate()
+        .map(|(i, ((piece, records), dropped))| {
+            let mut out = Vec::with_capacity(piece.len());
+            if i == 0 {
+                out.extend_from_slice(&piece[..start]);
+            }
+            for ((_, record), dropped) in records.into_iter().zip(dropped) {
+                if !dropped {
+                    out.extend_from_slice(record);
+                }
+            }
+            out
+        })
+        .collect())
+}
+
 /// Whether records of kind `id` may be left out of a stored jitdump until the end of recording
 /// and kept only for the code or methods samples hit: line tables (DEBUG_INFO), inline trees
 /// (DEBUG_INFO2) and VM method names (METHOD_NAMES). Nothing else reads them before then.
@@ -952,6 +1065,87 @@ pub fn is_jitdump_path(path: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Left out with a CODE_LOAD: the records since the load before it that a reader gives to
+    /// it (line table, unwind table, a tier for the next load) and the tier by address it took;
+    /// everything else stays in its piece, and a tier by address no load took, or one a load
+    /// with its own tier did not take, waits for the next load there as before.
+    #[test]
+    fn loads_left_out_take_only_their_own_records() {
+        use crate::jitdump_write as w;
+        let load = |i: u64, addr: u64| {
+            w::code_load(
+                10 + i,
+                &w::CodeLoad {
+                    pid: 1,
+                    tid: 1,
+                    code_addr: addr,
+                    code_index: i,
+                    name: "f",
+                    code: &[],
+                },
+            )
+        };
+        let lines = w::debug_info(1, 0x1000, &[(0x1000, 3, "F.java")]);
+        let unwind = w::unwinding_info(1, &[1, 2, 3, 4], &[5, 6, 7, 8], 0);
+        let next_tier = w::jit_tier(1, 0, TierKind::OPTIMIZED, "C2");
+        let tier_at = |addr| w::jit_tier(1, addr, TierKind::STUB, "stub");
+        let names = w::method_names(2, &[(0x77, "Lp/A;run".to_string())]);
+        let moved = w::code_move(3, 1, 0x5000, 0x6000, 16, 9);
+        // Load 0 at 0x1000 (left out) with its lines, unwind table and tier; a tier for 0x2000
+        // before it, taken by load 1 (kept); load 2 at 0x3000 (left out) takes the tier by
+        // address there; load 3 at 0x4000 (left out) has its own tier, so the one by address
+        // waits for load 4 there (kept).
+        let piece_a = [
+            w::header(1, 0, false),
+            tier_at(0x2000),
+            lines.clone(),
+            names.clone(),
+            unwind.clone(),
+            next_tier.clone(),
+            load(0, 0x1000),
+            load(1, 0x2000),
+        ]
+        .concat();
+        let piece_b = [
+            tier_at(0x3000),
+            moved.clone(),
+            load(2, 0x3000),
+            tier_at(0x4000),
+            next_tier.clone(),
+            load(3, 0x4000),
+            lines.clone(),
+            load(4, 0x4000),
+            names.clone(),
+        ]
+        .concat();
+        let out = without_loads(&[&piece_a, &piece_b], |o| [0, 2, 3].contains(&o)).unwrap();
+        let expected_a = [
+            w::header(1, 0, false),
+            tier_at(0x2000),
+            names.clone(),
+            load(1, 0x2000),
+        ]
+        .concat();
+        let expected_b = [moved, tier_at(0x4000), lines, load(4, 0x4000), names].concat();
+        assert_eq!(out, [expected_a, expected_b]);
+        // Nothing left out: the same bytes.
+        let same = without_loads(&[&piece_a, &piece_b], |_| false).unwrap();
+        assert_eq!(same, [piece_a.clone(), piece_b.clone()]);
+
+        // Bad input is an error, never a panic.
+        assert!(without_loads(&[], |_| true).is_err());
+        assert!(without_loads(&[&piece_a[..30]], |_| true).is_err());
+        let cut = &piece_b[..piece_b.len() - 3];
+        let e = without_loads(&[&piece_a, cut], |_| true).unwrap_err();
+        assert!(e.to_string().contains("record boundary"), "{e}");
+        let mut bad = piece_a.clone();
+        bad[0] ^= 0xff;
+        assert!(without_loads(&[&bad], |_| true).is_err());
+        for end in 0..piece_a.len() {
+            let _ = without_loads(&[&piece_a[..end], &piece_b], |o| o % 2 == 0);
+        }
+    }
 
     #[test]
     fn deferred_groups_go_back_before_their_code_load() {

@@ -494,12 +494,18 @@ pub struct PackedSide {
     /// The jitdump's DEBUG_INFO, DEBUG_INFO2 and METHOD_NAMES records were taken out of the
     /// stored bytes; those a report can use are in JIT_DEBUG chunks.
     pub debug_deferred: bool,
+    /// The jitdump's CODE_LOAD records no sample's frame lies in were left out at the end of
+    /// recording, with the records only they read (`jitdump::without_loads`), so the stored
+    /// bytes are fewer than `file_len` and JIT_DEBUG ordinals count the loads kept.
+    pub loads_left_out: bool,
 }
 
 /// `PackedSide::code_left_out` in the flags word.
 const FLAG_CODE_LEFT_OUT: u32 = 1;
 /// `PackedSide::debug_deferred` in the flags word.
 const FLAG_DEBUG_DEFERRED: u32 = 2;
+/// `PackedSide::loads_left_out` in the flags word.
+const FLAG_LOADS_LEFT_OUT: u32 = 4;
 
 /// SIDE_FILE_ZSTD payload: the SIDE_FILE header (`u32 kind, u32 pid, u64 read_at, u64 offset,
 /// u32 path_len, path`), then `u64 file_len, u32 file_crc, u32 flags` and `piece.data`, which
@@ -519,6 +525,9 @@ pub fn encode_packed_side_piece(piece: &SidePiece<'_>, packed: &PackedSide) -> V
     }
     if packed.debug_deferred {
         flags |= FLAG_DEBUG_DEFERRED;
+    }
+    if packed.loads_left_out {
+        flags |= FLAG_LOADS_LEFT_OUT;
     }
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(piece.data);
@@ -542,6 +551,7 @@ pub fn parse_packed_side_piece(
         file_crc,
         code_left_out: flags & FLAG_CODE_LEFT_OUT != 0,
         debug_deferred: flags & FLAG_DEBUG_DEFERRED != 0,
+        loads_left_out: flags & FLAG_LOADS_LEFT_OUT != 0,
     };
     Ok((
         SidePiece {
@@ -891,6 +901,7 @@ mod tests {
             file_crc: 0xdead_beef,
             code_left_out: true,
             debug_deferred: true,
+            loads_left_out: true,
         };
         let bytes = encode_packed_side_piece(&piece, &packed);
         assert_eq!(parse_packed_side_piece(&bytes, 0).unwrap(), (piece, packed));
