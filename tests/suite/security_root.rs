@@ -356,8 +356,16 @@ fn planted_jitdump_links_do_not_redirect_the_agent() {
     );
 }
 
-/// The output of `child` and its peak resident set (kB), watched until it exits.
-fn with_peak_rss(child: Child) -> (Output, u64) {
+/// `record_attached` with its stderr, and the recorder's peak resident set (kB), watched
+/// until it exits.
+fn record_attached_peak_rss(target: u32, data: &Path, secs: &str) -> (Output, u64) {
+    let child = jprof()
+        .args(["record", "--duration", secs, "-o"])
+        .arg(data)
+        .args(["-p", &target.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = child.id();
     let mut peak_kb = 0u64;
     let started = Instant::now();
@@ -404,14 +412,7 @@ fn a_flooded_perf_map_is_read_only_up_to_a_bound() {
         .success());
     let home = user_dir();
     let data = home.path().join("root.data");
-    let recorder = jprof()
-        .args(["record", "--duration", "5", "-o"])
-        .arg(&data)
-        .args(["-p", &target.pid().to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, peak_kb) = with_peak_rss(recorder);
+    let (out, peak_kb) = record_attached_peak_rss(target.pid(), &data, "5");
     let _ = std::fs::remove_file(&map);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -447,14 +448,7 @@ fn a_terabyte_sparse_jitdump_is_read_in_bounded_steps() {
         .success());
     let home = user_dir();
     let data = home.path().join("root.data");
-    let out = jprof()
-        .args(["record", "--duration", "2", "-o"])
-        .arg(&data)
-        .args(["-p", &target.pid().to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, peak_kb) = with_peak_rss(out);
+    let (out, peak_kb) = record_attached_peak_rss(target.pid(), &data, "2");
     let _ = std::fs::remove_file(&dump);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
