@@ -185,12 +185,48 @@ struct V8Name<'a> {
     column: Option<u32>,
 }
 
-/// `JS:*fn /path/file.js:12:5` (also `LazyCompile:`, with or without a tier marker).
+/// What V8 writes between a code name's tag and the function's name: `o` for code compiled
+/// for on-stack replacement, the tier marker (`~` Ignition, `^` Sparkplug, `+` Maglev, `*`
+/// Turbofan) and, in newer V8 (Deno 2), `'` after an optimizing tier's marker for code
+/// specialized to one closure's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V8Marker {
+    /// `~`, `^`, `+` or `*`; none for code V8 will not optimize.
+    pub tier: Option<char>,
+    /// `o`: compiled for on-stack replacement.
+    pub osr: bool,
+    /// `'`: specialized to one closure's context.
+    pub context_specialized: bool,
+}
+
+/// A V8 code name's marker and what follows it (the function and its location): `JS:*fn
+/// /path/file.js:12:5`, `JS:o*'fn …`, older V8's `LazyCompile:`, and the `Script:` and
+/// `Eval:` of a script's top level.
+pub fn v8_marker(name: &str) -> Option<(V8Marker, &str)> {
+    let rest = ["JS:", "LazyCompile:", "Script:", "Eval:"]
+        .iter()
+        .find_map(|tag| name.strip_prefix(tag))?;
+    let is_tier = |c: char| matches!(c, '~' | '^' | '+' | '*');
+    // `o` is OSR only before a tier marker: `JS:open /a.js:1:1` is a function named `open`.
+    let osr = rest.starts_with('o') && rest[1..].starts_with(is_tier);
+    let rest = if osr { &rest[1..] } else { rest };
+    let tier = rest.chars().next().filter(|&c| is_tier(c));
+    let rest = if tier.is_some() { &rest[1..] } else { rest };
+    let specialized = tier.is_some() && rest.starts_with('\'');
+    let rest = if specialized { &rest[1..] } else { rest };
+    Some((
+        V8Marker {
+            tier,
+            osr,
+            context_specialized: specialized,
+        },
+        rest,
+    ))
+}
+
+/// `JS:*fn /path/file.js:12:5` (any name [`v8_marker`] reads).
 fn v8_name(name: &str) -> Option<V8Name<'_>> {
-    let rest = name
-        .strip_prefix("JS:")
-        .or_else(|| name.strip_prefix("LazyCompile:"))?;
-    let rest = rest.trim_start_matches(['~', '^', '+', '*']);
+    let (_, rest) = v8_marker(name)?;
     let (rest, last) = rest.rsplit_once(':')?;
     let last: u32 = last.parse().ok()?;
     let (rest, line, column) = match rest.rsplit_once(':') {
@@ -560,6 +596,37 @@ mod tests {
         assert_eq!(
             v8_name("LazyCompile:fib /a.js:3").map(|n| (n.function, n.line, n.column)),
             Some(("fib", 3, None))
+        );
+        // Newer V8 (Deno 2): `o` before the tier for on-stack-replacement code, `'` after an
+        // optimizing tier for context-specialized code, `Script:`/`Eval:` for a top level.
+        for name in [
+            "JS:*'fib file:///app/hot.ts:1:13",
+            "JS:+'fib file:///app/hot.ts:1:13",
+            "JS:o*fib file:///app/hot.ts:1:13",
+            "JS:o+'fib file:///app/hot.ts:1:13",
+        ] {
+            assert_eq!(
+                v8_name(name).map(|n| (n.function, n.path, n.line)),
+                Some(("fib", "file:///app/hot.ts", 1)),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            v8_name("Script:~ file:///app/hot.ts:1:1").map(|n| (n.function, n.path)),
+            Some(("", "file:///app/hot.ts"))
+        );
+        assert_eq!(
+            v8_name("JS:o+ file:///app/hot.ts:1:1").map(|n| (n.function, n.path)),
+            Some(("", "file:///app/hot.ts"))
+        );
+        // Functions whose names start like a marker keep them.
+        assert_eq!(
+            v8_name("JS:~open /a.js:1:1").map(|n| n.function),
+            Some("open")
+        );
+        assert_eq!(
+            v8_name("JS:open /a.js:1:1").map(|n| n.function),
+            Some("open")
         );
         assert_eq!(v8_name("Builtin:JSEntry"), None);
     }

@@ -181,21 +181,30 @@ pub struct JitIndex {
 /// The readable name and tier of a runtime's code name.
 pub fn readable_name(raw: &str) -> (String, Option<Tier>) {
     // V8: "JS:*fn file:line:col" — the marker after "JS:" is the tier.
-    if let Some(rest) = raw
-        .strip_prefix("JS:")
-        .or_else(|| raw.strip_prefix("LazyCompile:"))
-    {
-        let tier = match rest.chars().next() {
+    if let Some((marker, _)) = crate::profile::names::v8_marker(raw) {
+        let tier = match marker.tier {
             Some('~') => Some((TierClass::Interpreted, "Ignition (interpreted)")),
             Some('^') => Some((TierClass::Baseline, "Sparkplug (baseline)")),
-            Some('+') => Some((TierClass::Optimized, "Maglev (optimized)")),
-            Some('*') => Some((TierClass::Optimized, "Turbofan (optimized)")),
+            Some('+') => Some((TierClass::Optimized, "Maglev (optimized")),
+            Some('*') => Some((TierClass::Optimized, "Turbofan (optimized")),
             _ => None,
         };
-        return (
-            raw.to_string(),
-            tier.map(|(class, label)| Tier::new(class, label)),
-        );
+        let tier = tier.map(|(class, label)| {
+            if class != TierClass::Optimized {
+                return Tier::new(class, label);
+            }
+            // The optimizing tiers: "Turbofan (optimized, OSR, context-specialized)".
+            let mut label = label.to_string();
+            if marker.osr {
+                label.push_str(", OSR");
+            }
+            if marker.context_specialized {
+                label.push_str(", context-specialized");
+            }
+            label.push(')');
+            Tier::new(class, label)
+        });
+        return (raw.to_string(), tier);
     }
     // HotSpot via JVMTI: "Lpkg/Class;method(Sig)Ret" → "pkg.Class.method".
     if let Some(rest) = raw.strip_prefix('L') {

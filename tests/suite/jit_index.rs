@@ -196,6 +196,25 @@ fn v8_names_keep_their_text_and_give_tiers() {
         readable_name("JS:+f x.js:1:1").1,
         Some(Tier::new(TierClass::Optimized, "Maglev (optimized)"))
     );
+    // Newer V8 (Deno 2): `'` after the marker for code specialized to one closure's context,
+    // `o` before it for on-stack replacement, `Script:` for a script's top level.
+    let tier = |name| readable_name(name).1.map(|t| t.label);
+    assert_eq!(
+        tier("JS:*'fib file:///app/hot.ts:1:13").as_deref(),
+        Some("Turbofan (optimized, context-specialized)")
+    );
+    assert_eq!(
+        tier("JS:o+'fib file:///app/hot.ts:1:13").as_deref(),
+        Some("Maglev (optimized, OSR, context-specialized)")
+    );
+    assert_eq!(
+        tier("JS:o*fib file:///app/hot.ts:1:13").as_deref(),
+        Some("Turbofan (optimized, OSR)")
+    );
+    assert_eq!(
+        tier("Script:~ file:///app/hot.ts:1:1").as_deref(),
+        Some("Ignition (interpreted)")
+    );
     assert_eq!(readable_name("Builtin:ArrayMap").1, None);
     assert_eq!(
         readable_name("Ldemo/matrix/Matrix;multiply(Ldemo/matrix/Matrix;)Ldemo/matrix/Matrix;").0,
