@@ -670,8 +670,12 @@ impl Session<'_> {
                 Profiled::Child(_) => false,
             };
             let java = side.runtimes().clone();
+            // Only a process with a JIT file can have more names to come: one started without
+            // them (a Node without --perf-prof) gets its share as final, its note saying why.
+            let with_files = side.pids_with_files();
             let still_writing = |pid: u32| {
                 attached(pid)
+                    && with_files.contains(&pid)
                     && !(agent_loaded.contains(&pid) && java.get(&pid) == Some(&"java"))
                     && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
             };

@@ -365,6 +365,11 @@ impl SideFiles {
             .collect()
     }
 
+    /// The processes with a side file found (read from or not yet).
+    pub fn pids_with_files(&self) -> std::collections::BTreeSet<u32> {
+        self.files.iter().map(|f| f.pid).collect()
+    }
+
     /// Every jitdump seen, by process.
     pub fn jitdump_paths(&self) -> BTreeMap<u32, Vec<PathBuf>> {
         let mut out: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();

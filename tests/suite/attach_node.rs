@@ -102,7 +102,8 @@ fn attached_node_coverage_is_not_understated() {
 }
 
 /// Node started without V8's perf flags: the note says what the user can do (restart it with
-/// the flags, or under `jprof record --`), and blames no variable.
+/// the flags, or under `jprof record --`), and blames no variable; its JIT coverage is not
+/// said to be a lower bound.
 #[test]
 fn attached_node_without_flags_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
@@ -119,5 +120,15 @@ fn attached_node_without_flags_says_what_to_do() {
     assert!(
         !note.contains("overridden") && !note.contains("NODE_OPTIONS"),
         "{note}"
+    );
+    // No JIT file, so no names to come: its coverage is final, not a lower bound waiting on
+    // V8's buffer (the summary said "so far: … may still hold JIT names in a buffer").
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(&format!("JIT names: pid {pid}:")))
+        .unwrap_or_else(|| panic!("no coverage line for node {pid}: {stderr}"));
+    assert!(
+        !line.contains("so far") && !line.contains("buffer"),
+        "{line}"
     );
 }
