@@ -1097,6 +1097,13 @@ pub fn observed_notes(
                     not.why
                 ));
                 continue;
+            } else if has_files {
+                // Turned on by the user's own variables (`ERL_FLAGS="+JPperf map"`): named.
+                notes.push(format!(
+                    "{runtime} (pid {pid}): it wrote its JIT names, turned on by its own environment (jprof did not ask it: {})",
+                    not.why
+                ));
+                continue;
             } else if runtime != "mono" || !setup.asking.asked.contains("mono") {
                 let fix = runtime_named(runtime).map_or("", |r| r.by_hand);
                 notes.push(format!(
@@ -1362,6 +1369,17 @@ mod tests {
             let setup = prepare_at(&places(Place::Private, Place::Sticky, Some(runtime)));
             assert!(!setup.asking.asked.contains(runtime), "{runtime}");
             assert!(setup.claims.is_empty(), "{runtime}");
+            // Not asked, but named all the same by the user's own `ERL_FLAGS`: the note says
+            // so, not that its frames are not named.
+            let seen: BTreeMap<u32, &'static str> = [(9, runtime)].into();
+            let mapped: BTreeMap<u32, Vec<SideKind>> = [(9, vec![SideKind::PERF_MAP])].into();
+            let notes = observed_notes(&seen, &mapped, &setup);
+            assert!(
+                notes[0].starts_with(&format!(
+                    "{runtime} (pid 9): it wrote its JIT names, turned on by its own environment (jprof did not ask it: other users can put names in /tmp"
+                )) && !notes[0].contains("not named"),
+                "{notes:?}"
+            );
         }
 
         let through_a_script = prepare_at(&places(Place::Private, Place::Sticky, None));
