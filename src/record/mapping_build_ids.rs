@@ -98,7 +98,12 @@ impl MappingBuildIds {
             else {
                 continue;
             };
-            if prot & libc::PROT_EXEC as u32 == 0 || !filename.starts_with('/') {
+            // A memfd (a JIT's code mapped twice, as the BEAM's `/memfd:vmem`) is anonymous
+            // memory with a name, no binary: it has no build id to read.
+            if prot & libc::PROT_EXEC as u32 == 0
+                || !filename.starts_with('/')
+                || filename.starts_with("/memfd:")
+            {
                 continue;
             }
             if let Some(id) = self.build_id(key, pid, addr, len, &filename) {
@@ -220,6 +225,18 @@ mod tests {
 
     /// An MMAP2 record as the kernel sends it without build id (device and inode).
     fn kernel_mmap2(pid: u32, start: u64, end: u64, path: &Path, prot: u32) -> Vec<u8> {
+        kernel_mmap2_named(pid, start, end, path, path.to_str().unwrap(), prot)
+    }
+
+    /// [`kernel_mmap2`] of the file at `path`, under the name `name`.
+    fn kernel_mmap2_named(
+        pid: u32,
+        start: u64,
+        end: u64,
+        path: &Path,
+        name: &str,
+        prot: u32,
+    ) -> Vec<u8> {
         let meta = std::fs::metadata(path).unwrap();
         let mut b = Vec::new();
         b.extend(pid.to_le_bytes());
@@ -234,7 +251,6 @@ mod tests {
         b.extend(0u64.to_le_bytes());
         b.extend(prot.to_le_bytes());
         b.extend(2u32.to_le_bytes());
-        let name = path.to_str().unwrap();
         b.extend(name.as_bytes());
         b.resize(b.len() + (name.len() + 1).div_ceil(8) * 8 - name.len(), 0);
         b.extend(pid.to_le_bytes());
@@ -342,6 +358,16 @@ mod tests {
         ids.fill(&LAYOUT, &mut records);
         assert_eq!(mmap2s(&records)[0].0, None, "followed a planted link");
         assert!(ids.note().expect("a note").contains("3 file mappings"));
+
+        // Shared anonymous memory (the BEAM's and others' JIT code, mapped twice through a
+        // memfd) is no binary: not read, not in the note ("e.g. /memfd:vmem (deleted)").
+        let mut ids = MappingBuildIds::default();
+        let mut records =
+            kernel_mmap2_named(gone, 0x1000, 0x2000, &exe, "/memfd:vmem (deleted)", 5);
+        let before = records.clone();
+        ids.fill(&LAYOUT, &mut records);
+        assert_eq!(records, before);
+        assert_eq!(ids.note(), None);
 
         // Data mappings and records with a build id already are left alone.
         let mut data = kernel_mmap2(gone, 0x1000, 0x2000, &exe, 3);
