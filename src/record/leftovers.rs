@@ -1,6 +1,5 @@
 //! Side files a runtime writes for jprof (Node's `jit-PID.dump` and isolate log, Mono's log,
-//! the agent's jitdump, the names jprof created for the launched process, its private
-//! directory) are removed when the recording ends. If jprof is killed before that,
+//! the agent's jitdump, its private directory) are removed when the recording ends. If jprof is killed before that,
 //! the next `jprof record` of the same user removes them: while recording, jprof lists each
 //! such file (device, inode, path) in `/tmp/jprof-UID/pending-PID`, a directory only that
 //! user can write; a list whose jprof is gone is replayed and deleted. A listed file is removed

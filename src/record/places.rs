@@ -4,14 +4,13 @@
 //! - where the runtime takes a directory, a private directory jprof creates (0700, mkdtemp) and
 //!   removes after the recording;
 //! - where the name is fixed (V8's `./jit-PID.dump`, `/tmp/perf-PID.map`), the directory must be
-//!   one no other user can put a name into, or a sticky one (others cannot remove or rename
-//!   jprof's files there) in which jprof creates the name itself for the pid it launches before
-//!   that process runs; otherwise jprof does not ask the runtime and says why.
+//!   one no other user can put a name into, or a sticky one where the kernel refuses to open
+//!   another user's link, file or FIFO; otherwise jprof does not ask the runtime and says why.
+//!   (Creating the name first for the launched pid is no help: every process the launched one
+//!   starts inherits the request and opens the name for its own pid.)
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-
-use crate::foreign_file;
 
 /// Who can put a new name into a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +18,8 @@ pub(crate) enum Place {
     /// Only root and jprof's user (not group- or world-writable, owned by one of them).
     Private,
     /// Sticky and writable by others, and the kernel refuses to follow a link or open another
-    /// user's regular file planted there (`fs.protected_symlinks`, `fs.protected_regular`).
+    /// user's regular file or FIFO planted there (`fs.protected_symlinks`,
+    /// `fs.protected_regular`, `fs.protected_fifos`).
     KernelGuarded,
     /// Sticky and writable by others, without that protection: others can plant names, but
     /// cannot remove or rename a file jprof created there.
@@ -36,6 +36,9 @@ pub(crate) struct KernelGuard {
     pub symlinks: bool,
     /// `fs.protected_regular`: 1 guards world-writable sticky directories, 2 group-writable too.
     pub regular: u8,
+    /// `fs.protected_fifos`, the same for FIFOs: without it a runtime opening its name with
+    /// `O_CREAT` opens another user's FIFO there, and blocks until that user reads it.
+    pub fifos: u8,
 }
 
 impl KernelGuard {
@@ -50,6 +53,7 @@ impl KernelGuard {
         Self {
             symlinks: read("protected_symlinks") == 1,
             regular: read("protected_regular"),
+            fifos: read("protected_fifos"),
         }
     }
 }
@@ -67,9 +71,9 @@ pub(crate) fn classify(owner: u32, mode: u32, uid: u32, guard: KernelGuard) -> P
     if mode & 0o1000 == 0 {
         return Place::Open;
     }
-    // protected_regular=1 covers world-writable sticky directories, 2 group-writable ones too.
+    // protected_regular/fifos=1 cover world-writable sticky directories, 2 group-writable too.
     let needed = if world_writable { 1 } else { 2 };
-    if guard.symlinks && guard.regular >= needed {
+    if guard.symlinks && guard.regular >= needed && guard.fifos >= needed {
         Place::KernelGuarded
     } else {
         Place::Sticky
@@ -150,40 +154,6 @@ pub(crate) fn remove_private_dir(path: &Path, dev: u64, ino: u64) -> bool {
     }
 }
 
-/// What became of a fixed name jprof tried to create for a process before it runs.
-#[derive(Debug)]
-pub(crate) enum Claim {
-    /// jprof created it: the runtime opens this very file.
-    Made(foreign_file::Created),
-    /// Something that is not jprof's is there (planted by another user): the runtime must not
-    /// be asked to write it.
-    Taken(PathBuf),
-}
-
-/// Creates `path` (0600, jprof's user) for a process that has not run yet. A file of jprof's
-/// user already there is stale (no live process has this pid) and is replaced; anything else
-/// is another user's and is left alone.
-pub(crate) fn claim(path: &Path) -> std::io::Result<Claim> {
-    for _ in 0..2 {
-        match foreign_file::create_new(path, 0o600) {
-            Ok(made) => return Ok(Claim::Made(made)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let uid = nix::unistd::geteuid().as_raw();
-                match std::fs::symlink_metadata(path) {
-                    Ok(m) if m.is_file() && m.uid() == uid && m.nlink() == 1 => {
-                        foreign_file::remove_if_same(path, m.dev(), m.ino());
-                    }
-                    Ok(_) => return Ok(Claim::Taken(path.to_path_buf())),
-                    // Gone meanwhile: try again.
-                    Err(_) => {}
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Claim::Taken(path.to_path_buf()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,10 +161,12 @@ mod tests {
     const OFF: KernelGuard = KernelGuard {
         symlinks: false,
         regular: 0,
+        fifos: 0,
     };
     const ON: KernelGuard = KernelGuard {
         symlinks: true,
         regular: 1,
+        fifos: 1,
     };
 
     #[test]
@@ -211,8 +183,14 @@ mod tests {
         let both = KernelGuard {
             symlinks: true,
             regular: 2,
+            fifos: 2,
         };
         assert_eq!(classify(0, 0o41770, 1000, both), Place::KernelGuarded);
+        // Links and files refused but another user's FIFO opened (and waited on): not guarded.
+        let no_fifos = KernelGuard { fifos: 0, ..ON };
+        assert_eq!(classify(0, 0o41777, 1000, no_fifos), Place::Sticky);
+        let fifos_world_only = KernelGuard { fifos: 1, ..both };
+        assert_eq!(classify(0, 0o41770, 1000, fifos_world_only), Place::Sticky);
         // A sticky directory of another user: its owner may remove anything in it.
         assert_eq!(classify(2000, 0o41777, 1000, ON), Place::Open);
     }
@@ -228,22 +206,5 @@ mod tests {
         dir.remove();
         assert!(!dir.path.exists());
         assert!(outside.path().exists(), "a link's target is not removed");
-    }
-
-    #[test]
-    fn a_claim_never_takes_over_a_name_that_is_not_ours() {
-        let dir = tempfile::tempdir().unwrap();
-        let free = dir.path().join("perf-1.map");
-        assert!(matches!(claim(&free).unwrap(), Claim::Made(_)));
-        // Ours and stale: replaced by a new, empty file.
-        std::fs::write(&free, b"stale entries").unwrap();
-        let Claim::Made(again) = claim(&free).unwrap() else {
-            panic!("a stale file of jprof's user is replaced")
-        };
-        assert_eq!(again.file.metadata().unwrap().len(), 0);
-        let link = dir.path().join("perf-2.map");
-        std::os::unix::fs::symlink(&free, &link).unwrap();
-        assert!(matches!(claim(&link).unwrap(), Claim::Taken(_)));
-        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
     }
 }

@@ -9,8 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::places::{self, Claim, Place, PrivateDir};
-use crate::foreign_file;
+use super::places::{self, Place, PrivateDir};
 use crate::format::recording::SideKind;
 
 /// V8 flags for Node: a jitdump with unwinding info, and interpreter frames on the native stack
@@ -547,11 +546,6 @@ pub struct RuntimeSetup {
     pub notes: Vec<String>,
     /// The private directory runtimes write into (when one was needed and could be made).
     pub private_dir: Option<PrivateDir>,
-    /// Fixed names in a sticky shared directory jprof must create for the launched process
-    /// before it runs (`{pid}` replaced), by runtime.
-    claims: Vec<(&'static str, PathBuf)>,
-    /// What jprof created for the launched process.
-    pub claimed: Vec<foreign_file::Created>,
     /// Which runtimes were asked to write where.
     pub asking: Asking,
     /// Runtimes not asked, and why.
@@ -576,7 +570,6 @@ impl Drop for RuntimeSetup {
     /// A launch that failed or ended leaves nothing jprof made behind (unless kept).
     fn drop(&mut self) {
         if !self.keep {
-            self.release_claims();
             self.remove_private_dir();
         }
     }
@@ -659,10 +652,8 @@ pub struct Places {
     pub cwd: (PathBuf, Place),
     /// `/tmp` and who can plant names there.
     pub tmp: Place,
-    /// The runtime the launched command itself runs (its pid is known before it runs).
+    /// The runtime the launched command itself runs.
     pub target: Option<&'static str>,
-    /// Fixed names another user holds for the launched pid: (runtime, name).
-    pub taken: Vec<(&'static str, PathBuf)>,
     /// Stacks are unwound with DWARF (`--call-graph dwarf`).
     pub dwarf: bool,
 }
@@ -677,60 +668,35 @@ impl Places {
             target: program_run_by(argv)
                 .and_then(|p| runtime_of_command(&p))
                 .map(|r| r.name),
-            taken: Vec::new(),
             dwarf,
         }
     }
 }
 
 impl RuntimeSetup {
-    /// Whether `runtime` may be asked for the fixed `/tmp` name `pattern`: in a `/tmp` no one
-    /// else can plant into, always; in a sticky one, only the launched process, for which jprof
-    /// creates the name first; otherwise never.
+    /// Whether `runtime` may be asked for the fixed `/tmp` name `pattern`: only in a `/tmp` no
+    /// one else can plant into. The request reaches every process the launched one starts (a
+    /// variable is inherited, a forked CPython opens its map again for its new pid), each
+    /// opening the name for a pid jprof cannot foresee, so creating the launched pid's name
+    /// first protects only that one: in a sticky `/tmp` the kernel does not guard, another
+    /// user's link there is followed (the BEAM, Mono, .NET and CPython 3.13's jitdump truncate
+    /// through links), their FIFO blocks the runtime in `open` for as long as they like, and
+    /// their file receives its output (CPython 3.12's perf map, opened `O_NOFOLLOW|O_APPEND`).
     fn may_write_tmp(&mut self, runtime: &'static str, pattern: &'static str, at: &Places) -> bool {
-        let allowed = self.tmp_allowed(runtime, pattern, at);
-        if allowed {
-            self.asking.tmp_names.insert((runtime, pattern));
-        }
-        allowed
-    }
-
-    fn tmp_allowed(&mut self, runtime: &'static str, pattern: &'static str, at: &Places) -> bool {
-        if let Some((_, name)) = at.taken.iter().find(|(r, _)| *r == runtime) {
-            self.refuse(
-                runtime,
-                format!(
-                "{} exists and is not jprof's (planted by another user?): jprof did not ask for {}",
-                name.display(),
-                pattern.replace("{pid}", "PID")
-            ),
-            );
-            return false;
-        }
+        let name = pattern.replace("{pid}", "PID");
         match at.tmp {
-            Place::Private | Place::KernelGuarded => true,
-            Place::Sticky
-                if at.target == Some(runtime) && opened_without_following(runtime, pattern) =>
-            {
-                self.claims
-                    .push((runtime, PathBuf::from("/tmp").join(pattern)));
+            Place::Private | Place::KernelGuarded => {
+                self.asking.tmp_names.insert((runtime, pattern));
                 true
             }
-            // The variable reaches every process the launched one starts (an Erlang node's
-            // peers, `dotnet test`'s hosts, a forked CPython), each opening the name for its own
-            // pid, which jprof cannot create first; these runtimes follow links and truncate, so
-            // a link planted for such a pid made root's child overwrite any file.
-            Place::Sticky if at.target == Some(runtime) => {
-                self.refuse(runtime, format!(
-                    "other users can put names in /tmp (and fs.protected_symlinks/protected_regular are off), and every {runtime} process the command starts would write /tmp/{} for a pid jprof cannot create first, following links another user planted there",
-                    pattern.replace("{pid}", "PID")
-                ));
-                false
-            }
             Place::Sticky => {
+                let which = if at.target == Some(runtime) {
+                    format!("every {runtime} process the command starts")
+                } else {
+                    format!("a {runtime} process the command starts")
+                };
                 self.refuse(runtime, format!(
-                    "other users can put names in /tmp (and fs.protected_symlinks/protected_regular are off), and it was not the command jprof launched, so jprof could not create /tmp/{} for it first",
-                    pattern.replace("{pid}", "PID")
+                    "other users can put names in /tmp (fs.protected_symlinks/protected_regular/protected_fifos are off), and {which} would open /tmp/{name} for its own pid, which jprof cannot create first: a FIFO planted there blocks it, a file planted there receives what it writes, a link planted there is followed by runtimes that open through links; sysctl -w fs.protected_symlinks=1 fs.protected_regular=1 fs.protected_fifos=1 (systemd's default) lets jprof ask it"
                 ));
                 false
             }
@@ -738,9 +704,8 @@ impl RuntimeSetup {
                 self.refuse(
                     runtime,
                     format!(
-                        "{} (it writes /tmp/{})",
-                        places::why_open(Path::new("/tmp")),
-                        pattern.replace("{pid}", "PID")
+                        "{} (it writes /tmp/{name})",
+                        places::why_open(Path::new("/tmp"))
                     ),
                 );
                 false
@@ -773,30 +738,6 @@ impl RuntimeSetup {
         self.private_dir.as_ref().map(|d| d.path.clone())
     }
 
-    /// The names jprof must create for the launched process `pid` before it runs. A name
-    /// another user already holds must not be written through: returns the runtime that would
-    /// write it and the name, and the caller launches again with [`prepare_again`].
-    pub fn claim_for(&mut self, pid: u32) -> std::io::Result<Option<(&'static str, PathBuf)>> {
-        for (runtime, pattern) in self.claims.clone() {
-            let path = PathBuf::from(pattern.to_string_lossy().replace("{pid}", &pid.to_string()));
-            match places::claim(&path)? {
-                Claim::Made(made) => self.claimed.push(made),
-                Claim::Taken(path) => {
-                    self.release_claims();
-                    return Ok(Some((runtime, path)));
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    /// Removes what [`Self::claim_for`] created (a launch that is abandoned).
-    pub fn release_claims(&mut self) {
-        for made in self.claimed.drain(..) {
-            foreign_file::remove_if_same(&made.path, made.dev, made.ino);
-        }
-    }
-
     /// The side files stay (`--keep-side-files`): nothing jprof made is removed when dropped.
     pub fn keep(&mut self) {
         self.keep = true;
@@ -810,18 +751,6 @@ impl RuntimeSetup {
     }
 }
 
-/// The fixed `/tmp` names whose runtime opens them without following a link and without
-/// truncating (CPython's perf map: `O_NOFOLLOW|O_APPEND`, 0600). In an unguarded sticky `/tmp`
-/// only these are asked for, because the variable also reaches the processes the launched one
-/// starts, whose names jprof cannot create first. The BEAM's and Mono's perf maps, .NET's perf
-/// map and perfinfo and CPython 3.13's jitdump are opened `O_CREAT|O_TRUNC` through links
-/// (seen with strace).
-const OPENED_WITHOUT_FOLLOWING: &[(&str, &str)] = &[("python", "perf-{pid}.map")];
-
-fn opened_without_following(runtime: &str, pattern: &str) -> bool {
-    OPENED_WITHOUT_FOLLOWING.contains(&(runtime, pattern))
-}
-
 /// The set-up for a launched command: every runtime that can be asked safely is asked, whatever
 /// the command is, so a runtime started through a launcher (`javac`, an npm shim, `sh -c`,
 /// Debian's `mcs` wrapper) is prepared too; a process that is no runtime ignores the variables.
@@ -829,33 +758,6 @@ pub fn prepare(argv: &[String], dwarf: bool) -> RuntimeSetup {
     let at = Places::of(argv, dwarf);
     let mut setup = prepare_at(&at);
     setup.places = Some(at);
-    setup
-}
-
-/// The set-up again, without asking `runtime` for `name`, which another user holds.
-pub fn prepare_again(old: RuntimeSetup, runtime: &'static str, name: PathBuf) -> RuntimeSetup {
-    let mut at = old.places.as_ref().map_or_else(
-        || Places {
-            cwd: (PathBuf::from("."), Place::Open),
-            tmp: Place::Open,
-            target: None,
-            taken: Vec::new(),
-            dwarf: false,
-        },
-        |p| Places {
-            cwd: p.cwd.clone(),
-            tmp: p.tmp,
-            target: p.target,
-            taken: p.taken.clone(),
-            dwarf: p.dwarf,
-        },
-    );
-    at.taken.push((runtime, name));
-    let notes = old.notes.clone();
-    drop(old);
-    let mut setup = prepare_at(&at);
-    setup.places = Some(at);
-    setup.notes = notes;
     setup
 }
 
@@ -981,10 +883,7 @@ fn python(setup: &mut RuntimeSetup, at: &Places) {
     if !setup.may_write_tmp("python", "perf-{pid}.map", at) {
         return;
     }
-    // 3.13 opens its jitdump through links, truncating: in an unguarded sticky /tmp the perf
-    // map alone is asked for (see `tmp_allowed`), whose trampolines jprof unwinds by their shape.
-    let jitdump_safe = matches!(at.tmp, Place::Private | Place::KernelGuarded);
-    if at.dwarf && jitdump_safe {
+    if at.dwarf {
         if !setup.may_write_tmp("python", "jit-{pid}.dump", at) {
             return;
         }
@@ -1230,7 +1129,6 @@ mod tests {
             cwd: (PathBuf::from("/work/dir"), cwd),
             tmp,
             target,
-            taken: Vec::new(),
             dwarf: false,
         }
     }
@@ -1349,26 +1247,36 @@ mod tests {
         }
     }
 
-    /// Issue 24: a fixed /tmp name in an unguarded sticky /tmp is asked for only for the
-    /// launched process, whose name jprof creates first.
+    /// Issue 24: a fixed /tmp name is asked for only where the kernel refuses what another user
+    /// plants: every process the launched one starts would open the name for its own pid.
     #[test]
-    fn tmp_names_are_asked_for_only_where_jprof_can_create_them_first() {
+    fn tmp_names_are_asked_for_only_where_no_one_else_can_plant_them() {
+        // CPython opens its map O_NOFOLLOW, but a forked or started CPython still opens a
+        // planted FIFO (and blocks) or file (and fills it): not asked, even when launched.
         let setup = prepare_at(&places(Place::Private, Place::Sticky, Some("python")));
-        assert_eq!(var(&setup, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
-        assert_eq!(setup.claims.len(), 1);
-        assert_eq!(setup.claims[0].1, PathBuf::from("/tmp/perf-{pid}.map"));
+        assert!(var(&setup, "PYTHONPERFSUPPORT").is_none());
+        let why = &setup.not_asked["python"].why;
+        assert!(
+            why.contains("every python process the command starts")
+                && why.contains("fs.protected_fifos=1"),
+            "{why}"
+        );
+        let guarded = prepare_at(&places(
+            Place::Private,
+            Place::KernelGuarded,
+            Some("python"),
+        ));
+        assert_eq!(var(&guarded, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
         // Mono opens its perf map through links, and so would every mono the launched one
-        // starts, for pids jprof cannot create first: not asked even for the launched one.
+        // starts: not asked even for the launched one.
         let mono = prepare_at(&places(Place::Private, Place::Sticky, Some("mono")));
         assert!(!var(&mono, "MONO_ENV_OPTIONS").is_some_and(|v| v.contains("--jitmap")));
-        assert!(mono.claims.is_empty());
         assert!(mono.not_asked["mono"]
             .why
             .contains("every mono process the command starts"));
         for runtime in ["erlang", "dotnet"] {
             let setup = prepare_at(&places(Place::Private, Place::Sticky, Some(runtime)));
             assert!(!setup.asking.asked.contains(runtime), "{runtime}");
-            assert!(setup.claims.is_empty(), "{runtime}");
             // Not asked, but named all the same by the user's own `ERL_FLAGS`: the note says
             // so, not that its frames are not named.
             let seen: BTreeMap<u32, &'static str> = [(9, runtime)].into();
@@ -1389,7 +1297,6 @@ mod tests {
             options.contains("--profile=log"),
             "the log goes to the private dir"
         );
-        assert!(through_a_script.claims.is_empty());
         let mono: BTreeMap<u32, &'static str> = [(9, "mono")].into();
         let logged: BTreeMap<u32, Vec<SideKind>> = [(9, vec![SideKind::MLPD])].into();
         let notes = observed_notes(&mono, &logged, &through_a_script);
@@ -1400,7 +1307,6 @@ mod tests {
 
         let guarded = prepare_at(&places(Place::Private, Place::KernelGuarded, None));
         assert!(var(&guarded, "MONO_ENV_OPTIONS").is_some_and(|v| v.contains("--jitmap")));
-        assert!(guarded.claims.is_empty());
 
         let open = prepare_at(&places(Place::Private, Place::Open, Some("mono")));
         assert!(!var(&open, "MONO_ENV_OPTIONS").unwrap().contains("--jitmap"));
@@ -1478,13 +1384,11 @@ mod tests {
         let dwarf = prepare_at(&at);
         assert_eq!(var(&dwarf, "PYTHON_PERF_JIT_SUPPORT").as_deref(), Some("1"));
         assert_eq!(var(&dwarf, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
-        // 3.13 opens its jitdump through links: in an unguarded sticky /tmp only the perf map
-        // (opened O_NOFOLLOW) is asked for, created first by jprof.
+        // In an unguarded sticky /tmp neither is asked for.
         at.tmp = Place::Sticky;
         let sticky = prepare_at(&at);
         assert!(var(&sticky, "PYTHON_PERF_JIT_SUPPORT").is_none());
-        assert_eq!(var(&sticky, "PYTHONPERFSUPPORT").as_deref(), Some("1"));
-        assert_eq!(sticky.claims.len(), 1);
+        assert!(var(&sticky, "PYTHONPERFSUPPORT").is_none());
         assert!(asked_for(
             &dwarf.asking,
             "python",

@@ -231,15 +231,14 @@ pub(super) fn start<'a>(
             // starts). Without it the tree is lost from view and only the target is followed.
             let _ = child::become_subreaper();
             let xray_env = xray.as_ref().map_or(&[][..], |x| x.env.as_slice());
-            let child = spawn_claiming(&argv, &mut setup, xray_env)?;
+            let env: Vec<(String, String)> = setup.env.iter().chain(xray_env).cloned().collect();
+            let child = child::spawn_suspended(&argv, &env).map_err(|source| Error::Spawn {
+                command: argv.join(" "),
+                source,
+            })?;
             if let (Some(list), Some(dir)) = (leftover_list.as_mut(), &setup.private_dir) {
                 let (dev, ino) = dir.identity();
                 list.add("dir", &dir.path, dev, ino);
-            }
-            if let Some(list) = leftover_list.as_mut() {
-                for made in &setup.claimed {
-                    list.add("file", &made.path, made.dev, made.ino);
-                }
             }
             let opened = events::open(
                 &[child.pid],
@@ -750,44 +749,6 @@ fn compacted(
     }
 }
 
-/// Launches `argv` held before exec, after creating the fixed names its runtime will write for
-/// its pid. A name another user holds is not written through: the held child is dropped and the
-/// command launched again without asking the runtime that writes it (noted in the summary).
-fn spawn_claiming(
-    argv: &[String],
-    setup: &mut runtimes::RuntimeSetup,
-    extra_env: &[(String, String)],
-) -> Result<child::SuspendedChild> {
-    for attempt in 1.. {
-        let spawn_error = |source| Error::Spawn {
-            command: argv.join(" "),
-            source,
-        };
-        let env: Vec<(String, String)> = setup.env.iter().chain(extra_env).cloned().collect();
-        let child = child::spawn_suspended(argv, &env).map_err(spawn_error)?;
-        match setup.claim_for(child.pid as u32) {
-            Ok(None) => return Ok(child),
-            // Asked no more: launch again without it.
-            Ok(Some((runtime, name))) => {
-                child.abandon();
-                // A stale name of another user's process that had this pid: another pid may
-                // be free. Names planted for every pid are not: after three, without it.
-                if attempt >= 3 {
-                    *setup = runtimes::prepare_again(std::mem::take(setup), runtime, name);
-                }
-            }
-            Err(e) => {
-                child.abandon();
-                setup.release_claims();
-                return Err(Error::Other(format!(
-                    "cannot create the side files for the launched process: {e}"
-                )));
-            }
-        }
-    }
-    unreachable!("the loop returns")
-}
-
 /// The note on a JVM the launched command started where jprof could not see it would (a
 /// launcher it cannot see through): its frames past the copy were read once it was found
 /// (`watched`), or not at all (the kernel refused the program that reads them).
@@ -812,8 +773,7 @@ fn unforeseen_jvm_note(pid: u32, watched: bool) -> String {
 
 /// What the runtimes did (and how to get more out of them), and the removal of the files they
 /// wrote only because jprof asked (their bytes are in the recording): only a file jprof asked
-/// for at that very name, and only the very file that was read (same device and inode), or one
-/// jprof created itself.
+/// for at that very name, and only the very file that was read (same device and inode).
 fn runtime_notes_and_cleanup(
     config: &RecordConfig,
     call_graph: CallGraph,
@@ -909,7 +869,6 @@ fn runtime_notes_and_cleanup(
             foreign_file::remove_runtime_file(&file, side.owner_of(pid));
         }
     }
-    setup.release_claims();
     setup.remove_private_dir();
     notes
 }

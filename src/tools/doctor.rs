@@ -59,7 +59,8 @@ pub(crate) struct Facts {
     pub(crate) xray_runtime: Option<PathBuf>,
     /// Whether Mono's log profiler library (`libmono-profiler`) is installed.
     pub(crate) mono_log_profiler: bool,
-    /// The kernel refuses names planted in `/tmp` (`fs.protected_symlinks`/`protected_regular`).
+    /// The kernel refuses names planted in `/tmp` (`fs.protected_symlinks`/`protected_regular`/
+    /// `protected_fifos`).
     pub(crate) tmp_guarded: bool,
     /// Where jprof looks for its JVMTI agent, and whether a file is there.
     pub(crate) agent: Option<(PathBuf, bool)>,
@@ -560,9 +561,9 @@ fn runtime_checks(f: &Facts) -> Vec<Check> {
         check(
             Status::Warn,
             "runtime side files",
-            "fs.protected_symlinks/protected_regular are off: CPython's /tmp/perf-PID.map is asked for only when it is the command jprof launches; Erlang, .NET before 8, Mono's --jitmap and CPython 3.13's jitdump are not asked (they open their /tmp names through links, and so would every process the command starts) (docs/jit.md)",
+            "fs.protected_symlinks/protected_regular/protected_fifos are off: CPython, Erlang, .NET before 8 and Mono's --jitmap are not asked for their /tmp perf maps (every process the command starts would open its name for its own pid, where another user's link is followed, file filled or FIFO blocks it) (docs/jit.md)",
         )
-        .fix("sysctl -w fs.protected_symlinks=1 fs.protected_regular=1 (systemd's default)")
+        .fix("sysctl -w fs.protected_symlinks=1 fs.protected_regular=1 fs.protected_fifos=1 (systemd's default)")
     });
     out.push(match (version("clang"), &f.xray_runtime) {
         (None, _) => check(Status::Ok, "clang xray", "clang not installed"),

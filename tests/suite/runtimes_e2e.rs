@@ -181,7 +181,7 @@ fn compare(dir: &Path, case: &Case) {
     std::fs::write(&shim, case.shim).unwrap();
     std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
     // `exec`: Debian's sh (dash) forks for a lone command, and only the process jprof launches
-    // can have its fixed /tmp names created first (docs/jit.md).
+    // is foreseen from its command line (docs/jit.md).
     let line = format!("exec {}", case.direct.join(" "));
     let ways: [(&str, Vec<&str>); 3] = [
         ("directly", case.direct.to_vec()),
@@ -238,10 +238,12 @@ def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i % 7\n    re
 def hot_loop():\n    end = time.process_time() + 1.5\n    x = 0\n    while time.process_time() < end:\n        x += inner(5000)\n    return x\n\
 print(hot_loop() > 0)\n";
 
+/// In a private /tmp: in these machines' unguarded one CPython is not asked (every CPython the
+/// command starts would open a name another user can plant: security_runtimes).
 #[test]
 fn python_312_is_asked_out_of_the_box() {
     let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = cli_support::dir_outside_tmp();
     std::fs::write(dir.path().join("app.py"), PYTHON_APP).unwrap();
     compare(
         dir.path(),
@@ -253,7 +255,7 @@ fn python_312_is_asked_out_of_the_box() {
             shim: &format!("#!/usr/bin/env python3.12\n{PYTHON_APP}"),
             // `py::inner:/dir/app.py` from the perf map, shown as `inner app.py`.
             hot: "inner ",
-            private_tmp: false,
+            private_tmp: true,
         },
     );
 }
@@ -348,17 +350,19 @@ fn a_python_jprof_cannot_foresee_is_told_apart() {
 /// frame pointers, and with the perf trampolines every Python call is several C frames) with
 /// DWARF over the deep stack copy: ≥ 90% of the samples of a program whose hot code runs 20 to
 /// 70 Python frames deep reach its outermost Python function. (fp reached 0.3%, the 8 KiB dwarf
-/// copy 25%.)
+/// copy 25%.) In a private /tmp, where CPython is asked.
 fn python_stacks_reach_main(version: &str) {
     let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = cli_support::dir_outside_tmp();
     let python = pyenv_bin(version).join(format!("python{version}"));
     let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python/deep_calls.py");
-    let run = record(
+    let run = record_with(
         dir.path(),
+        &[],
         &[python.to_str().unwrap(), program.to_str().unwrap()],
         &[],
         &["PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT"],
+        true,
     );
     assert!(
         run.summary.contains("call graph dwarf") && run.summary.contains("64 KiB stack copy"),

@@ -224,7 +224,7 @@ fn mono_program(dir: &Path) -> PathBuf {
 /// Issue 24: Mono's perf map is `/tmp/perf-PID.map` (no option moves it), and jprof's Mono
 /// log used to be `/tmp/jprof-mono-PID.mlpd`. With names planted for every pid jprof could
 /// get, root's Mono writes through none of them: the log goes to jprof's private directory,
-/// and the perf map is asked for only once jprof created it for the launched pid itself.
+/// and the perf map is asked for only where the kernel guards /tmp.
 #[test]
 fn mono_never_writes_through_names_planted_in_tmp() {
     let _serial = serial();
@@ -340,9 +340,9 @@ fn python312() -> PathBuf {
 }
 
 /// Issue 24 with CPython 3.12's `/tmp/perf-PID.map` (a fixed name): with links and files of
-/// the user's at that name for every pid jprof could get, root's Python writes through none
-/// (jprof does not ask it, and says why). Unplanted, the name is created by jprof for the
-/// launched pid (tests/suite/runtimes_e2e.rs shows Python named then).
+/// the user's at that name for every pid jprof could get, root's Python writes through none:
+/// in an unguarded /tmp jprof does not ask it, and says why (where the kernel guards /tmp,
+/// jprof asks, and the kernel refuses the planted names).
 #[test]
 fn python_never_writes_through_perf_maps_planted_in_tmp() {
     let _serial = serial();
@@ -368,12 +368,10 @@ fn python_never_writes_through_perf_maps_planted_in_tmp() {
     let text = stderr(&out);
     let pid = target_pid(&data);
     maps.assert_untouched(&victim);
-    // Every pid jprof took was planted: it tried three, then launched without asking Python,
-    // and says why. (Where the kernel guards /tmp, jprof asks, and the kernel refuses them.)
     if !tmp_guarded() {
         assert!(
             text.contains(&format!("python (pid {pid}): jprof did not ask it"))
-                && text.contains("is not jprof's"),
+                && text.contains("fs.protected_fifos"),
             "{text}"
         );
         let planted_here = maps
@@ -544,11 +542,13 @@ fn a_runtime_started_by_the_launched_one_never_writes_through_planted_names() {
     }
 }
 
-/// Whether the kernel refuses names planted in /tmp (`fs.protected_symlinks` and
-/// `fs.protected_regular`); these machines have both off.
+/// Whether the kernel refuses names planted in /tmp (`fs.protected_symlinks`,
+/// `fs.protected_regular` and `fs.protected_fifos`); these machines have all three off.
 fn tmp_guarded() -> bool {
     let read = |n: &str| std::fs::read_to_string(format!("/proc/sys/fs/{n}")).unwrap_or_default();
-    read("protected_symlinks").trim() == "1" && read("protected_regular").trim() != "0"
+    read("protected_symlinks").trim() == "1"
+        && read("protected_regular").trim() != "0"
+        && read("protected_fifos").trim() != "0"
 }
 
 /// The .NET runtime of PyPI's `dotnetcore2`, found through the Python that installed it.
@@ -621,6 +621,173 @@ fn dotnet_never_writes_through_names_planted_in_tmp() {
         assert!(
             text.contains(&format!("dotnet (pid {pid}): jprof did not ask it"))
                 && text.contains("every dotnet process the command starts"),
+            "{text}"
+        );
+    }
+}
+
+/// FIFOs (even pids) and empty regular files of the user's (odd pids) at `pattern` in `dir` for
+/// `pids`, removed when dropped; a writer still blocked opening a FIFO is let go first.
+struct PlantedFifos {
+    fifos: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+}
+
+fn plant_fifos_and_files(
+    dir: &Path,
+    pattern: &str,
+    pids: impl IntoIterator<Item = u32>,
+) -> PlantedFifos {
+    let (uid, gid) = user();
+    let mut planted = PlantedFifos {
+        fifos: Vec::new(),
+        files: Vec::new(),
+    };
+    for pid in pids {
+        let path = dir.join(pattern.replace("{pid}", &pid.to_string()));
+        if std::fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        // Made as root, then given to the user: the same as the user making them.
+        if pid % 2 == 0 {
+            nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+            planted.fifos.push(path.clone());
+        } else {
+            std::fs::write(&path, b"").unwrap();
+            planted.files.push(path.clone());
+        }
+        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    planted
+}
+
+impl PlantedFifos {
+    /// Opens every FIFO for reading and closes it: a process blocked opening one for writing
+    /// goes on (as when the user who planted it reads it).
+    fn release_writers(&self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        for fifo in &self.fifos {
+            let _ = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fifo);
+        }
+    }
+}
+
+impl Drop for PlantedFifos {
+    fn drop(&mut self) {
+        self.release_writers();
+        for p in self.fifos.iter().chain(&self.files) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// CPython opens `/tmp/perf-PID.map` with `O_NOFOLLOW|O_APPEND` but blocking, and every
+/// CPython the launched one starts does so for its own pid: a process it forks
+/// (`multiprocessing`'s default on Linux re-opens the map after `fork`) and one it runs
+/// (`subprocess`, inheriting `PYTHONPERFSUPPORT`). The user watches for the launched pid and
+/// plants FIFOs and files of its own for the pids after it. Root's forked child used to block
+/// forever opening the user's FIFO (`open(O_WRONLY)` waits for a reader: root's job hung, or
+/// went on only when the user chose to read its perf map), and a child whose pid held the
+/// user's file appended its function names and code addresses to it. In an unguarded `/tmp`
+/// jprof now asks no CPython for the perf map, and says why and the fix.
+#[test]
+fn a_python_started_by_the_launched_one_is_neither_blocked_nor_read_by_planted_names() {
+    let _serial = serial();
+    let work = tempfile::tempdir().unwrap();
+    let go = work.path().join("go");
+    let script = work.path().join("app.py");
+    std::fs::write(
+        &script,
+        "import os, subprocess, sys, time\n\
+         def hot(n):\n    return sum(i * i % 7 for i in range(n))\n\
+         end = time.time() + 20\n\
+         while not os.path.exists(sys.argv[1]) and time.time() < end: time.sleep(0.01)\n\
+         hot(20000)\n\
+         child = os.fork()\n\
+         if child == 0:\n    hot(20000)\n    os._exit(0)\n\
+         os.waitpid(child, 0)\n\
+         subprocess.run([sys.executable, '-c', 'sum(range(100000))'], check=True)\n\
+         print('children done', flush=True)\n",
+    )
+    .unwrap();
+    let data = work.path().join("py.data");
+    let mut recorder = jprof()
+        .current_dir(work.path())
+        .args(["record", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(python312())
+        .arg(&script)
+        .arg(&go)
+        .env_remove("PYTHONPERFSUPPORT")
+        .env_remove("PYTHON_PERF_JIT_SUPPORT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let children = format!("/proc/{}/task/{}/children", recorder.id(), recorder.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let launched: u32 = loop {
+        let text = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jprof launched nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let planted = plant_fifos_and_files(
+        Path::new("/tmp"),
+        "perf-{pid}.map",
+        launched + 1..launched + 1 + AHEAD,
+    );
+    std::fs::write(&go, b"").unwrap();
+    // The program takes well under a second; a minute is a hang.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while recorder.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            // Let the blocked child go so that the tree can end, then fail.
+            planted.release_writers();
+            let out = recorder.wait_with_output().unwrap();
+            panic!(
+                "root's child Python blocked opening a FIFO the user planted:\n{}",
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = recorder.wait_with_output().unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("children done"),
+        "{text}"
+    );
+    for file in &planted.files {
+        let m = std::fs::symlink_metadata(file).unwrap();
+        assert_eq!(
+            m.len(),
+            0,
+            "{} received root's perf map: {:?}",
+            file.display(),
+            String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default())
+                .lines()
+                .take(3)
+                .collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(target_pid(&data), launched);
+    if !tmp_guarded() {
+        assert!(
+            text.contains(&format!("python (pid {launched}): jprof did not ask it"))
+                && text.contains("every python process the command starts")
+                && text.contains("fs.protected_fifos"),
             "{text}"
         );
     }
