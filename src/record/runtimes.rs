@@ -480,6 +480,39 @@ fn last_shell_command(command: &str, args: &[String]) -> Option<Vec<String>> {
     .filter(|words| !words.is_empty())
 }
 
+/// The directories the `sh -c` commands of `argv` change into with `cd` (or `pushd`), resolved
+/// from `cwd` in order; `None` for one that cannot be told from the text (a variable, `~`,
+/// `-`, a glob, a `cd` with no directory). A runtime that writes in its working directory
+/// writes there, wherever jprof started the command.
+fn directories_entered(argv: &[String], cwd: &Path) -> Vec<Option<PathBuf>> {
+    let mut entered = Vec::new();
+    for pair in argv.windows(3) {
+        if !matches!(name_of(&pair[0]).as_str(), "sh" | "bash" | "dash") || pair[1] != "-c" {
+            continue;
+        }
+        let mut here = Some(cwd.to_path_buf());
+        for part in pair[2].split([';', '\n', '&', '|', '(', ')', '{', '}']) {
+            let mut words = part.split_whitespace();
+            if !matches!(words.next(), Some("cd" | "pushd")) {
+                continue;
+            }
+            let target = words.next().map(|w| w.trim_matches(['"', '\'']));
+            here = match (here, target) {
+                (Some(base), Some(dir))
+                    if !dir.is_empty()
+                        && !dir.starts_with(['~', '-'])
+                        && !dir.contains(['$', '`', '*', '?', '[']) =>
+                {
+                    Some(base.join(dir))
+                }
+                _ => None,
+            };
+            entered.push(here.clone());
+        }
+    }
+    entered
+}
+
 /// Characters that make a shell command more than one simple command.
 const SHELL_SYNTAX: &[char] = &[';', '&', '|', '`', '$', '(', ')', '<', '>', '\n'];
 
@@ -650,6 +683,9 @@ pub struct Asking {
 pub struct Places {
     /// jprof's working directory (the target's, inherited) and who can plant names there.
     pub cwd: (PathBuf, Place),
+    /// The directories a `sh -c` of the command line changes into (`cd DIR`), and who can
+    /// plant names there; `None` for a `cd` whose directory jprof cannot tell (`cd "$D"`).
+    pub entered: Vec<(PathBuf, Option<Place>)>,
     /// `/tmp` and who can plant names there.
     pub tmp: Place,
     /// The runtime the launched command itself runs.
@@ -662,7 +698,15 @@ impl Places {
     /// This launch's places.
     pub fn of(argv: &[String], dwarf: bool) -> Self {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let entered = directories_entered(argv, &cwd)
+            .into_iter()
+            .map(|dir| {
+                let place = dir.as_ref().map(|d| places::place_of(d));
+                (dir.unwrap_or_default(), place)
+            })
+            .collect();
         Self {
+            entered,
             cwd: (cwd, places::place_of(Path::new("."))),
             tmp: places::place_of(Path::new("/tmp")),
             target: program_run_by(argv)
@@ -775,19 +819,37 @@ pub fn prepare_at(at: &Places) -> RuntimeSetup {
     setup.java_notes = java_notes;
 
     // V8 writes ./jit-PID.dump and an isolate log in the working directory, through links
-    // and into existing files: only where no other user can put a name.
-    match at.cwd.1 {
-        Place::Private | Place::KernelGuarded => {
+    // and into existing files: only where no other user can put a name, and only when the
+    // command line's shell changes into no other directory (`sh -c 'cd /shared && node …'`).
+    let safe = |place: Place| matches!(place, Place::Private | Place::KernelGuarded);
+    let elsewhere = at
+        .entered
+        .iter()
+        .find(|(_, place)| !place.is_some_and(safe));
+    match (at.cwd.1, elsewhere) {
+        (cwd, None) if safe(cwd) => {
             setup.env.push(extend_var("NODE_OPTIONS", NODE_FLAGS));
             setup.asking.asked.insert("node");
             setup.asking.v8_dir = Some(at.cwd.0.clone());
         }
-        _ => setup.refuse(
+        (_, None) => setup.refuse(
             "node",
             format!(
                 "V8 writes ./jit-PID.dump and its log in the working directory, and {}",
                 places::why_open(&at.cwd.0)
             ),
+        ),
+        (_, Some((dir, Some(_)))) => setup.refuse(
+            "node",
+            format!(
+                "V8 writes ./jit-PID.dump and its log in the working directory, the command changes into {}, and {}",
+                dir.display(),
+                places::why_open(dir)
+            ),
+        ),
+        (_, Some((_, None))) => setup.refuse(
+            "node",
+            "V8 writes ./jit-PID.dump and its log in the working directory, and the command changes into a directory jprof cannot tell from the command line (a cd to a variable or ~)".to_string(),
         ),
     }
 
@@ -1127,6 +1189,7 @@ mod tests {
     fn places(cwd: Place, tmp: Place, target: Option<&'static str>) -> Places {
         Places {
             cwd: (PathBuf::from("/work/dir"), cwd),
+            entered: Vec::new(),
             tmp,
             target,
             dwarf: false,
@@ -1245,6 +1308,72 @@ mod tests {
             assert!(!setup.asking.asked.contains("node"));
             assert!(setup.not_asked["node"].why.contains("working directory"));
         }
+    }
+
+    /// A `sh -c` that changes directory before starting node: V8 writes in that directory, so
+    /// it is judged like the working directory, and a `cd` jprof cannot follow is not trusted.
+    #[test]
+    fn v8_is_not_asked_when_the_command_changes_into_a_directory_others_can_write() {
+        let words = |s: &[&str]| s.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let cwd = Path::new("/work/dir");
+        assert_eq!(
+            directories_entered(
+                &words(&[
+                    "env",
+                    "X=1",
+                    "sh",
+                    "-c",
+                    "cd src && cd '../out' ; exec node a.js"
+                ]),
+                cwd
+            ),
+            vec![
+                Some(PathBuf::from("/work/dir/src")),
+                Some(PathBuf::from("/work/dir/src/../out"))
+            ]
+        );
+        assert_eq!(
+            directories_entered(&words(&["bash", "-c", "cd /tmp/x&&node a.js"]), cwd),
+            vec![Some(PathBuf::from("/tmp/x"))]
+        );
+        for unknown in [
+            "cd \"$D\" && node a.js",
+            "cd && node",
+            "cd ~/x; node",
+            "cd -; node",
+        ] {
+            assert_eq!(
+                directories_entered(&words(&["sh", "-c", unknown]), cwd),
+                vec![None],
+                "{unknown}"
+            );
+        }
+        // Once lost, every later cd relative to it is lost too.
+        assert_eq!(
+            directories_entered(&words(&["sh", "-c", "cd $D; cd sub; node"]), cwd),
+            vec![None, None]
+        );
+        assert!(directories_entered(&words(&["node", "-e", "cd /tmp"]), cwd).is_empty());
+
+        let mut at = places(Place::Private, Place::Private, Some("node"));
+        at.entered = vec![(PathBuf::from("/work/dir/src"), Some(Place::Private))];
+        let setup = prepare_at(&at);
+        assert!(setup.asking.asked.contains("node"));
+        at.entered
+            .push((PathBuf::from("/tmp/shared"), Some(Place::Sticky)));
+        let setup = prepare_at(&at);
+        assert!(var(&setup, "NODE_OPTIONS").is_none_or(|v| !v.contains("--perf-prof")));
+        assert!(
+            setup.not_asked["node"]
+                .why
+                .contains("the command changes into /tmp/shared"),
+            "{}",
+            setup.not_asked["node"].why
+        );
+        at.entered = vec![(PathBuf::new(), None)];
+        let setup = prepare_at(&at);
+        assert!(!setup.asking.asked.contains("node"));
+        assert!(setup.not_asked["node"].why.contains("cannot tell"));
     }
 
     /// Issue 24: a fixed /tmp name is asked for only where the kernel refuses what another user

@@ -201,6 +201,67 @@ fn node_in_a_directory_another_user_can_write_is_not_asked() {
     }
 }
 
+/// The gap of the test above through a shell: jprof started in a directory only root can
+/// write, and the command `sh -c 'cd SHARED && exec node …'` changed into a directory the user
+/// can write (the user's own, a root one anyone may write, a sticky one the kernel does not
+/// guard). V8 (`NODE_OPTIONS` was given, judged by jprof's directory) opened
+/// `./jit-PID.dump` there through the user's link: root's file became the jitdump. jprof now
+/// judges the directories the command line's shell changes into, and does not ask V8.
+#[test]
+fn node_started_by_a_shell_that_changes_into_a_shared_directory_is_not_asked() {
+    let _serial = serial();
+    let (uid, gid) = user();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = scripts.path().join("hot.js");
+    std::fs::write(&script, NODE_SCRIPT).unwrap();
+    for (owner, mode, why) in [
+        (uid, 0o777, "belongs to uid"),
+        (0, 0o777, "other users can write"),
+        (0, 0o1777, "other users can write"),
+    ] {
+        if mode == 0o1777 && tmp_guarded() {
+            // The kernel refuses the planted names there: V8 may be asked.
+            continue;
+        }
+        let shared = tempfile::Builder::new()
+            .prefix("jprofsec-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::os::unix::fs::chown(shared.path(), Some(owner), Some(gid)).unwrap();
+        std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        let victim = victim();
+        let planted = plant(shared.path(), "jit-{pid}.dump", &victim.path);
+        let data = scripts.path().join("node.data");
+        let line = format!(
+            "cd {} && exec node {}",
+            shared.path().display(),
+            script.display()
+        );
+        let out = run(jprof()
+            .current_dir(scripts.path())
+            .args(["record", "-o"])
+            .arg(&data)
+            .args(["--", "sh", "-c", &line])
+            .env_remove("NODE_OPTIONS"));
+        let pid = target_pid(&data);
+        let text = stderr(&out);
+        planted.assert_untouched(&victim);
+        assert!(
+            text.contains(&format!("node (pid {pid}): jprof did not ask it"))
+                && text.contains("the command changes into")
+                && text.contains(why),
+            "{text}"
+        );
+        let roots: Vec<String> = std::fs::read_dir(shared.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.metadata().is_ok_and(|m| m.uid() == 0))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(roots.is_empty(), "root wrote {roots:?} (target pid {pid})");
+    }
+}
+
 /// A C# program that runs ~0.5 s of managed code.
 fn mono_program(dir: &Path) -> PathBuf {
     let src = dir.join("Hot.cs");
