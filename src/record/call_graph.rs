@@ -41,7 +41,7 @@ pub(super) fn stacks_for(
         None if deep.python => (
             events::StackCopy::DEEP,
             Some(format!(
-                "python: CPython 3.12+ has no frame pointers in libpython, so its stacks are \
+                "python: CPython's libpython keeps no frame pointers, so its stacks are \
                  unwound with DWARF over a {kib} KiB stack copy per sample; `--call-graph fp` \
                  records frame pointers only (smaller, but the Python callers are lost)"
             )),

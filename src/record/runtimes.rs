@@ -110,7 +110,7 @@ pub const RUNTIMES: &[Runtime] = &[
             Writes::Tmp("perfinfo-{pid}.map"),
         ],
         asked_with: "DOTNET_PerfMapEnabled=1 COMPlus_PerfMapEnabled=1, DOTNET_PerfMapJitDumpPath=PRIVATE",
-        by_hand: "DOTNET_PerfMapEnabled=1 (COMPlus_PerfMapEnabled=1 before .NET 5); from .NET 8 on, DOTNET_PerfMapJitDumpPath=DIR (a directory only you can write)",
+        by_hand: "COMPlus_PerfMapEnabled=1 (every .NET Core; from .NET 5 on also DOTNET_PerfMapEnabled=1); from .NET 8 on, DOTNET_PerfMapJitDumpPath=DIR (a directory only you can write)",
     },
     Runtime {
         name: "wasmtime",
@@ -144,7 +144,7 @@ pub const RUNTIMES: &[Runtime] = &[
         maps: &["python2*", "python3.*", "libpython2*", "libpython3.*"],
         writes: &[],
         asked_with: "",
-        by_hand: "run it on CPython 3.12 or later, which jprof asks with PYTHONPERFSUPPORT=1; older CPython has no perf support, so only its C frames are named",
+        by_hand: "CPython 3.12 or later writes one (PYTHONPERFSUPPORT=1, which jprof sets where it can)",
     },
 ];
 
@@ -1089,7 +1089,7 @@ pub fn observed_notes(
             ("python", true) if kinds.contains(&SideKind::JITDUMP) => format!("python (pid {pid}): CPython wrote its jitdump (PYTHON_PERF_JIT_SUPPORT=1)"),
             ("python", true) => format!("python (pid {pid}): CPython wrote its perf map (PYTHONPERFSUPPORT=1)"),
             ("python", false) => format!("python (pid {pid}): no perf map from CPython (PYTHONPERFSUPPORT was cleared, or -X perf turned off): Python functions are not named; run it with PYTHONPERFSUPPORT=1"),
-            ("python (before 3.12)", _) => format!("python (pid {pid}) is older than CPython 3.12, which cannot write a perf map: Python functions are not named; {}", runtime_named(runtime).map_or("", |r| r.by_hand)),
+            ("python (before 3.12)", _) => format!("python (pid {pid}) is CPython older than 3.12, which has no perf map: Python functions are not named, only its C frames; {}", runtime_named(runtime).map_or("", |r| r.by_hand)),
             (_, true) => match runtime_named(runtime) {
                 Some(r) => format!("{runtime} (pid {pid}): it wrote its JIT names ({})", r.asked_with),
                 None => continue,
@@ -1579,7 +1579,7 @@ mod tests {
         .into();
         let notes = observed_notes(&runtimes, &BTreeMap::new(), &setup);
         assert!(
-            notes[0].contains("older than CPython 3.12") && notes[0].contains("3.12 or later"),
+            notes[0].contains("older than 3.12") && notes[0].contains("3.12 or later"),
             "{notes:?}"
         );
         assert!(notes[1].contains("--profile=perfmap"), "{notes:?}");
