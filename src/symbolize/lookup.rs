@@ -197,7 +197,11 @@ impl<'e> Symbolizer<'e> {
         exact: bool,
     ) -> UserLookup {
         let probe = if exact { addr } else { addr.wrapping_sub(1) };
-        let Some(mapping) = model.lookup(pid, probe) else {
+        // A memfd (JIT code mapped twice through one: the BEAM's `/memfd:vmem`, .NET's
+        // `doublemapper`) is anonymous memory with a name, no binary: an address no JIT name
+        // covers is shown by its address, like other JIT code, not by an offset into the memfd.
+        let file_backed = |m: &&Mapping| !m.path.starts_with("/memfd:");
+        let Some(mapping) = model.lookup(pid, probe).filter(file_backed) else {
             self.unknown.unmapped += 1;
             return UserLookup {
                 path: None,
@@ -596,6 +600,33 @@ mod tests {
             named[pid as usize - 1] += usize::from(!expected.is_empty());
         }
         assert!(named.iter().all(|&n| n > 100), "addresses named: {named:?}");
+    }
+
+    /// An address in a memfd mapping (the BEAM's JIT code) that no JIT name covers is shown by
+    /// its address and counted with the unmapped ones, not as `memfd:vmem (deleted)+0x…`.
+    #[test]
+    fn an_address_in_a_memfd_is_shown_by_its_address() {
+        let mut model = ProcessModel::default();
+        model.add_mapping(
+            1,
+            Mapping {
+                start: 0x7f00_0000_0000,
+                end: 0x7f00_0100_0000,
+                pgoff: 0,
+                path: "/memfd:vmem (deleted)".into(),
+                build_id: None,
+            },
+        );
+        let mut binaries = BinaryCache::new(true, true);
+        let mut symbolizer = Symbolizer::new(None, true);
+        let addr = 0x7f00_0037_0b38;
+        let found = symbolizer.user(&model, &mut binaries, 1, addr, true);
+        assert_eq!(found.path, None);
+        let frames = user_frames(&found, addr);
+        assert_eq!(frames[0].name, format!("[unknown] ({addr:#x})"));
+        assert_eq!(frames[0].module, None);
+        assert!(symbolizer.unknown.by_module.is_empty());
+        assert_eq!(symbolizer.unknown.unmapped, 1);
     }
 
     /// An address the symbol table does not name (here the padding after a function of this
