@@ -481,15 +481,19 @@ fn last_shell_command(command: &str, args: &[String]) -> Option<Vec<String>> {
 }
 
 /// The directories the `sh -c` commands of `argv` change into with `cd` (or `pushd`), resolved
-/// from `cwd` in order; `None` for one that cannot be told from the text (a variable, `~`,
-/// `-`, a glob, a `cd` with no directory). A runtime that writes in its working directory
-/// writes there, wherever jprof started the command.
-fn directories_entered(argv: &[String], cwd: &Path) -> Vec<Option<PathBuf>> {
+/// from `cwd` in order, `~` and a bare `cd` from `home` (jprof's `$HOME`, which the shell
+/// inherits, unless the command line sets `HOME` itself); `None` for one that cannot be told
+/// from the text (a variable, `~user`, `-`, a glob). A runtime that writes in its working
+/// directory writes there, wherever jprof started the command.
+fn directories_entered(argv: &[String], cwd: &Path, home: Option<&Path>) -> Vec<Option<PathBuf>> {
     let mut entered = Vec::new();
-    for pair in argv.windows(3) {
+    for (at, pair) in argv.windows(3).enumerate() {
         if !matches!(name_of(&pair[0]).as_str(), "sh" | "bash" | "dash") || pair[1] != "-c" {
             continue;
         }
+        let sets_home =
+            argv[..at].iter().any(|w| w.starts_with("HOME=")) || pair[2].contains("HOME=");
+        let home = home.filter(|h| h.is_absolute() && !sets_home);
         let mut here = Some(cwd.to_path_buf());
         for part in pair[2].split([';', '\n', '&', '|', '(', ')', '{', '}']) {
             let mut words = part.split_whitespace();
@@ -498,11 +502,11 @@ fn directories_entered(argv: &[String], cwd: &Path) -> Vec<Option<PathBuf>> {
             }
             let target = words.next().map(|w| w.trim_matches(['"', '\'']));
             here = match (here, target) {
-                (Some(base), Some(dir))
-                    if !dir.is_empty()
-                        && !dir.starts_with(['~', '-'])
-                        && !dir.contains(['$', '`', '*', '?', '[']) =>
-                {
+                (_, None | Some("~")) => home.map(Path::to_path_buf),
+                (_, Some(dir)) if dir.contains(['$', '`', '*', '?', '[']) => None,
+                (_, Some(dir)) if dir.starts_with("~/") => home.map(|h| h.join(&dir[2..])),
+                (_, Some(dir)) if dir.starts_with('/') => Some(PathBuf::from(dir)),
+                (Some(base), Some(dir)) if !dir.is_empty() && !dir.starts_with(['~', '-']) => {
                     Some(base.join(dir))
                 }
                 _ => None,
@@ -698,7 +702,8 @@ impl Places {
     /// This launch's places.
     pub fn of(argv: &[String], dwarf: bool) -> Self {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-        let entered = directories_entered(argv, &cwd)
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let entered = directories_entered(argv, &cwd, home.as_deref())
             .into_iter()
             .map(|dir| {
                 let place = dir.as_ref().map(|d| places::place_of(d));
@@ -1316,6 +1321,7 @@ mod tests {
     fn v8_is_not_asked_when_the_command_changes_into_a_directory_others_can_write() {
         let words = |s: &[&str]| s.iter().map(|w| w.to_string()).collect::<Vec<_>>();
         let cwd = Path::new("/work/dir");
+        let home = Some(Path::new("/home/me"));
         assert_eq!(
             directories_entered(
                 &words(&[
@@ -1325,7 +1331,8 @@ mod tests {
                     "-c",
                     "cd src && cd '../out' ; exec node a.js"
                 ]),
-                cwd
+                cwd,
+                home
             ),
             vec![
                 Some(PathBuf::from("/work/dir/src")),
@@ -1333,27 +1340,57 @@ mod tests {
             ]
         );
         assert_eq!(
-            directories_entered(&words(&["bash", "-c", "cd /tmp/x&&node a.js"]), cwd),
+            directories_entered(&words(&["bash", "-c", "cd /tmp/x&&node a.js"]), cwd, home),
             vec![Some(PathBuf::from("/tmp/x"))]
+        );
+        // `~` and a bare `cd` are the home directory the shell inherits from jprof.
+        assert_eq!(
+            directories_entered(
+                &words(&["sh", "-c", "cd ~/proj && cd && cd ~ && node"]),
+                cwd,
+                home
+            ),
+            vec![
+                Some(PathBuf::from("/home/me/proj")),
+                Some(PathBuf::from("/home/me")),
+                Some(PathBuf::from("/home/me"))
+            ]
         );
         for unknown in [
             "cd \"$D\" && node a.js",
-            "cd && node",
-            "cd ~/x; node",
+            "cd ~bob; node",
             "cd -; node",
+            "HOME=/tmp; cd ~; node",
         ] {
             assert_eq!(
-                directories_entered(&words(&["sh", "-c", unknown]), cwd),
+                directories_entered(&words(&["sh", "-c", unknown]), cwd, home),
                 vec![None],
                 "{unknown}"
             );
         }
-        // Once lost, every later cd relative to it is lost too.
+        for (argv, home) in [
+            (words(&["sh", "-c", "cd ~/x; node"]), None),
+            (
+                words(&["env", "HOME=/tmp", "sh", "-c", "cd ~/x; node"]),
+                home,
+            ),
+        ] {
+            assert_eq!(
+                directories_entered(&argv, cwd, home),
+                vec![None],
+                "{argv:?}"
+            );
+        }
+        // Once lost, every later cd relative to it is lost too; an absolute one is found again.
         assert_eq!(
-            directories_entered(&words(&["sh", "-c", "cd $D; cd sub; node"]), cwd),
-            vec![None, None]
+            directories_entered(
+                &words(&["sh", "-c", "cd $D; cd sub; cd /srv; node"]),
+                cwd,
+                home
+            ),
+            vec![None, None, Some(PathBuf::from("/srv"))]
         );
-        assert!(directories_entered(&words(&["node", "-e", "cd /tmp"]), cwd).is_empty());
+        assert!(directories_entered(&words(&["node", "-e", "cd /tmp"]), cwd, home).is_empty());
 
         let mut at = places(Place::Private, Place::Private, Some("node"));
         at.entered = vec![(PathBuf::from("/work/dir/src"), Some(Place::Private))];
