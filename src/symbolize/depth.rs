@@ -167,6 +167,10 @@ impl StackDepths {
                         human_bytes(copy_bytes)
                     );
                 }
+                if comm.starts_with("beam") {
+                    line += "; Erlang code runs on each Erlang process's own stack, which ends \
+                             at that process's first function, not at a thread's start";
+                }
                 line
             })
             .collect();
@@ -221,6 +225,24 @@ mod tests {
                  raises it); 4 ended at the end of the 64 KiB stack copy"
             ]
         );
+    }
+
+    /// The BEAM's samples in Erlang code never reach a thread's start (each Erlang process has
+    /// its own stack): its line says why, so a low share does not read as a fault.
+    #[test]
+    fn a_beam_line_says_why_its_stacks_stop_short() {
+        let mut d = StackDepths::default();
+        for _ in 0..20 {
+            d.observe(5, 5, "beam.smp", false, None);
+            d.observe(7, 7, "java", false, None);
+        }
+        let lines = d.lines(127, 1024);
+        assert!(
+            lines[0].starts_with("pid 5 (beam.smp): 0.0% of 20"),
+            "{lines:?}"
+        );
+        assert!(lines[0].contains("own stack"), "{lines:?}");
+        assert!(!lines[1].contains("own stack"), "{lines:?}");
     }
 
     /// Samples counted as not whole, then found whole (`now_whole`), give the line they would
