@@ -82,11 +82,22 @@ fn plant_for(
     victim: &Path,
     pids: impl IntoIterator<Item = u32>,
 ) -> Planted {
+    let (links, files) = plant_each(dir, pattern, pids, |path| {
+        std::os::unix::fs::symlink(victim, path).unwrap()
+    });
+    Planted { links, files }
+}
+
+/// For each pid whose name is free in `dir`, plants the user's name: `even` makes it for an
+/// even pid (a link, a FIFO), an empty 0666 file for an odd one. Returns (even ones, files).
+fn plant_each(
+    dir: &Path,
+    pattern: &str,
+    pids: impl IntoIterator<Item = u32>,
+    mut even: impl FnMut(&Path),
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let (uid, gid) = user();
-    let mut planted = Planted {
-        links: Vec::new(),
-        files: Vec::new(),
-    };
+    let (mut evens, mut files) = (Vec::new(), Vec::new());
     for pid in pids {
         let path = dir.join(pattern.replace("{pid}", &pid.to_string()));
         if std::fs::symlink_metadata(&path).is_ok() {
@@ -94,17 +105,34 @@ fn plant_for(
         }
         // Made as root, then given to the user: the same as the user making them.
         if pid % 2 == 0 {
-            std::os::unix::fs::symlink(victim, &path).unwrap();
+            even(&path);
             std::os::unix::fs::lchown(&path, Some(uid), Some(gid)).unwrap();
-            planted.links.push(path);
+            evens.push(path);
         } else {
             std::fs::write(&path, b"").unwrap();
             std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-            planted.files.push(path);
+            files.push(path);
         }
     }
-    planted
+    (evens, files)
+}
+
+/// The pid `recorder` (a `jprof record` launching a command) launched, once it has.
+fn launched_by(recorder: &std::process::Child) -> u32 {
+    let children = format!("/proc/{}/task/{}/children", recorder.id(), recorder.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jprof launched nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 impl Planted {
@@ -569,19 +597,7 @@ fn a_runtime_started_by_the_launched_one_never_writes_through_planted_names() {
         .spawn()
         .unwrap();
     // The launched pid: jprof's child.
-    let children = format!("/proc/{}/task/{}/children", recorder.id(), recorder.id());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let launched: u32 = loop {
-        let text = std::fs::read_to_string(&children).unwrap_or_default();
-        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
-            break pid;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "jprof launched nothing"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
+    let launched = launched_by(&recorder);
     let maps = plant_for(
         Path::new("/tmp"),
         "perf-{pid}.map",
@@ -699,28 +715,11 @@ fn plant_fifos_and_files(
     pattern: &str,
     pids: impl IntoIterator<Item = u32>,
 ) -> PlantedFifos {
-    let (uid, gid) = user();
-    let mut planted = PlantedFifos {
-        fifos: Vec::new(),
-        files: Vec::new(),
-    };
-    for pid in pids {
-        let path = dir.join(pattern.replace("{pid}", &pid.to_string()));
-        if std::fs::symlink_metadata(&path).is_ok() {
-            continue;
-        }
-        // Made as root, then given to the user: the same as the user making them.
-        if pid % 2 == 0 {
-            nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
-            planted.fifos.push(path.clone());
-        } else {
-            std::fs::write(&path, b"").unwrap();
-            planted.files.push(path.clone());
-        }
-        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    }
-    planted
+    let (fifos, files) = plant_each(dir, pattern, pids, |path| {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    });
+    PlantedFifos { fifos, files }
 }
 
 impl PlantedFifos {
@@ -790,19 +789,7 @@ fn a_python_started_by_the_launched_one_is_neither_blocked_nor_read_by_planted_n
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let children = format!("/proc/{}/task/{}/children", recorder.id(), recorder.id());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let launched: u32 = loop {
-        let text = std::fs::read_to_string(&children).unwrap_or_default();
-        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
-            break pid;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "jprof launched nothing"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
+    let launched = launched_by(&recorder);
     let planted = plant_fifos_and_files(
         Path::new("/tmp"),
         "perf-{pid}.map",
